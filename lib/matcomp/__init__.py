@@ -1,0 +1,30 @@
+"""matcomp: abrupt learning of a BERT on low-rank matrix completion (Gopalani, Lubana & Hu, 2024).
+
+The modules, each small and named for what it holds:
+
+- ``config``     frozen run configuration (data, model, train) with validation and a stable hash
+- ``presets``    named configurations: ``smoke``, ``cpu``, ``paper``, ``paper12``
+- ``tokenizer``  the paper's value <-> token-id map
+- ``data``       samplers for low-rank / full-rank matrices and masks, returning a typed ``Batch``
+- ``model``      the paper's BERT with a linear read-out, attention implementation switchable
+- ``metrics``    pooled L, L_obs, L_mask
+- ``training``   the online Adam training loop with checkpoints and exact resume
+- ``store``      the on-disk run store: ``get_or_train(cfg)`` -> ``Run``
+- ``drop``       detection of the plateau and of the sudden drop
+- ``bench``      throughput benchmark against a loop equivalent to the paper's code
+"""
+
+from matcomp.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from matcomp.data import Batch, sample_batch
+from matcomp.drop import Drop, detect_drop
+from matcomp.metrics import masked_mse
+from matcomp.model import MatrixBert, build_model
+from matcomp.presets import PRESETS, preset
+from matcomp.store import Run, get_or_train, open_run
+from matcomp.tokenizer import Tokenizer
+
+__all__ = [
+    "Batch", "DataConfig", "Drop", "MatrixBert", "ModelConfig", "PRESETS", "Run", "RunConfig",
+    "Tokenizer", "TrainConfig", "build_model", "detect_drop", "get_or_train", "masked_mse",
+    "open_run", "preset", "sample_batch",
+]

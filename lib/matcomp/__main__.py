@@ -1,0 +1,3 @@
+from matcomp.cli import main
+
+main()

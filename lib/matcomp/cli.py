@@ -1,0 +1,85 @@
+"""Command line: ``python -m matcomp train --preset cpu [--set train.lr=3e-4 ...]``,
+``python -m matcomp bench [--preset cpu]`` and ``python -m matcomp presets``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+
+from matcomp.presets import PRESETS, preset
+from matcomp.training import resolve_device
+
+
+def _assignments(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"--set takes FIELD=VALUE (e.g. train.lr=3e-4); got {pair!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _config(args):
+    try:
+        return preset(args.preset, _assignments(args.set))
+    except ValueError as err:
+        raise SystemExit(f"error: {err}") from None
+
+
+def cmd_train(args) -> None:
+    from matcomp.store import get_or_train, runs_root
+
+    cfg = _config(args)
+    print(f"run {cfg.run_id} -> {runs_root() / cfg.run_id}", flush=True)
+    run = get_or_train(cfg, device=args.device, progress=not args.quiet)
+    m = run.metrics.iloc[-1]
+    print(f"stored in {run.path}")
+    print(f"final step {int(m.step)}: L {m.L:.4g}, L_obs {m.L_obs:.3g}, L_mask {m.L_mask:.4g}")
+    print(f"train time {run.summary['train_s']:.0f} s ({run.summary['train_s'] / cfg.train.steps:.4f} s/step)")
+    print(run.drop)
+
+
+def cmd_bench(args) -> None:
+    from matcomp.bench import REPORT_HEADER, benchmark, machine, report
+
+    cfg = _config(args)
+    device = resolve_device(args.device)
+    print(f"machine: {machine()}")
+    print(REPORT_HEADER)
+    figures = benchmark(cfg, device, steps=args.steps, warmup=args.warmup)
+    print(report(args.preset, cfg, figures), flush=True)
+
+
+def cmd_presets(args) -> None:
+    for name, cfg in PRESETS.items():
+        d, m, t = cfg.data, cfg.model, cfg.train
+        print(f"{name:8s} {d.n_rows}x{d.n_cols} rank {d.rank} p_mask {d.p_mask} | hidden {m.hidden}, "
+              f"{m.layers} layers, {m.heads} heads | batch {t.batch}, lr {t.lr:g}, {t.steps} steps, {t.precision}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m matcomp", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, helptext in (("train", "train a preset (or load it from the run store)"),
+                           ("bench", "time the training step against the paper-equivalent loop")):
+        p = sub.add_parser(name, help=helptext)
+        p.add_argument("--preset", default="cpu", choices=sorted(PRESETS))
+        p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                       help="override a config field, e.g. --set train.lr=3e-4 (repeatable)")
+        p.add_argument("--device", default="auto", help="auto (CUDA if present), cpu, cuda, cuda:1, ...")
+        p.add_argument("--threads", type=int, default=None, help="CPU threads (default: PyTorch's choice)")
+    sub.choices["train"].add_argument("--quiet", action="store_true", help="no progress bar")
+    sub.choices["bench"].add_argument("--steps", type=int, default=20, help="timed steps per loop")
+    sub.choices["bench"].add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    sub.add_parser("presets", help="list the presets")
+    args = parser.parse_args(argv)
+    if getattr(args, "threads", None):
+        torch.set_num_threads(args.threads)
+    {"train": cmd_train, "bench": cmd_bench, "presets": cmd_presets}[args.command](args)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

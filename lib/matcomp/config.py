@@ -1,0 +1,244 @@
+"""Frozen, validated run configuration (EXPERIMENTS.md §1).
+
+A run is fully described by a ``RunConfig`` made of three parts: ``DataConfig`` (what matrices
+and masks are sampled), ``ModelConfig`` (the BERT's shape) and ``TrainConfig`` (the optimiser and
+the bookkeeping). Every bad value raises ``ValueError`` naming the field and the allowed range;
+unknown keys are rejected when a config is read back from a dict or JSON. The config's ``hash``
+(everything but the human-readable ``name``) identifies the run on disk.
+
+>>> cfg = RunConfig()
+>>> cfg.model.intermediate_size, cfg.data.seq_len
+(3072, 49)
+>>> cfg.override({"train.lr": "3e-4"}).train.lr
+0.0003
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import typing
+from dataclasses import dataclass, field
+
+from matcomp.tokenizer import VALUE_MAX
+
+DISTRIBUTIONS = ("uniform", "gaussian", "laplace")
+PRECISIONS = ("fp32", "bf16")
+ATTENTIONS = ("sdpa", "eager")
+PAPER_CHECKPOINT_STEPS = (4000, 10000, 14000, 16000, 20000, 50000)
+
+
+def _require(ok: bool, name: str, allowed: str, value) -> None:
+    if not ok:
+        raise ValueError(f"{name} must be {allowed}; got {value!r}")
+
+
+def _check_types(obj, prefix: str) -> None:
+    """Reject values whose type does not match the annotation (bool is not an int here)."""
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        value, kind = getattr(obj, f.name), hints[f.name]
+        name = f"{prefix}.{f.name}"
+        if kind is float:
+            _require(isinstance(value, (int, float)) and not isinstance(value, bool), name, "a number", value)
+            object.__setattr__(obj, f.name, float(value))  # 1 and 1.0 must hash alike
+        elif kind is int:
+            _require(isinstance(value, int) and not isinstance(value, bool), name, "an integer", value)
+        elif kind is bool:
+            _require(isinstance(value, bool), name, "true or false", value)
+        elif kind is str:
+            _require(isinstance(value, str), name, "a string", value)
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """The matrices X = U Vᵀ (m × n, rank r) and the random masks (EXPERIMENTS.md §1.1–1.2).
+
+    ``scale`` is the half-width of the uniform factor distribution, or the standard deviation
+    (gaussian) / scale (laplace) of the others. ``clamp`` clips values to the vocabulary's
+    [-10, 10]; it is required for unbounded factor distributions so that no batch can crash.
+    """
+
+    n_rows: int = 7
+    n_cols: int = 7
+    rank: int = 2
+    p_mask: float = 0.3
+    distribution: str = "uniform"
+    scale: float = 1.0
+    clamp: bool = False
+
+    def __post_init__(self):
+        _check_types(self, "data")
+        _require(1 <= self.n_rows <= 64, "data.n_rows", "in [1, 64]", self.n_rows)
+        _require(1 <= self.n_cols <= 64, "data.n_cols", "in [1, 64]", self.n_cols)
+        _require(1 <= self.rank <= min(self.n_rows, self.n_cols), "data.rank",
+                 f"in [1, min(n_rows, n_cols)] = [1, {min(self.n_rows, self.n_cols)}]", self.rank)
+        _require(0 <= self.p_mask < 1, "data.p_mask", "in [0, 1)", self.p_mask)
+        _require(self.distribution in DISTRIBUTIONS, "data.distribution", f"one of {DISTRIBUTIONS}",
+                 self.distribution)
+        _require(self.scale > 0, "data.scale", "> 0", self.scale)
+        if self.distribution == "uniform":
+            # |X_ij| <= rank * scale**2: every value must have a token unless clamping is asked for.
+            bound = self.rank * self.scale ** 2
+            _require(self.clamp or bound <= VALUE_MAX, "data.rank * data.scale**2",
+                     f"<= {VALUE_MAX} (the vocabulary's range) unless data.clamp is true", bound)
+        else:
+            _require(self.clamp, "data.clamp", f"true for the unbounded '{self.distribution}' factors",
+                     self.clamp)
+
+    @property
+    def seq_len(self) -> int:
+        return self.n_rows * self.n_cols
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The BERT encoder (EXPERIMENTS.md §1.4). ``intermediate`` 0 means 4 · hidden."""
+
+    hidden: int = 768
+    layers: int = 4
+    heads: int = 8
+    intermediate: int = 0
+    max_positions: int = 512
+
+    def __post_init__(self):
+        _check_types(self, "model")
+        _require(self.hidden >= 1, "model.hidden", ">= 1", self.hidden)
+        _require(self.layers >= 1, "model.layers", ">= 1", self.layers)
+        _require(self.heads >= 1, "model.heads", ">= 1", self.heads)
+        _require(self.hidden % self.heads == 0, "model.hidden", f"divisible by model.heads = {self.heads}",
+                 self.hidden)
+        _require(self.intermediate >= 0, "model.intermediate", ">= 0 (0 means 4 * hidden)", self.intermediate)
+        _require(self.max_positions >= 1, "model.max_positions", ">= 1", self.max_positions)
+
+    @property
+    def intermediate_size(self) -> int:
+        return self.intermediate or 4 * self.hidden
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Online Adam training (EXPERIMENTS.md §1.5–1.7).
+
+    Checkpoints are saved at step 0, every ``checkpoint_every`` steps, at the extra
+    ``checkpoint_steps`` and at the last step; "step s" means after s updates.
+    """
+
+    steps: int = 50000
+    batch: int = 256
+    lr: float = 1e-4
+    seed: int = 0
+    eval_every: int = 100
+    eval_batch: int = 64
+    checkpoint_every: int = 1000
+    checkpoint_steps: tuple[int, ...] = PAPER_CHECKPOINT_STEPS
+    precision: str = "fp32"
+    attention: str = "sdpa"
+
+    def __post_init__(self):
+        _check_types(self, "train")
+        _require(self.steps >= 1, "train.steps", ">= 1", self.steps)
+        _require(self.batch >= 1, "train.batch", ">= 1", self.batch)
+        _require(0 < self.lr <= 1, "train.lr", "in (0, 1]", self.lr)
+        _require(self.seed >= 0, "train.seed", ">= 0", self.seed)
+        _require(self.eval_every >= 1, "train.eval_every", ">= 1", self.eval_every)
+        _require(self.eval_batch >= 1, "train.eval_batch", ">= 1", self.eval_batch)
+        _require(self.checkpoint_every >= 1, "train.checkpoint_every", ">= 1", self.checkpoint_every)
+        object.__setattr__(self, "checkpoint_steps", tuple(self.checkpoint_steps))
+        _require(all(isinstance(s, int) and s >= 0 for s in self.checkpoint_steps), "train.checkpoint_steps",
+                 "a list of integers >= 0", self.checkpoint_steps)
+        _require(self.precision in PRECISIONS, "train.precision", f"one of {PRECISIONS}", self.precision)
+        _require(self.attention in ATTENTIONS, "train.attention", f"one of {ATTENTIONS}", self.attention)
+
+    @property
+    def checkpoint_schedule(self) -> tuple[int, ...]:
+        """Every step at which a checkpoint is written, sorted."""
+        steps = set(range(0, self.steps + 1, self.checkpoint_every)) | {self.steps}
+        steps |= {s for s in self.checkpoint_steps if s <= self.steps}
+        return tuple(sorted(steps))
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One training run. ``name`` labels the run folder and is not part of its identity."""
+
+    name: str = "custom"
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def __post_init__(self):
+        _require(isinstance(self.name, str) and self.name.replace("-", "").replace("_", "").isalnum(),
+                 "name", "letters, digits, '-' or '_'", self.name)
+        _require(self.data.seq_len <= self.model.max_positions, "data.n_rows * data.n_cols",
+                 f"<= model.max_positions = {self.model.max_positions}", self.data.seq_len)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> RunConfig:
+        d = dict(d)
+        parts = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}
+        unknown = set(d) - set(parts) - {"name"}
+        if unknown:
+            raise ValueError(f"unknown config keys {sorted(unknown)}; allowed: name, data, model, train")
+        for key, kind in parts.items():
+            sub = d.get(key, {})
+            allowed = {f.name for f in dataclasses.fields(kind)}
+            bad = set(sub) - allowed
+            if bad:
+                raise ValueError(f"unknown config keys {[f'{key}.{b}' for b in sorted(bad)]}; "
+                                 f"allowed: {sorted(allowed)}")
+            d[key] = kind(**sub)
+        return cls(**d)
+
+    @classmethod
+    def from_json(cls, text: str) -> RunConfig:
+        return cls.from_dict(json.loads(text))
+
+    @property
+    def hash(self) -> str:
+        """A stable 10-hex-digit digest of everything that changes the run (not ``name``)."""
+        d = self.to_dict()
+        d.pop("name")
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:10]
+
+    @property
+    def run_id(self) -> str:
+        return f"{self.name}-{self.hash}"
+
+    def override(self, assignments: dict[str, object]) -> RunConfig:
+        """A copy with dotted fields replaced, e.g. ``{"train.lr": "3e-4", "name": "x"}``.
+
+        String values are parsed as JSON where possible (so ``"3e-4"`` becomes a float and
+        ``"[1000, 2000]"`` a list), otherwise kept as strings.
+        """
+        d = self.to_dict()
+        for key, raw in assignments.items():
+            value = _parse(raw) if isinstance(raw, str) else raw
+            *path, leaf = key.split(".")
+            target = d
+            for part in path:
+                if part not in target or not isinstance(target[part], dict):
+                    raise ValueError(f"unknown config key {key!r}")
+                target = target[part]
+            if leaf not in target:
+                raise ValueError(f"unknown config key {key!r}")
+            target[leaf] = value
+        return RunConfig.from_dict(d)
+
+
+def _parse(text: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text

@@ -1,0 +1,69 @@
+"""Finding the plateau and the sudden drop of L_mask in a metrics table (EXPERIMENTS.md §2.1).
+
+One definition, used by every chapter and by the presets' acceptance:
+
+* L_mask is smoothed by a centred rolling mean over ``window`` steps;
+* the **plateau** is the median of the smoothed curve over the ``plateau_steps`` steps after the
+  first ``skip`` steps (the model reaches the copying plateau within ~40 steps);
+* the **drop step** is the first step after ``skip`` where the smoothed curve is below half the
+  plateau, and the **ten-fold step** the first where it is below a tenth of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class Drop:
+    """Plateau level, drop steps (None if not reached) and the final smoothed level."""
+
+    plateau: float
+    half_step: int | None
+    tenfold_step: int | None
+    final: float
+
+    @property
+    def dropped(self) -> bool:
+        return self.half_step is not None
+
+    @property
+    def factor(self) -> float:
+        """How many times below the plateau the run ends."""
+        return self.plateau / self.final
+
+    def __str__(self) -> str:
+        half = f"step {self.half_step}" if self.half_step is not None else "none"
+        ten = f"step {self.tenfold_step}" if self.tenfold_step is not None else "none"
+        return (f"plateau L_mask {self.plateau:.4f}; below half: {half}; 10x below: {ten}; "
+                f"final {self.final:.4g} ({self.factor:.1f}x below the plateau)")
+
+
+def smooth(metrics: pd.DataFrame, column: str = "L_mask", window: int = 101) -> pd.Series:
+    """Centred rolling mean of ``column``, indexed by step."""
+    series = metrics.set_index("step")[column]
+    return series.rolling(window, center=True, min_periods=window // 2 + 1).mean()
+
+
+def detect_drop(metrics: pd.DataFrame, column: str = "L_mask", window: int = 101, skip: int = 100,
+                plateau_steps: int = 400) -> Drop:
+    """The plateau and drop of ``column`` in a metrics table with a ``step`` column."""
+    for name, value in (("window", window), ("plateau_steps", plateau_steps)):
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1; got {value}")
+    if skip < 0:
+        raise ValueError(f"skip must be >= 0; got {skip}")
+    smoothed = smooth(metrics, column, window)
+    after = smoothed[smoothed.index > skip]
+    if after.empty:
+        raise ValueError(f"the table ends at step {int(smoothed.index.max())}, before skip = {skip}")
+    plateau = float(after.iloc[:plateau_steps].median())
+
+    def first_below(level: float) -> int | None:
+        below = after[after < level]
+        return int(below.index[0]) if len(below) else None
+
+    return Drop(plateau=plateau, half_step=first_below(plateau / 2), tenfold_step=first_below(plateau / 10),
+                final=float(after.iloc[-1]))

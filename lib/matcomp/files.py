@@ -1,0 +1,108 @@
+"""The layout of one run folder, and atomic writes into it.
+
+    <run_id>/
+        config.json                     the RunConfig
+        metrics.csv                     one row per step (and eval columns every eval_every steps)
+        checkpoints/step_000000.safetensors ...
+        resume.pt                       model, optimiser and RNG state at the last checkpoint
+                                        (only while the run is unfinished)
+        complete.json                   written last: the run is finished and these files are whole
+
+Every file is written to a temporary name in the same folder and moved into place with
+``os.replace``, so a crash leaves either the old file or the new one, never half of one.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import torch
+from safetensors.torch import load_file, save
+
+from matcomp.config import RunConfig
+
+CHECKPOINT_PATTERN = "step_{:06d}.safetensors"
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes files private; run files are meant to be shared
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class RunFolder:
+    """Paths and atomic reads/writes of one run folder."""
+
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+
+    config_path = property(lambda self: self.path / "config.json")
+    metrics_path = property(lambda self: self.path / "metrics.csv")
+    resume_path = property(lambda self: self.path / "resume.pt")
+    complete_path = property(lambda self: self.path / "complete.json")
+    checkpoint_dir = property(lambda self: self.path / "checkpoints")
+
+    def checkpoint_path(self, step: int) -> Path:
+        return self.checkpoint_dir / CHECKPOINT_PATTERN.format(step)
+
+    # --- config -------------------------------------------------------------------------------
+    def write_config(self, cfg: RunConfig) -> None:
+        atomic_write_bytes(self.config_path, cfg.to_json().encode())
+
+    def read_config(self) -> RunConfig:
+        return RunConfig.from_json(self.config_path.read_text())
+
+    # --- metrics ------------------------------------------------------------------------------
+    def write_metrics(self, table: pd.DataFrame) -> None:
+        atomic_write_bytes(self.metrics_path, table.to_csv(index=False, float_format="%.8g").encode())
+
+    def read_metrics(self) -> pd.DataFrame:
+        return pd.read_csv(self.metrics_path)
+
+    # --- checkpoints --------------------------------------------------------------------------
+    def write_checkpoint(self, step: int, state_dict: dict[str, torch.Tensor]) -> None:
+        tensors = {k: v.detach().to("cpu").contiguous() for k, v in state_dict.items()}
+        atomic_write_bytes(self.checkpoint_path(step), save(tensors))
+
+    def read_checkpoint(self, step: int) -> dict[str, torch.Tensor]:
+        path = self.checkpoint_path(step)
+        if not path.exists():
+            raise ValueError(f"no checkpoint at step {step} in {self.path}; available: {self.checkpoint_steps()}")
+        return load_file(path)
+
+    def checkpoint_steps(self) -> list[int]:
+        return sorted(int(p.stem.split("_")[1]) for p in self.checkpoint_dir.glob("step_*.safetensors"))
+
+    # --- resume state and completion --------------------------------------------------------------
+    def write_resume(self, state: dict) -> None:
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        atomic_write_bytes(self.resume_path, buffer.getvalue())
+
+    def read_resume(self) -> dict | None:
+        if not self.resume_path.exists():
+            return None
+        return torch.load(self.resume_path, weights_only=True, map_location="cpu")
+
+    def write_complete(self, summary: dict) -> None:
+        atomic_write_bytes(self.complete_path, json.dumps(summary, indent=2).encode())
+
+    def read_complete(self) -> dict | None:
+        if not self.complete_path.exists():
+            return None
+        return json.loads(self.complete_path.read_text())
+

@@ -1,0 +1,93 @@
+"""The paper's model: a Hugging Face ``BertModel`` and a linear read-out on every position
+(EXPERIMENTS.md §1.4).
+
+Post-LN BERT, learned absolute positions, no dropout, BERT initialisation. The token-type
+embedding is zeroed and frozen (the reference code deleted it from the installed library; we
+leave the library alone). MASK is id 0, which is also BERT's ``pad_token_id``: its embedding row
+starts at zero and never receives a gradient, so a missing entry enters the network as
+LayerNorm(position embedding) only.
+
+The attention implementation can be switched on the same weights: ``sdpa`` (fast, to train),
+``eager`` (returns attention probabilities) or any function registered with
+``transformers.AttentionInterface`` (how later chapters hook into attention).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from transformers import BertConfig, BertModel
+
+from matcomp.config import ModelConfig
+from matcomp.tokenizer import MASK_ID, VOCAB_SIZE
+
+LAYER_NORM_EPS = 1e-12
+
+
+def bert_config(cfg: ModelConfig, attention: str = "sdpa") -> BertConfig:
+    """The ``transformers`` config of the paper's BERT for ``cfg``."""
+    config = BertConfig(
+        vocab_size=VOCAB_SIZE,
+        hidden_size=cfg.hidden,
+        num_hidden_layers=cfg.layers,
+        num_attention_heads=cfg.heads,
+        intermediate_size=cfg.intermediate_size,
+        hidden_act="gelu",
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        max_position_embeddings=cfg.max_positions,
+        type_vocab_size=1,
+        layer_norm_eps=LAYER_NORM_EPS,
+        pad_token_id=MASK_ID,
+    )
+    config._attn_implementation = attention
+    return config
+
+
+class MatrixBert(nn.Module):
+    """BERT encoder + ``Linear(hidden, 1)`` read-out: token ids (B, S) -> predictions (B, S)."""
+
+    def __init__(self, cfg: ModelConfig, attention: str = "sdpa"):
+        super().__init__()
+        self.cfg = cfg
+        self.bert = BertModel(bert_config(cfg, attention), add_pooling_layer=False)
+        self.readout = nn.Linear(cfg.hidden, 1)  # PyTorch default init, as in the reference code
+        token_type = self.bert.embeddings.token_type_embeddings.weight
+        with torch.no_grad():
+            token_type.zero_()
+        token_type.requires_grad_(False)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        hidden = self.bert(input_ids=ids).last_hidden_state  # (B, S, hidden)
+        return self.readout(hidden).squeeze(-1)  # (B, S)
+
+    @property
+    def attention(self) -> str:
+        return self.bert.config._attn_implementation
+
+    def set_attention(self, implementation: str) -> MatrixBert:
+        """Switch the attention implementation in place (weights untouched); returns self."""
+        from transformers import AttentionInterface
+
+        known = {"eager", "sdpa"} | set(AttentionInterface._global_mapping)
+        if implementation not in known:
+            raise ValueError(f"attention implementation must be 'eager', 'sdpa' or a function registered "
+                             f"with transformers.AttentionInterface; got {implementation!r}")
+        self.bert.config._attn_implementation = implementation
+        return self
+
+    def trainable_parameters(self) -> list[nn.Parameter]:
+        return [p for p in self.parameters() if p.requires_grad]
+
+
+def build_model(cfg: ModelConfig, seed: int, attention: str = "sdpa",
+                device: torch.device | str = "cpu") -> MatrixBert:
+    """A freshly initialised model; the same ``seed`` gives the same weights on every call."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = MatrixBert(cfg, attention)
+    return model.to(device)
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())

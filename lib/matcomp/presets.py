@@ -1,0 +1,51 @@
+"""Named run configurations. ``benchmarks/presets.md`` holds the measurements behind the CPU ones.
+
+- ``paper``:   the paper's main run, exactly (4 layers, 8 heads, hidden 768, 7×7 rank 2, lr 1e-4,
+               batch 256, 50,000 steps). For GPUs: ~13 s/step in fp32 on a 2-core CPU.
+- ``paper12``: the 12-layer, 12-head model of the probing experiments (lr 5e-5).
+- ``cpu``:     the book's default; shows the plateau and the drop on a laptop CPU.
+- ``smoke``:   a tiny run for CI that exercises every code path in seconds.
+"""
+
+from __future__ import annotations
+
+from matcomp.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+
+PAPER = RunConfig(
+    name="paper",
+    data=DataConfig(n_rows=7, n_cols=7, rank=2, p_mask=0.3),
+    model=ModelConfig(hidden=768, layers=4, heads=8, intermediate=3072),
+    train=TrainConfig(steps=50000, batch=256, lr=1e-4, eval_every=100, eval_batch=64, checkpoint_every=1000),
+)
+
+PAPER12 = RunConfig(
+    name="paper12",
+    data=PAPER.data,
+    model=ModelConfig(hidden=768, layers=12, heads=12, intermediate=3072),
+    train=TrainConfig(steps=50000, batch=256, lr=5e-5, eval_every=100, eval_batch=64, checkpoint_every=1000),
+)
+
+CPU = RunConfig(
+    name="cpu",
+    data=DataConfig(n_rows=4, n_cols=4, rank=1, p_mask=0.3),
+    model=ModelConfig(hidden=64, layers=4, heads=4),
+    train=TrainConfig(steps=30000, batch=128, lr=1e-3, eval_every=100, eval_batch=64, checkpoint_every=500,
+                      checkpoint_steps=()),
+)
+
+SMOKE = RunConfig(
+    name="smoke",
+    data=DataConfig(n_rows=4, n_cols=4, rank=1, p_mask=0.3),
+    model=ModelConfig(hidden=32, layers=2, heads=2),
+    train=TrainConfig(steps=300, batch=64, lr=1e-3, eval_every=50, eval_batch=32, checkpoint_every=100,
+                      checkpoint_steps=()),
+)
+
+PRESETS: dict[str, RunConfig] = {c.name: c for c in (SMOKE, CPU, PAPER, PAPER12)}
+
+
+def preset(name: str, overrides: dict[str, object] | None = None) -> RunConfig:
+    """The preset ``name``, with dotted ``overrides`` applied (see ``RunConfig.override``)."""
+    if name not in PRESETS:
+        raise ValueError(f"preset must be one of {sorted(PRESETS)}; got {name!r}")
+    return PRESETS[name].override(overrides or {})

@@ -1,0 +1,122 @@
+"""Training, exact resume and the run store, on a micro config that trains in about a second."""
+
+import multiprocessing as mp
+import os
+
+import pandas as pd
+import pytest
+import torch
+
+import matcomp.training
+from matcomp.files import RunFolder, atomic_write_bytes
+from matcomp.store import get_or_train, open_run
+
+TIME = ["time_s"]
+
+
+def test_loss_goes_down_and_run_has_everything(micro, store):
+    run = get_or_train(micro, progress=False)
+    m = run.metrics
+    assert list(m.step) == list(range(1, 41))
+    assert m.L.iloc[-10:].mean() < 0.3 * m.L.iloc[:3].mean()
+    assert m.L_obs.iloc[-5:].mean() < m.L_mask.iloc[-5:].mean()  # copying comes first
+    assert m.eval_L.notna().sum() == 4 and m.eval_L.notna().tolist()[9]  # eval every 10 steps
+    assert run.steps == [0, 10, 15, 20, 30, 40]
+    assert run.path.name == micro.run_id and run.config == micro
+    model = run.checkpoint(40)
+    assert not model.training and model.attention == "sdpa"
+    assert run.checkpoint(10, attention="eager").attention == "eager"
+    with pytest.raises(ValueError, match="no checkpoint at step 12"):
+        run.checkpoint(12)
+    assert run.nearest_step(12) == 10
+
+
+def test_second_request_loads_instead_of_training(micro, store, monkeypatch):
+    first = get_or_train(micro, progress=False)
+    stamp = first.folder.complete_path.stat().st_mtime_ns
+    monkeypatch.setattr("matcomp.store.train", lambda *a, **k: pytest.fail("trained twice"))
+    second = get_or_train(micro.override({"name": "micro"}), progress=False)
+    assert second.path == first.path and second.folder.complete_path.stat().st_mtime_ns == stamp
+
+
+def test_resume_after_a_crash_is_identical_to_an_uninterrupted_run(micro, tmp_path, monkeypatch):
+    whole = get_or_train(micro, progress=False, root=tmp_path / "a")
+
+    calls = {"n": 0}
+    real = matcomp.training.sample_batch
+
+    def crash_at_step_27(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 27 + 2:  # 27 training batches plus the evals at steps 10 and 20
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(matcomp.training, "sample_batch", crash_at_step_27)
+    with pytest.raises(KeyboardInterrupt):
+        get_or_train(micro, progress=False, root=tmp_path / "b")
+    folder = RunFolder(tmp_path / "b" / micro.run_id)
+    assert folder.read_resume()["step"] == 20 and not folder.complete_path.exists()
+    monkeypatch.setattr(matcomp.training, "sample_batch", real)
+
+    resumed = get_or_train(micro, progress=False, root=tmp_path / "b")
+    pd.testing.assert_frame_equal(resumed.metrics.drop(columns=TIME), whole.metrics.drop(columns=TIME))
+    for step in whole.steps:
+        a, b = whole.folder.read_checkpoint(step), resumed.folder.read_checkpoint(step)
+        assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not resumed.folder.resume_path.exists()
+
+
+def test_damaged_run_is_moved_aside_and_redone(micro, store):
+    run = get_or_train(micro, progress=False)
+    path = run.folder.checkpoint_path(20)
+    path.write_bytes(path.read_bytes()[:100])  # truncated file
+    with pytest.raises(ValueError, match="wrong size"):
+        open_run(run.path)
+    with pytest.warns(UserWarning, match="cannot be used"):
+        again = get_or_train(micro, progress=False)
+    assert open_run(again.path).steps == run.steps
+    broken = [p for p in store.iterdir() if ".broken-" in p.name]
+    assert len(broken) == 1 and (broken[0] / "checkpoints" / path.name).stat().st_size == 100
+
+
+def test_folder_with_another_config_is_never_loaded(micro, store):
+    run = get_or_train(micro, progress=False)
+    other = micro.override({"train.lr": 1e-3})
+    run.folder.write_config(other)  # as if a hash collided or someone edited the file
+    with pytest.warns(UserWarning, match="differs"):
+        again = get_or_train(micro, progress=False)
+    assert again.config == micro
+
+
+def test_interrupted_write_keeps_the_old_file(tmp_path, monkeypatch):
+    target = tmp_path / "metrics.csv"
+    atomic_write_bytes(target, b"old")
+
+    def fail(*args):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", fail)
+    with pytest.raises(OSError):
+        atomic_write_bytes(target, b"new")
+    assert target.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["metrics.csv"]  # no temporary left behind
+
+
+def _train_in_child(cfg_json, root, queue):
+    from matcomp.config import RunConfig
+
+    run = get_or_train(RunConfig.from_json(cfg_json), progress=False, root=root)
+    queue.put(run.folder.complete_path.stat().st_mtime_ns)
+
+
+def test_two_processes_train_a_run_once(micro, tmp_path):
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_train_in_child, args=(micro.to_json(), str(tmp_path), queue)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    stamps = [queue.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    assert stamps[0] == stamps[1]  # the second process found the first one's finished run
+    assert [p.name for p in tmp_path.iterdir() if not p.name.startswith(".")] == [micro.run_id]
