@@ -59,3 +59,24 @@ def test_sdpa_and_eager_agree_on_the_same_weights():
 def test_unknown_attention_is_an_error():
     with pytest.raises(ValueError, match="attention implementation"):
         build_model(ModelConfig(hidden=32, layers=1, heads=4), seed=0).set_attention("magic")
+
+
+def test_a_registered_attention_function_sees_every_layer_and_changes_nothing():
+    from transformers import AttentionInterface
+    from transformers.models.bert.modeling_bert import eager_attention_forward
+
+    seen = []
+
+    def recording(module, query, key, value, attention_mask, **kwargs):
+        out, probs = eager_attention_forward(module, query, key, value, attention_mask, **kwargs)
+        seen.append(probs.shape)
+        return out, probs
+
+    AttentionInterface.register("matcomp_test_recording", recording)
+    model = build_model(ModelConfig(hidden=32, layers=3, heads=4), seed=0).eval()
+    ids = sample_batch(DataConfig(), 2, torch.Generator().manual_seed(0)).ids
+    with torch.no_grad():
+        plain = model(ids)
+        recorded = model.set_attention("matcomp_test_recording")(ids)
+    assert seen == [(2, 4, 49, 49)] * 3
+    assert torch.allclose(plain, recorded, atol=1e-5)

@@ -120,3 +120,10 @@ def test_two_processes_train_a_run_once(micro, tmp_path):
         p.join(timeout=60)
     assert stamps[0] == stamps[1]  # the second process found the first one's finished run
     assert [p.name for p in tmp_path.iterdir() if not p.name.startswith(".")] == [micro.run_id]
+
+
+def test_bf16_autocast_trains(micro, store):
+    run = get_or_train(micro.override({"train.precision": "bf16", "train.steps": 20}), progress=False)
+    m = run.metrics
+    assert m.L.notna().all() and m.L.iloc[-5:].mean() < 0.5 * m.L.iloc[:3].mean()
+    assert run.checkpoint(20).readout.weight.dtype == torch.float32  # weights stay fp32
