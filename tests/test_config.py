@@ -88,7 +88,8 @@ def test_checkpoint_schedule():
 
 def test_paper_presets_are_the_papers_settings():
     paper, paper12 = preset("paper"), preset("paper12")
-    assert (paper.model.layers, paper.model.heads, paper.model.hidden, paper.model.intermediate_size) == (4, 8, 768, 3072)
+    m = paper.model
+    assert (m.layers, m.heads, m.hidden, m.intermediate_size) == (4, 8, 768, 3072)
     assert (paper.train.lr, paper.train.batch, paper.train.steps) == (1e-4, 256, 50000)
     assert (paper.data.n_rows, paper.data.n_cols, paper.data.rank, paper.data.p_mask) == (7, 7, 2, 0.3)
     assert (paper12.model.layers, paper12.model.heads, paper12.train.lr) == (12, 12, 5e-5)

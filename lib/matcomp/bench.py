@@ -9,7 +9,6 @@ the training forward pass itself and evaluates every ``eval_every`` steps.
 
 from __future__ import annotations
 
-import platform
 import time
 
 import torch
@@ -21,18 +20,6 @@ from matcomp.model import count_parameters
 from matcomp.training import autocast, evaluate, init_training, make_generator, train_step
 
 PAPER_EVAL_BATCH = 64
-
-
-def machine() -> str:
-    """A one-line description of this machine and its PyTorch."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    gpu = f", {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""
-    return f"{cpu}, {torch.get_num_threads()} threads{gpu}, torch {torch.__version__}"
 
 
 def matmul_peak(device: torch.device, dtype: torch.dtype = torch.float32, size: int = 2048, repeats: int = 5) -> float:

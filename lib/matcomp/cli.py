@@ -43,11 +43,12 @@ def cmd_train(args) -> None:
 
 
 def cmd_bench(args) -> None:
-    from matcomp.bench import REPORT_HEADER, benchmark, machine, report
+    from matcomp.bench import REPORT_HEADER, benchmark, report
+    from matcomp.machine import describe
 
     cfg = _config(args)
     device = resolve_device(args.device)
-    print(f"machine: {machine()}")
+    print(f"machine: {describe()}")
     print(REPORT_HEADER)
     figures = benchmark(cfg, device, steps=args.steps, warmup=args.warmup)
     print(report(args.preset, cfg, figures), flush=True)

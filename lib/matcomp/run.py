@@ -1,0 +1,81 @@
+"""A finished run on disk (``Run``), and the check that a run folder is whole (``verify``)."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from matcomp.config import RunConfig
+from matcomp.drop import Drop, detect_drop
+from matcomp.files import RunFolder
+from matcomp.model import MatrixBert, build_model
+
+
+class Run:
+    """A finished training run: its config, metrics table and checkpoints."""
+
+    def __init__(self, path: Path | str):
+        self.folder = RunFolder(path)
+        self.path = self.folder.path
+        self.config = self.folder.read_config()
+        self.summary = self.folder.read_complete()
+
+    def __repr__(self) -> str:
+        return f"Run({self.config.run_id}, steps={self.config.train.steps}, path={self.path})"
+
+    @cached_property
+    def metrics(self) -> pd.DataFrame:
+        """One row per step: ``step, L, L_obs, L_mask, mask_value, eval_*, time_s``."""
+        return self.folder.read_metrics()
+
+    @property
+    def steps(self) -> list[int]:
+        """Steps with a saved checkpoint."""
+        return self.folder.checkpoint_steps()
+
+    def checkpoint(self, step: int, device: str | torch.device = "cpu", attention: str | None = None) -> MatrixBert:
+        """The model after ``step`` updates, in eval mode (``step`` must be in ``self.steps``)."""
+        cfg = self.config
+        model = build_model(cfg.model, seed=cfg.train.seed, attention=attention or cfg.train.attention)
+        model.load_state_dict(self.folder.read_checkpoint(step))
+        return model.to(device).eval()
+
+    def nearest_step(self, step: int) -> int:
+        """The checkpointed step closest to ``step``."""
+        return min(self.steps, key=lambda s: abs(s - step))
+
+    @cached_property
+    def drop(self) -> Drop:
+        """Plateau and drop of L_mask (see ``matcomp.drop``)."""
+        return detect_drop(self.metrics)
+
+
+def verify(folder: RunFolder, cfg: RunConfig | None = None) -> str | None:
+    """Why a finished run folder cannot be trusted, or None if it can."""
+    summary = folder.read_complete()
+    if summary is None:
+        return "complete.json is missing"
+    try:
+        stored = folder.read_config()
+    except (OSError, ValueError) as err:
+        return f"config.json is unreadable ({err})"
+    if cfg is not None and stored.hash != cfg.hash:
+        return "config.json differs from the requested config"
+    for name, size in summary["files"].items():
+        path = folder.path / name
+        if not path.exists() or path.stat().st_size != size:
+            return f"{name} is missing or has the wrong size"
+    return None
+
+
+def open_run(path: Path | str) -> Run:
+    """A finished run from its folder; raises ``ValueError`` if the folder is not whole."""
+    problem = verify(RunFolder(path))
+    if problem:
+        raise ValueError(f"{path} is not a finished run: {problem}")
+    return Run(path)
+
+
