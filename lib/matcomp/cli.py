@@ -1,5 +1,6 @@
 """Command line: ``python -m matcomp train --preset cpu [--set train.lr=3e-4 ...]``,
-``python -m matcomp bench [--preset cpu]`` and ``python -m matcomp presets``."""
+``python -m matcomp bench [--preset cpu]``, ``python -m matcomp ship --preset cpu`` and
+``python -m matcomp presets``."""
 
 from __future__ import annotations
 
@@ -54,6 +55,26 @@ def cmd_bench(args) -> None:
     print(report(args.preset, cfg, figures), flush=True)
 
 
+def cmd_ship(args) -> None:
+    from matcomp.reference import export_reference, find_reference, reference_steps
+    from matcomp.store import get_or_train
+
+    cfg = _config(args)
+    shipped = find_reference(cfg)
+    if shipped is not None:
+        raise SystemExit(f"error: {shipped.path} is shipped already; delete it to ship the run again")
+    run = get_or_train(cfg, device=args.device)
+    sets = "".join(f" --set {s}" for s in args.set)
+    threads = run.summary["machine"]["threads"]
+    command = (f"python -m matcomp train --preset {args.preset}{sets} --threads {threads} && "
+               f"python -m matcomp ship --preset {args.preset}{sets} --max-mb {args.max_mb:g}")
+    steps = reference_steps(run, int(args.max_mb * 2**20))
+    shipped = export_reference(run, steps, command)
+    size = sum(shipped.summary["files"].values())
+    print(f"shipped {shipped.path}: {len(steps)} checkpoints, {size / 2**20:.1f} MiB")
+    print(f"steps: {steps}")
+
+
 def cmd_presets(args) -> None:
     for name, cfg in PRESETS.items():
         d, m, t = cfg.data, cfg.model, cfg.train
@@ -65,7 +86,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m matcomp", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for name, helptext in (("train", "train a preset (or load it from the run store)"),
-                           ("bench", "time the training step against the paper-equivalent loop")):
+                           ("bench", "time the training step against the paper-equivalent loop"),
+                           ("ship", "copy a trained run into runs/reference/, shipped with the book")):
         p = sub.add_parser(name, help=helptext)
         p.add_argument("--preset", default="cpu", choices=sorted(PRESETS))
         p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
@@ -75,11 +97,13 @@ def main(argv: list[str] | None = None) -> None:
     sub.choices["train"].add_argument("--quiet", action="store_true", help="no progress bar")
     sub.choices["bench"].add_argument("--steps", type=int, default=20, help="timed steps per loop")
     sub.choices["bench"].add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    sub.choices["ship"].add_argument("--max-mb", type=float, default=30.0, help="size budget (MiB)")
     sub.add_parser("presets", help="list the presets")
     args = parser.parse_args(argv)
     if getattr(args, "threads", None):
         torch.set_num_threads(args.threads)
-    {"train": cmd_train, "bench": cmd_bench, "presets": cmd_presets}[args.command](args)
+    commands = {"train": cmd_train, "bench": cmd_bench, "ship": cmd_ship, "presets": cmd_presets}
+    commands[args.command](args)
 
 
 if __name__ == "__main__":

@@ -20,9 +20,9 @@ from matcomp.run import Run, verify
 REFERENCE_ROOT = Path(__file__).resolve().parents[2] / "runs" / "reference"
 
 
-def find_reference(cfg: RunConfig, root: Path = REFERENCE_ROOT) -> Run | None:
+def find_reference(cfg: RunConfig, root: Path | None = None) -> Run | None:
     """The shipped reference run whose config equals ``cfg`` (name aside), if there is a whole one."""
-    for path in sorted(root.glob(f"*-{cfg.hash}")):
+    for path in sorted((root or REFERENCE_ROOT).glob(f"*-{cfg.hash}")):
         problem = verify(RunFolder(path), cfg)
         if problem is None:
             return Run(path)
@@ -31,7 +31,41 @@ def find_reference(cfg: RunConfig, root: Path = REFERENCE_ROOT) -> Run | None:
 
 
 
-def export_reference(run: Run, steps: list[int], command: str, root: Path = REFERENCE_ROOT) -> Run:
+def reference_steps(run: Run, max_bytes: int) -> list[int]:
+    """Checkpoints to ship within ``max_bytes`` (with the config and metrics): the first and last,
+    those around the drop (up to half the budget), and evenly spaced others."""
+    steps = run.steps
+    fixed = run.folder.config_path.stat().st_size + run.folder.metrics_path.stat().st_size
+    capacity = (max_bytes - fixed) // run.folder.checkpoint_path(steps[-1]).stat().st_size
+    if capacity < 2:
+        raise ValueError(f"max_bytes = {max_bytes} leaves room for {capacity} checkpoints; at least 2 are needed")
+    if len(steps) <= capacity:
+        return steps
+    chosen = {steps[0], steps[-1]}
+    try:
+        drop = run.drop
+    except ValueError:  # a run too short to have a plateau has no drop to keep
+        drop = None
+    if drop is not None and drop.dropped:
+        margin = drop.half_step // 4
+        lo, hi = drop.half_step - margin, (drop.tenfold_step or drop.half_step) + margin
+        chosen |= set(_evenly([s for s in steps if lo <= s <= hi], capacity // 2))
+    rest = [s for s in steps if s not in chosen]
+    return sorted(chosen | set(_evenly(rest, capacity - len(chosen))))
+
+
+def _evenly(items: list[int], k: int) -> list[int]:
+    """At most ``k`` of ``items``, evenly spaced: the middle one for k = 1, else first and last included."""
+    if k >= len(items):
+        return items
+    if k <= 0:
+        return []
+    if k == 1:
+        return [items[len(items) // 2]]
+    return sorted({items[round(i * (len(items) - 1) / (k - 1))] for i in range(k)})
+
+
+def export_reference(run: Run, steps: list[int], command: str, root: Path | None = None) -> Run:
     """Copy ``run`` with the checkpoints at ``steps`` into the shipped reference store.
 
     ``command`` is the exact command that regenerates the run; it is kept in ``complete.json``.
@@ -39,6 +73,7 @@ def export_reference(run: Run, steps: list[int], command: str, root: Path = REFE
     missing = sorted(set(steps) - set(run.steps))
     if missing:
         raise ValueError(f"steps {missing} have no checkpoint in {run.path}")
+    root = root or REFERENCE_ROOT
     target = RunFolder(root / run.config.run_id)
     if target.path.exists():
         raise ValueError(f"{target.path} exists already; remove it first to replace it")

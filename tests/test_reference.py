@@ -1,0 +1,52 @@
+"""Shipped reference runs: used only for an exactly matching config, never when damaged."""
+
+import pytest
+
+import matcomp.reference
+from matcomp.reference import export_reference, find_reference, reference_steps
+from matcomp.store import get_or_train
+
+
+@pytest.fixture
+def shipped(micro, store, tmp_path, monkeypatch):
+    root = tmp_path / "reference"
+    monkeypatch.setattr(matcomp.reference, "REFERENCE_ROOT", root)
+    run = get_or_train(micro, progress=False)
+    return export_reference(run, [0, 20, 40], command="python -m matcomp train ...")
+
+
+def test_export_keeps_the_chosen_checkpoints_and_the_command(shipped, micro):
+    assert shipped.steps == [0, 20, 40]
+    assert shipped.summary["command"] == "python -m matcomp train ..."
+    assert set(shipped.summary["files"]) == {"config.json", "metrics.csv", "checkpoints/step_000000.safetensors",
+                                              "checkpoints/step_000020.safetensors",
+                                              "checkpoints/step_000040.safetensors"}
+    assert len(shipped.metrics) == micro.train.steps
+    with pytest.raises(ValueError, match="exists already"):
+        export_reference(get_or_train(micro, progress=False), [0], command="again")
+
+
+def test_only_an_identical_config_uses_the_shipped_run(shipped, micro, monkeypatch):
+    assert find_reference(micro).path == shipped.path
+    assert find_reference(micro.override({"name": "renamed"})).path == shipped.path  # the name is a label
+    assert find_reference(micro.override({"train.seed": 1})) is None
+    assert find_reference(micro.override({"data.p_mask": 0.31})) is None
+    monkeypatch.setattr("matcomp.store.train", lambda *a, **k: pytest.fail("trained a shipped run"))
+    assert get_or_train(micro, progress=False).path == shipped.path
+
+
+def test_a_damaged_shipped_run_is_not_used(shipped, micro):
+    shipped.folder.checkpoint_path(20).write_bytes(b"")
+    with pytest.warns(UserWarning, match="cannot be used"):
+        assert find_reference(micro) is None
+
+
+def test_reference_steps_fit_the_budget(micro, store):
+    run = get_or_train(micro, progress=False)  # checkpoints 0, 10, 15, 20, 30, 40
+    size = run.folder.checkpoint_path(0).stat().st_size
+    fixed = run.folder.config_path.stat().st_size + run.folder.metrics_path.stat().st_size
+    assert reference_steps(run, fixed + 10 * size) == run.steps
+    assert reference_steps(run, fixed + 3 * size) == [0, 20, 40]
+    assert reference_steps(run, fixed + 2 * size) == [0, 40]
+    with pytest.raises(ValueError, match="at least 2"):
+        reference_steps(run, fixed + size)
