@@ -34,10 +34,12 @@ def cmd_train(args) -> None:
     from matcomp.store import get_or_train, runs_root
 
     cfg = _config(args)
-    print(f"run {cfg.run_id} -> {runs_root() / cfg.run_id}", flush=True)
-    run = get_or_train(cfg, device=args.device, progress=not args.quiet)
+    print(f"run {cfg.run_id} (working store: {runs_root()})", flush=True)
+    run = get_or_train(cfg, device=args.device, progress=not args.quiet, shipped=not args.no_shipped)
     m = run.metrics.iloc[-1]
     print(f"stored in {run.path}")
+    if "command" in run.summary:
+        print(f"(the shipped reference run, made by: {run.summary['command']}; --no-shipped trains it here)")
     print(f"final step {int(m.step)}: L {m.L:.4g}, L_obs {m.L_obs:.3g}, L_mask {m.L_mask:.4g}")
     print(f"train time {run.summary['train_s']:.0f} s ({run.summary['train_s'] / cfg.train.steps:.4f} s/step)")
     print(run.drop)
@@ -63,10 +65,10 @@ def cmd_ship(args) -> None:
     shipped = find_reference(cfg)
     if shipped is not None:
         raise SystemExit(f"error: {shipped.path} is shipped already; delete it to ship the run again")
-    run = get_or_train(cfg, device=args.device)
+    run = get_or_train(cfg, device=args.device, shipped=False)
     sets = "".join(f" --set {s}" for s in args.set)
     threads = run.summary["machine"]["threads"]
-    command = (f"python -m matcomp train --preset {args.preset}{sets} --threads {threads} && "
+    command = (f"python -m matcomp train --preset {args.preset}{sets} --threads {threads} --no-shipped && "
                f"python -m matcomp ship --preset {args.preset}{sets} --max-mb {args.max_mb:g}")
     steps = reference_steps(run, int(args.max_mb * 2**20))
     shipped = export_reference(run, steps, command)
@@ -95,6 +97,8 @@ def main(argv: list[str] | None = None) -> None:
         p.add_argument("--device", default="auto", help="auto (CUDA if present), cpu, cuda, cuda:1, ...")
         p.add_argument("--threads", type=int, default=None, help="CPU threads (default: PyTorch's choice)")
     sub.choices["train"].add_argument("--quiet", action="store_true", help="no progress bar")
+    sub.choices["train"].add_argument("--no-shipped", action="store_true",
+                                      help="train into the working store even if a shipped run matches")
     sub.choices["bench"].add_argument("--steps", type=int, default=20, help="timed steps per loop")
     sub.choices["bench"].add_argument("--warmup", type=int, default=3, help="untimed steps first")
     sub.choices["ship"].add_argument("--max-mb", type=float, default=30.0, help="size budget (MiB)")

@@ -44,10 +44,10 @@ def runs_root() -> Path:
 
 
 def get_or_train(cfg: RunConfig, device: str | torch.device | None = None, progress: bool = True,
-                 root: Path | str | None = None) -> Run:
-    """The finished run for ``cfg``: a shipped reference run if one matches, else loaded from the
-    store if there, resumed if interrupted, trained otherwise."""
-    reference = find_reference(cfg)
+                 root: Path | str | None = None, shipped: bool = True) -> Run:
+    """The finished run for ``cfg``: a shipped reference run if one matches (unless ``shipped`` is
+    False), else loaded from the store if there, resumed if interrupted, trained otherwise."""
+    reference = find_reference(cfg) if shipped else None
     if reference is not None:
         return reference
     root = Path(root) if root is not None else runs_root()

@@ -1,0 +1,31 @@
+import pytest
+
+from matcomp.cli import main
+
+
+def test_train_prints_where_the_run_is_and_its_drop(store, capsys):
+    main(["train", "--preset", "smoke", "--set", "train.steps=120", "--set", "name=clismoke", "--quiet"])
+    out = capsys.readouterr().out
+    assert f"stored in {store}/clismoke-" in out
+    assert "final step 120: L " in out and "plateau L_mask" in out
+
+
+def test_bad_override_names_the_field():
+    with pytest.raises(SystemExit, match="train.lr must be in"):
+        main(["train", "--preset", "smoke", "--set", "train.lr=-1"])
+    with pytest.raises(SystemExit, match="FIELD=VALUE"):
+        main(["train", "--preset", "smoke", "--set", "train.lr"])
+    with pytest.raises(SystemExit, match="unknown config key 'train.epochs'"):
+        main(["train", "--preset", "smoke", "--set", "train.epochs=3"])
+
+
+def test_bench_prints_the_speedup(capsys):
+    main(["bench", "--preset", "smoke", "--steps", "2", "--warmup", "1"])
+    out = capsys.readouterr().out
+    assert "machine:" in out and "| smoke (fp32" in out and "×** |" in out
+
+
+def test_presets_lists_all(capsys):
+    main(["presets"])
+    out = capsys.readouterr().out
+    assert all(name in out for name in ("smoke", "cpu", "paper", "paper12"))

@@ -1,0 +1,49 @@
+"""The shipped default run (``runs/reference/``) is ours and current.
+
+If a test here fails after a code change, the shipped run no longer matches what the code
+trains: regenerate it with the command in its ``complete.json`` (also in the README).
+"""
+
+import pandas as pd
+import pytest
+import torch
+
+from matcomp.files import RunFolder
+from matcomp.machine import cpu_model
+from matcomp.presets import preset
+from matcomp.reference import find_reference
+from matcomp.training import train
+
+REPLAY_STEPS = 200
+REGENERATE = "regenerate the shipped run with the command in its complete.json"
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    run = find_reference(preset("cpu"))
+    assert run is not None, f"no shipped run matches the cpu preset: {REGENERATE}"
+    return run
+
+
+def test_shipped_config_is_the_preset(shipped):
+    assert shipped.config == preset("cpu"), REGENERATE
+    assert shipped.drop.dropped, "the shipped default run must show the drop"
+    assert {0, shipped.config.train.steps} <= set(shipped.steps)
+
+
+def test_replaying_the_first_steps_gives_the_stored_metrics(shipped, tmp_path):
+    recorded = shipped.summary["machine"]
+    short = shipped.config.override({"train.steps": REPLAY_STEPS, "train.checkpoint_every": REPLAY_STEPS})
+    threads = torch.get_num_threads()
+    torch.set_num_threads(recorded["threads"])  # the reduction order, hence the last bits, depends on it
+    try:
+        replay = train(short, RunFolder(tmp_path / "replay"), progress=False)
+    finally:
+        torch.set_num_threads(threads)
+    stored = shipped.metrics.iloc[:REPLAY_STEPS].reset_index(drop=True)
+    columns = [c for c in replay.columns if c != "time_s"]
+    same_machine = recorded["cpu"] == cpu_model() and recorded["torch"] == torch.__version__
+    if same_machine:  # bit for bit
+        pd.testing.assert_frame_equal(replay[columns], stored[columns], check_exact=True, obj=REGENERATE)
+    else:  # another CPU's kernels round differently; the runs must still agree closely
+        pd.testing.assert_frame_equal(replay[columns], stored[columns], rtol=1e-3, obj=REGENERATE)
