@@ -8,6 +8,9 @@ def test_train_prints_where_the_run_is_and_its_drop(store, capsys):
     out = capsys.readouterr().out
     assert f"stored in {store}/clismoke-" in out
     assert "final step 120: L " in out and "plateau L_mask" in out
+    main(["runs"])
+    listing = capsys.readouterr().out
+    assert "clismoke-" in listing and "[finished] 120/120 steps" in listing
 
 
 def test_bad_override_names_the_field():

@@ -1,6 +1,6 @@
 """Command line: ``python -m matcomp train --preset cpu [--set train.lr=3e-4 ...]``,
-``python -m matcomp bench [--preset cpu]``, ``python -m matcomp ship --preset cpu`` and
-``python -m matcomp presets``."""
+``python -m matcomp bench [--preset cpu]``, ``python -m matcomp ship --preset cpu``,
+``python -m matcomp presets`` and ``python -m matcomp runs``."""
 
 from __future__ import annotations
 
@@ -77,6 +77,17 @@ def cmd_ship(args) -> None:
     print(f"steps: {steps}")
 
 
+def cmd_runs(args) -> None:
+    from matcomp.reference import REFERENCE_ROOT
+    from matcomp.run import summarize
+    from matcomp.store import runs_root
+
+    for root in (REFERENCE_ROOT, runs_root()):
+        print(f"{root}:")
+        for path in sorted(p for p in root.glob("*-*") if p.is_dir() and p.name != "reference"):
+            print("  " + summarize(path))
+
+
 def cmd_presets(args) -> None:
     for name, cfg in PRESETS.items():
         d, m, t = cfg.data, cfg.model, cfg.train
@@ -103,10 +114,11 @@ def main(argv: list[str] | None = None) -> None:
     sub.choices["bench"].add_argument("--warmup", type=int, default=3, help="untimed steps first")
     sub.choices["ship"].add_argument("--max-mb", type=float, default=30.0, help="size budget (MiB)")
     sub.add_parser("presets", help="list the presets")
+    sub.add_parser("runs", help="list stored runs (finished or not) with their progress and drop")
     args = parser.parse_args(argv)
     if getattr(args, "threads", None):
         torch.set_num_threads(args.threads)
-    commands = {"train": cmd_train, "bench": cmd_bench, "ship": cmd_ship, "presets": cmd_presets}
+    commands = {"train": cmd_train, "bench": cmd_bench, "ship": cmd_ship, "presets": cmd_presets, "runs": cmd_runs}
     commands[args.command](args)
 
 

@@ -79,3 +79,21 @@ def open_run(path: Path | str) -> Run:
     return Run(path)
 
 
+
+
+def summarize(path: Path | str) -> str:
+    """One line on a run folder, finished or not: steps done, s/step, final losses and the drop."""
+    folder = RunFolder(path)
+    try:
+        cfg, metrics = folder.read_config(), folder.read_metrics()
+    except (OSError, ValueError) as err:
+        return f"{folder.path.name}: unreadable ({err})"
+    last, seconds = metrics.iloc[-1], metrics["time_s"].dropna().iloc[-1]
+    status = "finished" if folder.complete_path.exists() else "unfinished"
+    try:
+        drop = str(detect_drop(metrics))
+    except ValueError:
+        drop = "too short to tell"
+    return (f"{folder.path.name} [{status}] {int(last.step)}/{cfg.train.steps} steps, "
+            f"{seconds / last.step:.4f} s/step, {seconds / 60:.1f} min | L {last.L:.3g}, L_obs {last.L_obs:.2g}, "
+            f"L_mask {last.L_mask:.3g} | {drop}")
