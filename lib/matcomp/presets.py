@@ -27,9 +27,9 @@ PAPER12 = RunConfig(
 
 CPU = RunConfig(
     name="cpu",
-    data=DataConfig(n_rows=4, n_cols=4, rank=1, p_mask=0.3),
+    data=DataConfig(n_rows=5, n_cols=5, rank=1, p_mask=0.3),
     model=ModelConfig(hidden=64, layers=4, heads=4),
-    train=TrainConfig(steps=30000, batch=128, lr=1e-3, eval_every=100, eval_batch=64, checkpoint_every=500,
+    train=TrainConfig(steps=20000, batch=128, lr=1e-3, eval_every=100, eval_batch=64, checkpoint_every=250,
                       checkpoint_steps=()),
 )
 
