@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from matcomp.config import DataConfig
-from matcomp.data import sample_batch, structured_mask
+from matcomp.data import sample_batch, second_moment, structured_mask
 from matcomp.tokenizer import Tokenizer
 
 
@@ -31,11 +31,15 @@ def test_mask_rate_matches_p_mask():
 
 def test_second_moment_is_rank_over_nine():
     # E[X_ij^2] = r * E[u^2] * E[v^2] = r / 9 for uniform[-1, 1] factors: the plateau level.
-    for rank in (1, 2):
-        b = sample_batch(DataConfig(rank=rank), 20000, gen(rank))
+    assert second_moment(DataConfig(rank=2)) == pytest.approx(2 / 9)
+    cases = [DataConfig(rank=1), DataConfig(rank=2), DataConfig(rank=2, scale=1.5),
+             DataConfig(rank=1, distribution="gaussian", clamp=True),
+             DataConfig(rank=1, distribution="laplace", scale=0.5, clamp=True)]
+    for i, cfg in enumerate(cases):
+        b = sample_batch(cfg, 20000, gen(i))
         x2 = b.values.pow(2)
         mean, stderr = x2.mean().item(), x2.mean(dim=(1, 2)).std().item() / math.sqrt(len(b))
-        assert abs(mean - rank / 9) < 4 * stderr, (mean, rank / 9, stderr)
+        assert abs(mean - second_moment(cfg)) < 4 * stderr, (cfg, mean, second_moment(cfg), stderr)
 
 
 def test_ids_encode_values_and_mask():

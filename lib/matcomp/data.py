@@ -53,6 +53,15 @@ def sample_factors(shape: tuple[int, ...], distribution: str, scale: float,
     raise ValueError(f"distribution must be one of 'uniform', 'gaussian', 'laplace'; got {distribution!r}")
 
 
+FACTOR_VARIANCE = {"uniform": 1 / 3, "gaussian": 1.0, "laplace": 2.0}  # at scale 1
+
+
+def second_moment(cfg: DataConfig) -> float:
+    """E[X_ij²] = r · Var(u)² of a low-rank entry (before clamping): the plateau level of L_mask,
+    reached by a model that predicts 0 at every missing entry (r/9 for uniform[-1, 1] factors)."""
+    return cfg.rank * (FACTOR_VARIANCE[cfg.distribution] * cfg.scale ** 2) ** 2
+
+
 def random_mask(batch: int, n_rows: int, n_cols: int, p_mask: float,
                 generator: torch.Generator) -> torch.Tensor:
     """(B, m, n) bool, each entry observed independently with probability 1 - p_mask."""
