@@ -36,10 +36,12 @@ def test_replaying_the_first_steps_gives_the_stored_metrics(shipped, tmp_path):
     short = shipped.config.override({"train.steps": REPLAY_STEPS, "train.checkpoint_every": REPLAY_STEPS})
     threads = torch.get_num_threads()
     torch.set_num_threads(recorded["threads"])  # the reduction order, hence the last bits, depends on it
+    folder = RunFolder(tmp_path / "replay")
     try:
-        replay = train(short, RunFolder(tmp_path / "replay"), progress=False)
+        train(short, folder, progress=False)
     finally:
         torch.set_num_threads(threads)
+    replay = folder.read_metrics()  # through the same CSV formatting as the stored table
     stored = shipped.metrics.iloc[:REPLAY_STEPS].reset_index(drop=True)
     columns = [c for c in replay.columns if c != "time_s"]
     same_machine = recorded["cpu"] == cpu_model() and recorded["torch"] == torch.__version__
