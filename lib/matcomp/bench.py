@@ -17,7 +17,7 @@ from matcomp.config import RunConfig
 from matcomp.data import sample_batch
 from matcomp.metrics import METRICS, masked_mse
 from matcomp.model import count_parameters
-from matcomp.training import autocast, evaluate, init_training, make_generator, train_step
+from matcomp.training import TRAIN_STREAM, autocast, evaluate, init_training, make_generator, train_step
 
 PAPER_EVAL_BATCH = 64
 
@@ -61,7 +61,7 @@ def time_ours(cfg: RunConfig, device: torch.device, steps: int, warmup: int) -> 
 def time_paper_loop(cfg: RunConfig, device: torch.device, steps: int, warmup: int) -> float:
     """Seconds per step of a loop that does what the paper's ``train.py`` does."""
     model, optimizer, _, _ = init_training(cfg, device, attention="eager")
-    cpu_gen = make_generator(cfg.train.seed, 1, torch.device("cpu"))
+    cpu_gen = make_generator(cfg.train.seed, TRAIN_STREAM, torch.device("cpu"))
     for step in range(1, warmup + steps + 1):
         if step == warmup + 1:
             _sync(device)

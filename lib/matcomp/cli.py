@@ -84,7 +84,7 @@ def cmd_runs(args) -> None:
 
     for root in (REFERENCE_ROOT, runs_root()):
         print(f"{root}:")
-        for path in sorted(p for p in root.glob("*-*") if p.is_dir() and p.name != "reference"):
+        for path in sorted(p for p in root.glob("*-*") if p.is_dir()):
             print("  " + summarize(path))
 
 
