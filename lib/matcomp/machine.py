@@ -1,5 +1,5 @@
 """What machine a run was trained on: results are bit-for-bit repeatable only on the same CPU
-model, thread count and PyTorch version."""
+(model and instruction-set flags), thread count and PyTorch version."""
 
 from __future__ import annotations
 
@@ -39,8 +39,8 @@ def machine() -> dict[str, object]:
     }
 
 
-def describe(info: dict[str, object] | None = None) -> str:
+def describe() -> str:
     """One line, e.g. ``Intel(R) Xeon(R) Processor, 2 threads, torch 2.13.0+cpu``."""
-    info = info or machine()
+    info = machine()
     gpu = f", {info['gpu']}" if info.get("gpu") else ""
     return f"{info['cpu']}, {info['threads']} threads{gpu}, torch {info['torch']}"

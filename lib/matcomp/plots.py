@@ -14,7 +14,7 @@ LOSS_LABELS = {"L": "$L$ (all entries)", "L_obs": "$L_{obs}$ (observed)", "L_mas
 def loss_curves(metrics: pd.DataFrame, drop: Drop | None = None, plateau: float | None = None,
                 window: int = 101, ax: plt.Axes | None = None) -> plt.Axes:
     """L, L_obs and L_mask against step on a log scale (the paper's Fig. 2), each smoothed over
-    ``window`` steps with the raw L_mask faint behind; ``drop`` marks the drop steps and
+    ``window`` steps with the raw L_mask faint behind; ``drop`` marks the drop step and
     ``plateau`` draws the level a model predicting 0 at missing entries would reach."""
     ax = ax or plt.subplots(figsize=(7, 4))[1]
     ax.plot(metrics["step"], metrics["L_mask"], color=LOSS_COLORS["L_mask"], alpha=0.15, lw=0.5)
