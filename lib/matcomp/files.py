@@ -101,9 +101,11 @@ class RunFolder:
     def write_complete(self, summary: dict) -> None:
         atomic_write_bytes(self.complete_path, json.dumps(summary, indent=2).encode())
 
-    def sizes(self, files) -> dict[str, int]:
-        """Size in bytes of each of ``files``, keyed by its path inside the folder."""
-        return {str(Path(p).relative_to(self.path)): Path(p).stat().st_size for p in sorted(files)}
+    def sizes(self) -> dict[str, int]:
+        """Size in bytes of the config, the metrics and every checkpoint, keyed by path in the folder
+        (kept in complete.json to detect damage later)."""
+        files = [self.config_path, self.metrics_path, *self.checkpoint_dir.glob("*.safetensors")]
+        return {str(p.relative_to(self.path)): p.stat().st_size for p in sorted(files)}
 
     def read_complete(self) -> dict | None:
         if not self.complete_path.exists():

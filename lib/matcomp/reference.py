@@ -30,7 +30,6 @@ def find_reference(cfg: RunConfig, root: Path | None = None) -> Run | None:
     return None
 
 
-
 def reference_steps(run: Run, max_bytes: int) -> list[int]:
     """Checkpoints to ship within ``max_bytes`` (with the config and metrics): the first and last,
     those around the drop (up to half the budget), and evenly spaced others."""
@@ -84,7 +83,6 @@ def export_reference(run: Run, steps: list[int], command: str, root: Path | None
         shutil.copy2(path, staging.path / path.name)
     for step in sorted(steps):
         shutil.copy2(run.folder.checkpoint_path(step), staging.checkpoint_path(step))
-    files = [staging.config_path, staging.metrics_path, *staging.checkpoint_dir.glob("*.safetensors")]
-    staging.write_complete({**run.summary, "command": command, "files": staging.sizes(files)})
+    staging.write_complete({**run.summary, "command": command, "files": staging.sizes()})
     staging.path.rename(target.path)  # appears whole or not at all
     return Run(target.path)

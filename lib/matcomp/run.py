@@ -79,8 +79,6 @@ def open_run(path: Path | str) -> Run:
     return Run(path)
 
 
-
-
 def summarize(path: Path | str) -> str:
     """One line on a run folder, finished or not: steps done, s/step, final losses and the drop."""
     folder = RunFolder(path)

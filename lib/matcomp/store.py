@@ -18,6 +18,7 @@ import time
 import warnings
 from pathlib import Path
 
+import pandas as pd
 import torch
 from filelock import FileLock
 
@@ -61,8 +62,8 @@ def get_or_train(cfg: RunConfig, device: str | torch.device | None = None, progr
             if problem is not None:
                 _move_aside(folder, problem)
         started = time.perf_counter()
-        train(cfg, folder, device=device, progress=progress)
-        _finish(folder, cfg, device, time.perf_counter() - started)
+        metrics = train(cfg, folder, device=device, progress=progress)
+        _finish(folder, cfg, device, time.perf_counter() - started, metrics)
     return Run(folder.path)
 
 
@@ -87,19 +88,15 @@ def _move_aside(folder: RunFolder, problem: str) -> None:
     folder.path.rename(target)
 
 
-def _finish(folder: RunFolder, cfg: RunConfig, device, seconds: float) -> None:
+def _finish(folder: RunFolder, cfg: RunConfig, device, seconds: float, metrics: pd.DataFrame) -> None:
     """Write complete.json (with the size of every file, to detect damage later) and drop resume.pt."""
-    files = [folder.config_path, folder.metrics_path, *folder.checkpoint_dir.glob("*.safetensors")]
-    metrics = folder.read_metrics()
     summary = {
         "run_id": cfg.run_id,
         "device": str(resolve_device(device)),
         "machine": machine(),
         "wall_s_this_session": round(seconds, 1),
         "train_s": float(metrics["time_s"].dropna().iloc[-1]),
-        "files": folder.sizes(files),
+        "files": folder.sizes(),
     }
     folder.write_complete(summary)
     folder.resume_path.unlink(missing_ok=True)
-
-
