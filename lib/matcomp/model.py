@@ -57,9 +57,14 @@ class MatrixBert(nn.Module):
             token_type.zero_()
         token_type.requires_grad_(False)
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        hidden = self.bert(input_ids=ids).last_hidden_state  # (B, S, hidden)
+    def forward(self, ids: torch.Tensor, position_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """Predictions (B, S); ``position_ids`` (1 or B, S) replaces positions 0..S-1 (§2.5c)."""
+        hidden = self.bert(input_ids=ids, position_ids=position_ids).last_hidden_state  # (B, S, hidden)
         return self.readout(hidden).squeeze(-1)  # (B, S)
+
+    def hidden_states(self, ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The embedding output and the output of every layer: L + 1 tensors (B, S, hidden)."""
+        return self.bert(input_ids=ids, output_hidden_states=True).hidden_states
 
     @property
     def attention(self) -> str:

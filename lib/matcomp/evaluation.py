@@ -1,0 +1,56 @@
+"""Evaluating a trained model on fresh batches, as the paper's analysis scripts do (no gradients,
+metrics pooled over every (matrix, entry) pair; EXPERIMENTS.md §1.5, §2.2)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import torch
+
+from matcomp.config import DataConfig
+from matcomp.data import TOKENIZER, Batch, sample_batch
+from matcomp.metrics import masked_mse
+from matcomp.model import MatrixBert
+
+COPY_VALUES = (None, 0.44, -0.24)  # the paper's Table 1: MASK kept (None), or replaced by 0.44 or -0.24
+
+
+def analysis_generator(seed: int) -> torch.Generator:
+    """The CPU generator of an analysis; seeded apart from the training streams (seed·1000 + 1, 2)."""
+    return torch.Generator().manual_seed(10**6 + seed)
+
+
+@torch.no_grad()
+def predict(model: MatrixBert, ids: torch.Tensor, position_ids: torch.Tensor | None = None) -> torch.Tensor:
+    """The model's predictions (B, S) for token ids (B, S), on the CPU."""
+    device = next(model.parameters()).device
+    positions = None if position_ids is None else position_ids.to(device)
+    return model(ids.to(device), position_ids=positions).float().cpu()
+
+
+def losses(model: MatrixBert, batch: Batch, ids: torch.Tensor | None = None,
+           position_ids: torch.Tensor | None = None, target: torch.Tensor | None = None) -> dict[str, float]:
+    """L, L_obs, L_mask and mask_value of the model on ``batch`` (or on other ``ids`` with the
+    batch's mask), against ``batch.values`` or another ``target``."""
+    pred = predict(model, batch.ids if ids is None else ids, position_ids)
+    target = batch.values if target is None else target
+    return {name: value.item() for name, value in masked_mse(pred, target, batch.observed).items()}
+
+
+def copy_check(model: MatrixBert, data: DataConfig, samples: int = 512, seed: int = 0,
+               values=COPY_VALUES) -> pd.DataFrame:
+    """The token intervention of §2.2: every missing entry's MASK is replaced by the token of a
+    constant m, on rank-r and on random full-rank matrices.
+
+    One row per (inputs, m): ``L'_mask`` is the MSE at missing entries against m (0 for MASK kept),
+    ``L_obs`` the usual MSE at observed entries. A copying model scores ~0 on both.
+    """
+    rows = []
+    for inputs, full_rank in ((f"rank-{data.rank}", False), ("random", True)):
+        batch = sample_batch(data, samples, analysis_generator(seed), full_rank=full_rank)
+        for m in values:
+            ids = batch.ids if m is None else TOKENIZER.replace_masked(batch.ids, m)
+            shown = torch.where(batch.observed, batch.values, 0.0 if m is None else float(m))
+            result = losses(model, batch, ids=ids, target=shown)
+            rows.append({"inputs": inputs, "m": "MASK" if m is None else m,
+                         "L'_mask": result["L_mask"], "L_obs": result["L_obs"]})
+    return pd.DataFrame(rows)

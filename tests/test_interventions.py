@@ -1,0 +1,100 @@
+import pytest
+import torch
+
+from matcomp.config import DataConfig, ModelConfig
+from matcomp.data import sample_batch
+from matcomp.interventions import ablate_heads, attention_edits, heads_by_layer, transplant
+from matcomp.model import build_model
+
+CFG = ModelConfig(hidden=32, layers=2, heads=4)
+
+
+@pytest.fixture
+def model():
+    return build_model(CFG, seed=0).eval()
+
+
+@pytest.fixture
+def ids():
+    return sample_batch(DataConfig(n_rows=4, n_cols=4, rank=1), 6, torch.Generator().manual_seed(0)).ids
+
+
+def state(model):
+    return {k: v.clone() for k, v in model.state_dict().items()}
+
+
+@torch.no_grad()
+def test_identity_edit_changes_nothing_and_the_model_is_restored(model, ids):
+    before, weights = model(ids), state(model)
+    with attention_edits(model, {0: lambda p: p, 1: lambda p: p}, record=True) as record:
+        inside = model(ids)
+    assert torch.allclose(inside, before, atol=1e-5)  # eager inside vs sdpa outside
+    assert model.attention == "sdpa"
+    assert all(torch.equal(v, weights[k]) for k, v in model.state_dict().items())
+    assert not any(hasattr(layer.attention.self, "_matcomp_edit") for layer in model.bert.encoder.layer)
+    assert torch.equal(model(ids), before)
+    maps = record.maps(0)
+    assert maps.shape == (6, 4, 16, 16)
+    assert torch.allclose(maps.sum(-1), torch.ones(6, 4, 16))
+    assert record.mean().shape == (2, 4, 16, 16)
+
+
+@torch.no_grad()
+def test_uniform_ablation_sets_chosen_heads_to_one_over_s_only(model, ids):
+    for layer in model.bert.encoder.layer:  # at init attention is nearly uniform already: sharpen it
+        layer.attention.self.query.weight.mul_(30)
+    with attention_edits(model, record=True) as clean:
+        model(ids)
+    with ablate_heads(model, [(1, 2)]) as record:
+        out = model(ids)
+    maps = record.maps(1)
+    assert torch.allclose(maps[:, 2], torch.full((6, 16, 16), 1 / 16))
+    assert torch.allclose(maps[:, [0, 1, 3]], clean.maps(1)[:, [0, 1, 3]])
+    assert torch.allclose(record.maps(0), clean.maps(0))
+    assert (out - model(ids)).abs().max() > 1e-4  # eager and sdpa agree to ~1e-7
+
+
+@torch.no_grad()
+def test_batch_mean_ablation_gives_every_matrix_the_mean_pattern(model, ids):
+    with attention_edits(model, record=True) as clean:
+        model(ids)
+    with ablate_heads(model, mode="batch_mean") as record:
+        model(ids)
+    mean = clean.maps(0).mean(0)
+    assert torch.allclose(record.maps(0)[3], mean, atol=1e-6)
+
+
+def test_bad_heads_and_modes_are_named(model):
+    with pytest.raises(ValueError, match=r"head \(2, 0\) must have layer in \[0, 2\)"):
+        heads_by_layer(model, [(2, 0)])
+    with pytest.raises(ValueError, match="mode must be one of"):
+        ablate_heads(model, mode="zero")
+    with pytest.raises(ValueError, match="edited layer 5"):
+        with attention_edits(model, {5: lambda p: p}):
+            pass
+
+
+@torch.no_grad()
+def test_model_is_restored_after_an_error_inside_the_block(model, ids):
+    before = model(ids)
+    with pytest.raises(RuntimeError):
+        with ablate_heads(model):
+            raise RuntimeError("boom")
+    assert model.attention == "sdpa" and torch.equal(model(ids), before)
+
+
+@torch.no_grad()
+def test_transplant_copies_only_qkv_and_leaves_both_models_alone(model, ids):
+    donor = build_model(CFG, seed=1).eval()
+    model_before, donor_before = state(model), state(donor)
+    switched = transplant(model, donor)
+    sd = switched.state_dict()
+    for name, value in sd.items():
+        source = donor_before if ".attention.self." in name else model_before
+        assert torch.equal(value, source[name]), name
+    assert all(torch.equal(v, model_before[k]) for k, v in model.state_dict().items())
+    assert torch.equal(transplant(model, model)(ids), model(ids))  # self-transplant: identity
+    with pytest.raises(ValueError, match="matches no parameter"):
+        transplant(model, donor, pattern="nothing")
+    with pytest.raises(ValueError, match="differ in shape"):
+        transplant(model, build_model(ModelConfig(hidden=16, layers=2, heads=4), seed=0))
