@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 
 from matcomp.drop import Drop, smooth
@@ -27,3 +28,53 @@ def loss_curves(metrics: pd.DataFrame, drop: Drop | None = None, plateau: float 
     ax.set(yscale="log", xlabel="training step", ylabel="MSE (smoothed)")
     ax.legend(fontsize=8)
     return ax
+
+
+def mask_value_curve(metrics: pd.DataFrame, drop: Drop | None = None, window: int = 101,
+                     ax: plt.Axes | None = None) -> plt.Axes:
+    """Mean |prediction| at missing entries against step: ~0 while the model copies."""
+    ax = ax or plt.subplots(figsize=(7, 2.5))[1]
+    ax.plot(smooth(metrics, "mask_value", window), color="tab:purple")
+    if drop is not None and drop.half_step is not None:
+        ax.axvline(drop.half_step, color="gray", ls="--", lw=1)
+    ax.set(xlabel="training step", ylabel=r"mean $|\hat X_{ij}|$, missing")
+    return ax
+
+
+def matrix_panel(ax: plt.Axes, values, text=None, missing=None, title: str = "", vmax: float | None = None,
+                 fontsize: float = 7) -> plt.Axes:
+    """One matrix as a heatmap (red positive, blue negative), each cell labelled by ``text`` (default:
+    the value to 2 decimals); cells where ``missing`` is True are grey and hatched."""
+    values = np.asarray(values, dtype=float)
+    vmax = vmax or max(float(np.abs(values).max()), 1e-6)
+    ax.imshow(values, cmap="RdBu_r", vmin=-vmax, vmax=vmax)
+    rows, cols = values.shape
+    if missing is not None:
+        missing = np.asarray(missing, dtype=bool)
+        for i, j in zip(*np.nonzero(missing)):
+            ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor="0.85", edgecolor="0.6", hatch="//"))
+    text = np.vectorize(lambda v: f"{v:.2f}")(values) if text is None else np.asarray(text)
+    for i in range(rows):
+        for j in range(cols):
+            dark = abs(values[i, j]) > 0.6 * vmax and (missing is None or not missing[i, j])
+            ax.text(j, i, text[i, j], ha="center", va="center", fontsize=fontsize, color="white" if dark else "black")
+    ax.set(title=title, xticks=range(cols), yticks=range(rows))
+    ax.tick_params(labelsize=7, length=0)
+    return ax
+
+
+def completion_figure(values, observed, prediction, title: str = "") -> plt.Figure:
+    """The true matrix, the masked input and the model's prediction (with its squared error at
+    missing entries) side by side."""
+    values, observed, prediction = (np.asarray(a) for a in (values, observed, prediction))
+    vmax = float(np.abs(values).max())
+    fig, axes = plt.subplots(1, 3, figsize=(10, 3.8), layout="constrained")
+    matrix_panel(axes[0], values, title="true matrix $X$", vmax=vmax)
+    matrix_panel(axes[1], np.where(observed, values, 0.0), missing=~observed, title="input: observed entries",
+                 vmax=vmax, text=np.where(observed, np.vectorize(lambda v: f"{v:.2f}")(values), "?"))
+    err = ((prediction - values) ** 2)[~observed].mean() if (~observed).any() else float("nan")
+    matrix_panel(axes[2], prediction, title=f"prediction (MSE at ? = {err:.3g})", vmax=vmax)
+    for i, j in zip(*np.nonzero(~observed)):
+        axes[2].add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="black", lw=1.5))
+    fig.suptitle(title)
+    return fig

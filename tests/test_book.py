@@ -1,0 +1,49 @@
+"""The book builds: ``jupyter-book build`` executes every chapter in ``_toc.yml`` (at the smoke
+preset, set by the top-level conftest) and fails on any failing cell; widgets and formulas are served
+from the book itself, not from a CDN."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def toc_files() -> list[str]:
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    return [toc["root"]] + [c["file"] for part in toc["parts"] for c in part["chapters"]]
+
+
+def test_every_chapter_is_in_the_toc_and_starts_with_a_parameters_cell():
+    import nbformat
+
+    listed = set(toc_files())
+    for path in sorted((ROOT / "book").glob("*.ipynb")):
+        assert f"book/{path.stem}" in listed, f"{path.name} is not in _toc.yml"
+        nb = nbformat.read(path, as_version=4)
+        first = next(c for c in nb.cells if c.cell_type == "code")
+        assert "parameters" in first.metadata.get("tags", []), f"{path.name}: first code cell is not tagged"
+        assert not any(c.get("outputs") for c in nb.cells if c.cell_type == "code"), f"{path.name} has outputs"
+
+
+@pytest.mark.slow
+def test_the_book_builds_with_every_chapter_executed(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "jupyter_book", "build", "--path-output", str(tmp_path), str(ROOT)],
+                            capture_output=True, text=True, timeout=1800)
+    log = result.stdout + result.stderr
+    assert result.returncode == 0, log[-5000:]
+    html = tmp_path / "_build" / "html"
+    for name in toc_files():
+        page = (html / f"{name}.html").read_text()
+        assert "Traceback" not in page, f"{name} shows a traceback"
+        assert "cdn.jsdelivr" not in page and "cdnjs" not in page, f"{name} loads a script from a CDN"
+    assert "../mathjax/tex-svg.js" in (html / "book" / "task.html").read_text()
+    widget_pages = [p for p in html.glob("book/*.html") if "application/vnd.jupyter.widget-state+json" in p.read_text()]
+    assert widget_pages, "no page holds saved widget state"
+    for page in widget_pages:
+        text = page.read_text()
+        assert "../widgets/embed-amd.js" in text and "../widgets/require.js" in text, page.name
+    assert (html / "widgets" / "embed-amd.js").stat().st_size > 1_000_000

@@ -1,0 +1,25 @@
+import matplotlib
+import pytest
+import torch
+
+from matcomp.store import get_or_train
+from matcomp.widgets import CheckpointExplorer
+
+matplotlib.use("Agg")
+
+
+def test_explorer_slides_over_checkpoints_and_shows_three_panels(micro, store):
+    run = get_or_train(micro, progress=False)
+    explorer = CheckpointExplorer(run, samples=3)
+    step, matrix = explorer.controls["step"], explorer.controls["matrix"]
+    assert list(step.options) == run.steps and step.value == run.steps[-1] and matrix.max == 2
+    fig = explorer.figure(run.steps[0], 2)
+    assert len(fig.axes) == 3 and fig.axes[0].get_title() == "true matrix $X$"
+    assert explorer.prediction(0).shape == (3, 3, 3)
+    assert not torch.allclose(explorer.prediction(0), explorer.prediction(run.steps[-1]))
+    shown = bytes(explorer.image.value)
+    assert shown.startswith(b"\x89PNG")
+    step.value = run.steps[1]  # moving the slider computes that checkpoint and redraws
+    assert run.steps[1] in explorer._predictions and bytes(explorer.image.value) != shown
+    with pytest.raises(ValueError, match="samples must be >= 1"):
+        CheckpointExplorer(run, samples=0)
