@@ -11,7 +11,8 @@ import torch
 from matcomp.files import RunFolder
 from matcomp.machine import machine
 from matcomp.presets import preset
-from matcomp.reference import find_reference
+from matcomp.reference import REFERENCE_ROOT, find_reference
+from matcomp.run import Run, verify
 from matcomp.training import train
 
 REPLAY_STEPS = 200
@@ -23,6 +24,13 @@ def shipped():
     run = find_reference(preset("cpu"))
     assert run is not None, f"no shipped run matches the cpu preset: {REGENERATE}"
     return run
+
+
+@pytest.mark.parametrize("path", sorted(p for p in REFERENCE_ROOT.glob("*-*") if p.is_dir()), ids=lambda p: p.name)
+def test_every_shipped_run_is_whole_and_a_preset_with_its_seed(path):
+    run = Run(path)
+    assert verify(run.folder, preset(run.config.name).override({"train.seed": run.config.train.seed})) is None
+    assert {0, run.config.train.steps} <= set(run.steps) and "command" in run.summary
 
 
 def test_shipped_config_is_the_preset(shipped):

@@ -14,6 +14,11 @@ from matcomp.model import MatrixBert
 COPY_VALUES = (None, 0.44, -0.24)  # the paper's Table 1: MASK kept (None), or replaced by 0.44 or -0.24
 
 
+def copy_label(m: float | None) -> str:
+    """How the copy table names a replacement: "MASK" (kept) or the value, e.g. "0.44"."""
+    return "MASK" if m is None else f"{m:g}"
+
+
 def analysis_generator(seed: int) -> torch.Generator:
     """The CPU generator of an analysis; seeded apart from the training streams (seed·1000 + 1, 2)."""
     return torch.Generator().manual_seed(10**6 + seed)
@@ -51,6 +56,6 @@ def copy_check(model: MatrixBert, data: DataConfig, samples: int = 512, seed: in
             ids = batch.ids if m is None else TOKENIZER.replace_masked(batch.ids, m)
             shown = torch.where(batch.observed, batch.values, 0.0 if m is None else float(m))
             result = losses(model, batch, ids=ids, target=shown)
-            rows.append({"inputs": inputs, "m": "MASK" if m is None else m,
+            rows.append({"inputs": inputs, "m": copy_label(m),
                          "L'_mask": result["L_mask"], "L_obs": result["L_obs"]})
     return pd.DataFrame(rows)

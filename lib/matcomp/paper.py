@@ -40,6 +40,6 @@ PRE_SHIFT = {
 
 def copy_table() -> pd.DataFrame:
     """The paper's Table 1 in the tidy form of ``matcomp.evaluation.copy_check`` (plus a step column)."""
-    rows = [{"step": step, "inputs": inputs, "m": m, "L'_mask": lm, "L_obs": lo}
+    rows = [{"step": step, "inputs": inputs, "m": m if m == "MASK" else f"{m:g}", "L'_mask": lm, "L_obs": lo}
             for (step, inputs, m), (lm, lo) in COPY_TABLE.items()]
     return pd.DataFrame(rows)
