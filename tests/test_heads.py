@@ -1,0 +1,126 @@
+import pandas as pd
+import pytest
+import torch
+
+from matcomp.config import DataConfig, ModelConfig
+from matcomp.data import random_mask, sample_batch
+from matcomp.evaluation import losses
+from matcomp.heads import (
+    SCORES,
+    classify_heads,
+    fig5_mask,
+    group_ablation,
+    head_scores,
+    heads_by_family,
+    longest_column,
+    longest_runs,
+    map_scores,
+    mean_maps,
+    score_baselines,
+)
+from matcomp.model import build_model
+
+M, N_COLS = 4, 5  # a non-square shape catches row/column mix-ups
+S = M * N_COLS
+
+
+def normalised(pattern: torch.Tensor) -> torch.Tensor:
+    """Attention maps from a 0/1 pattern (..., S, S): uniform over each query's chosen keys."""
+    pattern = pattern.float()
+    return pattern / pattern.sum(-1, keepdim=True)
+
+
+def synthetic_maps(batch: int) -> torch.Tensor:
+    """(batch, 4, S, S): a row head, a column head, an identity head and a uniform head."""
+    row, col = torch.arange(S) // N_COLS, torch.arange(S) % N_COLS
+    patterns = [row[:, None] == row[None, :], col[:, None] == col[None, :], torch.eye(S, dtype=torch.bool),
+                torch.ones(S, S, dtype=torch.bool)]
+    return torch.stack([normalised(p) for p in patterns]).expand(batch, 4, S, S)
+
+
+def test_synthetic_row_column_identity_and_uniform_heads_are_classified():
+    observed = random_mask(32, M, N_COLS, 0.3, torch.Generator().manual_seed(0))
+    scores = map_scores(synthetic_maps(32), observed)
+    table = classify_heads(scores, score_baselines(observed))
+    assert list(table.family) == ["row", "column", "identity", "other"]
+    assert scores.loc[0, "row"] == pytest.approx((N_COLS - 1) / N_COLS)  # self excluded
+    assert scores.loc[1, "column"] == pytest.approx((M - 1) / M)
+
+
+def test_uniform_attention_scores_its_baselines():
+    for observed in (random_mask(16, M, N_COLS, 0.3, torch.Generator().manual_seed(1)),
+                     fig5_mask(M, N_COLS).expand(3, M, N_COLS)):
+        uniform = torch.full((len(observed), 2, S, S), 1 / S)
+        scores, base = map_scores(uniform, observed), score_baselines(observed)
+        assert list(scores.columns) == list(SCORES)
+        for name in SCORES:
+            if not scores[name].isna().all():  # masked_row needs a row with one observed entry
+                assert scores[name].tolist() == pytest.approx([base[name]] * 2), name
+    assert not map_scores(uniform, observed)["masked_row"].isna().any()  # fig5 has such rows
+
+
+def test_masked_row_longest_column_and_mask_ignore_heads():
+    mask = fig5_mask(M, N_COLS)  # rows 2 and 3 missing, keeping columns 1 and 3
+    observed = mask.flatten()
+    row, col = torch.arange(S) // N_COLS, torch.arange(S) % N_COLS
+    kept = {2: 2 * N_COLS + 1, 3: 3 * N_COLS + 3}
+    to_kept = torch.ones(S, S, dtype=torch.bool)  # missing queries of a masked row: its kept entry;
+    for q in range(S):                            # other queries: uniform
+        if row[q].item() in kept and not observed[q]:
+            to_kept[q] = torch.arange(S) == kept[row[q].item()]
+    longest = (col[None, :] == 1) & observed[None, :]  # every query: observed entries of column 1
+    skip_mask = (col[:, None] == col[None, :]) & observed[None, :] & ~torch.eye(S, dtype=torch.bool)
+    maps = torch.stack([normalised(to_kept), normalised(longest.expand(S, S)), normalised(skip_mask)])
+    table = classify_heads(map_scores(maps[None], mask), score_baselines(mask))
+    assert list(table.family) == ["masked-row", "longest-contiguous-column", "column"]
+    assert table.loc[0, "masked_row"] == pytest.approx(1.0) and table.loc[1, "longest_column"] == pytest.approx(1.0)
+    assert table.ignores_mask.tolist() == [False, True, True]
+
+
+def test_longest_contiguous_column_of_hand_made_masks():
+    mask = torch.tensor([[1, 0, 1],
+                         [1, 1, 1],
+                         [0, 1, 1],
+                         [1, 1, 0],
+                         [1, 1, 1]], dtype=torch.bool)
+    assert longest_runs(mask[None]).tolist() == [[2, 4, 3]]
+    assert longest_column(mask[None]).tolist() == [1]
+    tie = torch.tensor([[1, 1], [0, 0], [1, 1]], dtype=torch.bool)
+    assert longest_column(tie[None]).tolist() == [0]  # ties go to the first column
+    assert longest_column(fig5_mask(7, 7)[None]).tolist() == [1]  # the paper's mask (b)
+    assert longest_column(fig5_mask(7, 7, swapped=True)[None]).tolist() == [5]
+    assert fig5_mask(7, 7).logical_not().nonzero().tolist() == [[3, c] for c in (0, 2, 3, 4, 5, 6)] + [
+        [6, c] for c in (0, 1, 2, 3, 4, 6)]
+
+
+def test_bad_shapes_and_thresholds_are_named():
+    with pytest.raises(ValueError, match="n_cols must be >= 4"):
+        fig5_mask(7, 3)
+    with pytest.raises(ValueError, match="n_rows must be >= 3"):
+        fig5_mask(2, 7)
+    with pytest.raises(ValueError, match=r"m·n = S = 20"):
+        map_scores(synthetic_maps(2), torch.ones(2, 3, 3, dtype=torch.bool))
+    scores = map_scores(synthetic_maps(2), torch.ones(M, N_COLS, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"mass must be in \(0, 1\]"):
+        classify_heads(scores, score_baselines(torch.ones(M, N_COLS)), mass=0)
+    with pytest.raises(ValueError, match="missing"):
+        classify_heads(scores.drop(columns="self"), score_baselines(torch.ones(M, N_COLS)))
+
+
+@pytest.fixture
+def model():
+    return build_model(ModelConfig(hidden=32, layers=2, heads=4), seed=0).eval()
+
+
+def test_model_scores_maps_and_group_ablation(model):
+    batch = sample_batch(DataConfig(n_rows=M, n_cols=N_COLS, rank=1), 8, torch.Generator().manual_seed(0))
+    assert mean_maps(model, batch).shape == (2, 4, S, S)
+    scores = head_scores(model, batch)
+    assert scores.index.names == ["layer", "head"] and scores.shape == (8, len(SCORES))
+    table = classify_heads(scores, score_baselines(batch.observed))
+    assert sum(len(h) for h in heads_by_family(table).values()) == 8
+    groups = group_ablation(model, batch, {"none": [], "one": [(1, 2)]})
+    assert isinstance(groups, pd.DataFrame) and groups.loc["none", "heads"] == 0
+    assert (groups.loc["none", ["L ratio", "L_obs ratio", "L_mask ratio"]] == 1).all()
+    assert groups.loc["none", "L_mask"] == pytest.approx(losses(model, batch)["L_mask"], rel=1e-5)
+    assert groups.loc["one", "L ablated"] != groups.loc["one", "L"]

@@ -1,0 +1,128 @@
+import pytest
+import torch
+
+from matcomp.config import DataConfig, ModelConfig
+from matcomp.data import sample_batch
+from matcomp.evaluation import losses, predict
+from matcomp.model import build_model
+from matcomp.patching import (
+    all_layers,
+    head_outputs,
+    last_layer,
+    negation_patching,
+    patch_heads,
+    patched_heads,
+    per_head,
+    per_layer,
+)
+from matcomp.positions import permuted_losses, position_permutation
+from matcomp.tokenizer import Tokenizer
+
+CFG = ModelConfig(hidden=32, layers=2, heads=4)
+DATA = DataConfig(n_rows=4, n_cols=4, rank=1)
+
+
+@pytest.fixture
+def model():
+    model = build_model(CFG, seed=0).eval()
+    with torch.no_grad():  # at init attention is nearly uniform: sharpen it so that heads differ
+        for layer in model.bert.encoder.layer:
+            layer.attention.self.query.weight.mul_(30)
+    return model
+
+
+@pytest.fixture
+def batch():
+    return sample_batch(DATA, 6, torch.Generator().manual_seed(0))
+
+
+def hooks(model):
+    return [dict(layer.attention.self._forward_hooks) for layer in model.bert.encoder.layer]
+
+
+def test_head_outputs_are_the_input_of_the_output_projection(model, batch):
+    seen = []
+    handle = model.bert.encoder.layer[1].attention.output.dense.register_forward_pre_hook(
+        lambda module, args: seen.append(args[0]))
+    z = head_outputs(model, batch.ids)
+    handle.remove()
+    assert z.shape == (2, 6, 16, 4, 8)  # (L, B, S, H, d)
+    assert torch.equal(z[1].flatten(2), seen[0])
+
+
+def test_patching_a_run_with_its_own_cache_changes_nothing(model, batch):
+    before, hooks_before = predict(model, batch.ids), hooks(model)
+    out = patch_heads(model, batch.ids, batch.ids, all_layers(2, 4) | per_head(2, 4))
+    assert all(torch.allclose(pred, before, atol=1e-6) for pred in out.values())
+    assert hooks(model) == hooks_before and torch.equal(predict(model, batch.ids), before)
+
+
+def test_patching_no_heads_is_the_corrupted_run_and_every_head_restores_clean_z(model, batch):
+    corrupt = Tokenizer().negate(batch.ids)
+    none = {"none": torch.zeros(2, 4, dtype=torch.bool)}
+    out = patch_heads(model, batch.ids, corrupt, none | all_layers(2, 4) | last_layer(2, 4))
+    assert torch.equal(out["none"], predict(model, corrupt))
+    clean = head_outputs(model, batch.ids)
+    with patched_heads(model, clean, all_layers(2, 4)["all layers"]):
+        z = head_outputs(model, corrupt)  # hooks added later see the patched output
+    assert torch.equal(z, clean)
+    # a missing entry's input (MASK + position) is the same in both runs and attention is the only
+    # path between positions, so patching every head restores the missing entries exactly; observed
+    # entries keep -X in their residual stream
+    clean_pred, patched = predict(model, batch.ids).reshape(6, 4, 4), out["all layers"].reshape(6, 4, 4)
+    missing = ~batch.observed
+    assert torch.allclose(patched[missing], clean_pred[missing], atol=1e-6)
+    assert (patched[~missing] - clean_pred[~missing]).abs().max() > 1e-3
+    assert not torch.allclose(out["all layers"], out["last layer"])
+
+
+def test_hooks_are_removed_after_an_error(model, batch):
+    before, hooks_before = predict(model, batch.ids), hooks(model)
+    with pytest.raises(RuntimeError):
+        with patched_heads(model, head_outputs(model, batch.ids), all_layers(2, 4)["all layers"]):
+            raise RuntimeError("boom")
+    assert hooks(model) == hooks_before and torch.equal(predict(model, batch.ids), before)
+
+
+def test_bad_sites_name_the_expected_shape(model, batch):
+    with pytest.raises(ValueError, match=r"site 'x' must be a bool mask of shape \(layers, heads\) = \(2, 4\); "
+                                         r"got \(4, 2\)"):
+        patch_heads(model, batch.ids, batch.ids, {"x": torch.ones(4, 2, dtype=torch.bool)})
+    with pytest.raises(ValueError, match="bool mask"):
+        patch_heads(model, batch.ids, batch.ids, {"x": torch.ones(2, 4)})
+    with pytest.raises(ValueError, match="corrupt_ids must have the shape"):
+        patch_heads(model, batch.ids, batch.ids[:2], all_layers(2, 4))
+
+
+def test_site_builders_and_the_table(model, batch):
+    assert per_layer(2, 4)["layer 1"].sum() == 4 and last_layer(2, 4)["last layer"][1].all()
+    sites = per_head(2, 4)
+    assert len(sites) == 8 and sites[(1, 2)].nonzero().tolist() == [[1, 2]]
+    table = negation_patching(model, batch, all_layers(2, 4) | last_layer(2, 4))
+    assert list(table.index) == ["clean", "corrupted", "all layers", "last layer"]
+    assert list(table.columns) == ["L_mask(X)", "L_mask(-X)", "L_obs(X)", "L_obs(-X)"]
+    corrupted = predict(model, Tokenizer().negate(batch.ids)).reshape(6, 4, 4)
+    missing = ~batch.observed
+    assert table.loc["corrupted", "L_mask(-X)"] == pytest.approx(
+        ((corrupted + batch.values)[missing] ** 2).mean().item())
+    assert table.loc["clean", "L_obs(X)"] == pytest.approx(losses(model, batch)["L_obs"])
+    heatmap = negation_patching(model, batch, per_head(2, 4), references=False)["L_mask(X)"].unstack()
+    assert heatmap.shape == (2, 4)
+    with pytest.raises(ValueError, match="layers and heads must be >= 1"):
+        all_layers(0, 4)
+
+
+def test_identity_permutation_changes_nothing_and_a_permutation_changes_the_output(model, batch):
+    S = batch.ids.shape[1]
+    before = predict(model, batch.ids)
+    assert torch.equal(predict(model, batch.ids, torch.arange(S)[None]), before)
+    perm = position_permutation(S, seed=0)
+    assert torch.equal(perm, position_permutation(S, seed=0)) and sorted(perm.tolist()) == list(range(S))
+    assert (predict(model, batch.ids, perm[None]) - before).abs().max() > 1e-3
+    table = permuted_losses(model, batch, seeds=[0, 1, 2])
+    assert list(table.columns) == ["unpermuted", "mean", "std", "min", "max"]
+    assert table.loc["L", "min"] <= table.loc["L", "mean"] <= table.loc["L", "max"]
+    with pytest.raises(ValueError, match="n must be >= 1"):
+        position_permutation(0, seed=0)
+    with pytest.raises(ValueError, match="seeds must hold"):
+        permuted_losses(model, batch, seeds=[])
