@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from matcomp.store import get_or_train
-from matcomp.widgets import CheckpointExplorer
+from matcomp.widgets import AttentionExplorer, CheckpointExplorer
 
 matplotlib.use("Agg")
 
@@ -23,3 +23,16 @@ def test_explorer_slides_over_checkpoints_and_shows_three_panels(micro, store):
     assert run.steps[1] in explorer._predictions and bytes(explorer.image.value) != shown
     with pytest.raises(ValueError, match="samples must be >= 1"):
         CheckpointExplorer(run, samples=0)
+
+
+def test_attention_explorer_shows_the_chosen_head_and_mask(micro, store):
+    run = get_or_train(micro.override({"data.n_rows": 4, "data.n_cols": 4}), progress=False)
+    explorer = AttentionExplorer(run, samples=4)
+    assert explorer.controls["layer"].max == 0 and explorer.controls["head"].max == 1
+    maps = explorer.maps(run.steps[-1], "structured")
+    assert maps.shape == (1, 2, 16, 16) and torch.allclose(maps.sum(-1), torch.ones(1, 2, 16))
+    structured = explorer.batches["structured"].observed[0]
+    assert structured[3].sum() == 1 and structured[0].all()  # row 3 keeps one entry, row 0 is whole
+    before = bytes(explorer.image.value)
+    explorer.controls["head"].value = 1
+    assert bytes(explorer.image.value) != before

@@ -37,6 +37,29 @@ PRE_SHIFT = {
     "Q, K, V from post-shift": (5e-3, 0.2246),
 }
 
+# §2.5: the post-shift model (step 50,000), 256 samples: condition -> (L_obs, L_mask); None = not reported
+POST_SHIFT = {
+    "no intervention": (9.2e-5, 0.0128),
+    "all heads uniform": (3.7e-3, 0.2183),
+    "Q, K, V from pre-shift": (9.5e-4, None),
+    "positions permuted": (2.4e-4, 0.5687),
+}
+
+# §2.6: patching every head's output of the clean run into the -X run, 256 samples, missing entries
+PATCHING = {"all layers": {"L_mask(X)": 0.014, "L_mask(-X)": 0.8066}}
+
+# §2.7a: uniform ablation of the heads that fit no family, (3,3), (4,2), (4,5-7), 256 samples
+UNINTERPRETABLE_ABLATION = {"without": (9.44e-5, 0.01428), "with": (9.36e-5, 0.01575)}  # (L_obs, L_mask)
+
+# §2.7: the paper's families (heads counted from 1), from its figures
+FAMILIES = {
+    "row": ["(2,1)"], "column": ["(2,2)"], "identity": ["(4,3)"],
+    "masked-row": ["(2,1)", "(3,4)", "(4,8)"], "observed-copy": ["(4,3)", "(4,4)"],
+    "mask-ignore": ["(2,2)", "(2,3)", "(2,4)", "(2,6)", "(3,2)", "(3,3)", "(3,5)", "(3,1)", "(3,6)"],
+    "longest-contiguous-column": ["(2,5)", "(2,7)", "(2,8)"],
+    "input-processing": ["(1,1)", "(1,2)", "(1,5)", "(1,6)", "(1,7)", "(1,8)"],
+}
+
 
 def copy_table() -> pd.DataFrame:
     """The paper's Table 1 in the tidy form of ``matcomp.evaluation.copy_check`` (plus a step column)."""

@@ -78,3 +78,50 @@ def completion_figure(values, observed, prediction, title: str = "") -> plt.Figu
         axes[2].add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="black", lw=1.5))
     fig.suptitle(title)
     return fig
+
+
+def attention_grid(maps, titles=None, suptitle: str = "", size: float = 1.9) -> plt.Figure:
+    """Every head's averaged attention map (L, H, S, S) in a grid, layers down and heads across,
+    query position on the vertical axis (the paper's Fig. 4); ``titles[l][h]`` labels each cell."""
+    maps = np.asarray(maps)
+    n_layers, n_heads, S = maps.shape[:3]
+    fig, axes = plt.subplots(n_layers, n_heads, figsize=(size * n_heads, size * n_layers + 0.4), squeeze=False,
+                             layout="constrained")
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            ax = axes[layer, head]
+            ax.imshow(maps[layer, head], cmap="viridis", vmin=0)
+            ax.set_xticks([0, S - 1])
+            ax.set_yticks([0, S - 1])
+            ax.tick_params(labelsize=6, length=2, top=True, labeltop=True, bottom=False, labelbottom=False)
+            ax.set_title(titles[layer][head] if titles else f"layer {layer}, head {head}", fontsize=7)
+    if suptitle:
+        fig.suptitle(suptitle)
+    return fig
+
+
+def head_heatmap(values: pd.DataFrame, ax: plt.Axes, title: str = "", fmt: str = "{:.3f}", cmap: str = "magma_r",
+                 vmin: float | None = None, vmax: float | None = None) -> plt.Axes:
+    """A (layer x head) table as an annotated heatmap."""
+    image = ax.imshow(values.to_numpy(dtype=float), cmap=cmap, vmin=vmin, vmax=vmax)
+    for (i, j), v in np.ndenumerate(values.to_numpy(dtype=float)):
+        ax.text(j, i, fmt.format(v), ha="center", va="center", fontsize=8,
+                color="white" if image.norm(v) > 0.5 else "black")
+    ax.set(xticks=range(values.shape[1]), yticks=range(values.shape[0]), xlabel="head", ylabel="layer", title=title)
+    ax.figure.colorbar(image, ax=ax, shrink=0.8)
+    return ax
+
+
+def condition_bars(table: pd.DataFrame, plateau: float | None = None, ax: plt.Axes | None = None) -> plt.Axes:
+    """L_obs and L_mask (columns of ``table``) of each intervention (rows) as bars on a log scale,
+    with the plateau level r/9 for reference."""
+    ax = ax or plt.subplots(figsize=(8, 3.2))[1]
+    x = np.arange(len(table))
+    for offset, column in ((-0.2, "L_obs"), (0.2, "L_mask")):
+        ax.bar(x + offset, table[column], width=0.4, color=LOSS_COLORS[column], label=LOSS_LABELS[column])
+    if plateau is not None:
+        ax.axhline(plateau, color="gray", ls=":", label=f"predict 0 when missing ({plateau:.3g})")
+    ax.set(yscale="log", xticks=x, ylabel="MSE")
+    ax.set_xticklabels(table.index, rotation=15, ha="right", fontsize=8)
+    ax.legend(fontsize=8)
+    return ax

@@ -18,7 +18,8 @@ from IPython.display import display
 
 from matcomp.data import sample_batch
 from matcomp.evaluation import analysis_generator, predict
-from matcomp.plots import completion_figure
+from matcomp.heads import fig5_mask, mean_maps
+from matcomp.plots import completion_figure, matrix_panel
 from matcomp.run import Run
 
 
@@ -75,3 +76,44 @@ class CheckpointExplorer(FigureExplorer):
         b = self.batch
         return completion_figure(b.values[matrix], b.observed[matrix], self.prediction(step)[matrix],
                                  title=f"step {step}, matrix {matrix}")
+
+
+class AttentionExplorer(FigureExplorer):
+    """Choose a checkpoint, a layer, a head and a kind of mask: that head's attention map averaged
+    over a batch, next to one input matrix of the batch (missing entries hatched)."""
+
+    MASKS = ("random", "structured", "structured, swapped")
+
+    def __init__(self, run: Run, samples: int = 64, seed: int = 0, step: int | None = None):
+        if samples < 1:
+            raise ValueError(f"samples must be >= 1; got {samples}")
+        data, model = run.config.data, run.config.model
+        self.run = run
+        masks = {"random": None, "structured": fig5_mask(data.n_rows, data.n_cols),
+                 "structured, swapped": fig5_mask(data.n_rows, data.n_cols, swapped=True)}
+        self.batches = {name: sample_batch(data, samples, analysis_generator(seed), mask=mask)
+                        for name, mask in masks.items()}
+        self._maps: dict[tuple[int, str], torch.Tensor] = {}
+        step = run.steps[-1] if step is None else run.nearest_step(step)
+        super().__init__(self.figure, {
+            "step": W.SelectionSlider(options=run.steps, value=step, description="step", continuous_update=False),
+            "layer": W.IntSlider(value=0, min=0, max=model.layers - 1, description="layer"),
+            "head": W.IntSlider(value=0, min=0, max=model.heads - 1, description="head"),
+            "mask": W.Dropdown(options=self.MASKS, value="random", description="masks"),
+        })
+
+    def maps(self, step: int, mask: str) -> torch.Tensor:
+        """(L, H, S, S) maps of the checkpoint at ``step`` averaged over the batch of ``mask``."""
+        if (step, mask) not in self._maps:
+            self._maps[step, mask] = mean_maps(self.run.checkpoint(step), self.batches[mask])
+        return self._maps[step, mask]
+
+    def figure(self, step: int, layer: int, head: int, mask: str) -> plt.Figure:
+        batch = self.batches[mask]
+        fig, (left, right) = plt.subplots(1, 2, figsize=(9, 4), width_ratios=[1.2, 1], layout="constrained")
+        image = left.imshow(self.maps(step, mask)[layer, head], cmap="viridis", vmin=0)
+        fig.colorbar(image, ax=left, shrink=0.8)
+        left.set(title=f"layer {layer}, head {head} at step {step}\n(mean over {len(batch)} matrices, {mask} masks)",
+                 xlabel="key position", ylabel="query position")
+        matrix_panel(right, batch.values[0], missing=~batch.observed[0], title="matrix 0 of the batch")
+        return fig
