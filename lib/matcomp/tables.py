@@ -10,6 +10,7 @@ CELL_CSS = [{"selector": "td, th", "props": "padding: 3px 12px; text-align: righ
 
 
 def styled(table: pd.DataFrame, fmt: str = "{:.3g}", caption: str | None = None) -> pd.io.formats.style.Styler:
-    """``table`` formatted with ``fmt`` (empty cells blank), captioned and padded."""
-    style = table.style.format(fmt, na_rep="").set_table_styles(CELL_CSS)
+    """``table``'s numeric columns formatted with ``fmt`` (empty cells blank), captioned and padded."""
+    numeric = table.select_dtypes("number").columns
+    style = table.style.format(fmt, na_rep="", subset=numeric).set_table_styles(CELL_CSS)
     return style.set_caption(caption) if caption else style
