@@ -15,12 +15,14 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import yaml
 from PIL import Image
 
 ROOT = Path(__file__).resolve().parents[1]
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars"]
+BLANK_ROWS = 400
 
 
 def toc_pages() -> list[str]:
@@ -41,10 +43,18 @@ def screenshot(page: Path, out: Path, width: int, height: int, wait_ms: int) -> 
 
 
 def tiles(image_path: Path, tile_height: int) -> list[Path]:
-    """Cut a tall screenshot into tiles, dropping the blank bottom of the page."""
+    """Cut a tall screenshot into tiles, dropping the blank bottom of the page: the page is as tall
+    as the window, so the content ends where the main column (right of the navigation sidebar) turns
+    blank for ``BLANK_ROWS`` rows before the footer."""
     image = Image.open(image_path).convert("RGB")
-    content = Image.eval(image, lambda v: 255 - v).getbbox()  # bounding box of non-white pixels
-    bottom = content[3] if content else image.height
+    main = np.asarray(image.crop((image.width // 4, 0, image.width, image.height)).convert("L"))
+    filled = (main < 250).any(axis=1)
+    bottom, blank = image.height, 0
+    for row, has_content in enumerate(filled):
+        blank = 0 if has_content else blank + 1
+        if blank == BLANK_ROWS:
+            bottom = row - BLANK_ROWS + 1
+            break
     paths = []
     for i, top in enumerate(range(0, bottom, tile_height)):
         path = image_path.with_name(f"{image_path.stem}-{i + 1}.png")

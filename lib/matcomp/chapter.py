@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from textwrap import fill
 
 import pandas as pd
 
@@ -77,7 +78,7 @@ def phases(run: Run) -> Phases:
     steps = [s for s in run.steps if s > 0] or run.steps
     drop = run.drop
     if not drop.dropped:
-        return Phases(False, tuple(steps), steps[len(steps) // 2], steps[-1], note=(
+        return Phases(False, tuple(steps), steps[len(steps) // 2], steps[-1], note=fill(
             f"This run shows no drop: L_mask stays on its plateau ({drop.plateau:.3g}) to step {steps[-1]}, "
             f"so its 'post-shift' model (step {steps[-1]}) is still a copying model and every "
             f"before/after contrast below compares two plateau models."))
@@ -86,7 +87,7 @@ def phases(run: Run) -> Phases:
     if not plateau:
         plateau = [min(steps, key=lambda s: abs(s - drop.half_step // 2))]
     pre = min(plateau, key=lambda s: abs(s - drop.half_step / 2))
-    return Phases(True, tuple(plateau), pre, steps[-1], note=(
+    return Phases(True, tuple(plateau), pre, steps[-1], note=fill(
         f"L_mask falls below half its plateau ({drop.plateau:.3g}) at step {drop.half_step}: checkpoints "
         f"{list(plateau)} are on the plateau, step {pre} is the pre-shift model and step {steps[-1]} the "
         f"post-shift model."))

@@ -105,8 +105,9 @@ def head_heatmap(values: pd.DataFrame, ax: plt.Axes, title: str = "", fmt: str =
     """A (layer x head) table as an annotated heatmap."""
     image = ax.imshow(values.to_numpy(dtype=float), cmap=cmap, vmin=vmin, vmax=vmax)
     for (i, j), v in np.ndenumerate(values.to_numpy(dtype=float)):
+        r, g, b, _ = image.cmap(image.norm(v))
         ax.text(j, i, fmt.format(v), ha="center", va="center", fontsize=8,
-                color="white" if image.norm(v) > 0.5 else "black")
+                color="white" if 0.299 * r + 0.587 * g + 0.114 * b < 0.5 else "black")
     ax.set(xticks=range(values.shape[1]), yticks=range(values.shape[0]), xlabel="head", ylabel="layer", title=title)
     ax.figure.colorbar(image, ax=ax, shrink=0.8)
     return ax

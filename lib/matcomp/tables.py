@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-CELL_CSS = [{"selector": "td, th", "props": "padding: 3px 12px; text-align: right;"},
+CELL_CSS = [{"selector": "td, th", "props": "padding: 3px 8px; text-align: right; white-space: nowrap;"},
             {"selector": "caption", "props": "caption-side: top; font-weight: bold; padding-bottom: 6px;"}]
 
 
