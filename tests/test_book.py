@@ -2,6 +2,7 @@
 preset, set by the top-level conftest) and fails on any failing cell; widgets and formulas are served
 from the book itself, not from a CDN."""
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -31,7 +32,8 @@ def test_every_chapter_is_in_the_toc_and_starts_with_a_parameters_cell():
 
 @pytest.mark.slow
 def test_the_book_builds_with_every_chapter_executed(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "jupyter_book", "build", "--path-output", str(tmp_path), str(ROOT)],
+    command = shutil.which("jupyter-book", path=Path(sys.executable).parent) or shutil.which("jupyter-book")
+    result = subprocess.run([command, "build", "--path-output", str(tmp_path), str(ROOT)],
                             capture_output=True, text=True, timeout=1800)
     log = result.stdout + result.stderr
     assert result.returncode == 0, log[-5000:]

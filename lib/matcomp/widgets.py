@@ -111,7 +111,7 @@ class AttentionExplorer(FigureExplorer):
     def figure(self, step: int, layer: int, head: int, mask: str) -> plt.Figure:
         batch = self.batches[mask]
         fig, (left, right) = plt.subplots(1, 2, figsize=(9, 4), width_ratios=[1.2, 1], layout="constrained")
-        image = left.imshow(self.maps(step, mask)[layer, head], cmap="viridis", vmin=0)
+        image = left.imshow(self.maps(step, mask)[layer, head].numpy(), cmap="viridis", vmin=0)
         fig.colorbar(image, ax=left, shrink=0.8)
         left.set(title=f"layer {layer}, head {head} at step {step}\n(mean over {len(batch)} matrices, {mask} masks)",
                  xlabel="key position", ylabel="query position")
