@@ -1,17 +1,24 @@
 import math
+from functools import partial
 
 import pytest
 import torch
 
 from matcomp.baselines import (
     als_complete,
+    complete_all,
     completion_metrics,
+    lambda_table,
     nuclear_norm_min,
     nuclear_norm_regularised,
+    paired_se,
+    pooled_with_se,
+    regularised_objective,
     soft_impute,
 )
-from matcomp.config import DataConfig
+from matcomp.config import DataConfig, ModelConfig
 from matcomp.data import make_batch, sample_batch
+from matcomp.model import MatrixBert
 
 PAPER_DATA = DataConfig(n_rows=7, n_cols=7, rank=2, p_mask=0.3)
 
@@ -57,19 +64,13 @@ def test_regularised_approaches_constrained_as_lam_shrinks():
     assert gaps[2] < 2e-3
 
 
-def regularised_objective(completed: torch.Tensor, batch, lam: float) -> torch.Tensor:
-    """(B,) the paper's (1/|Ω|) Σ_Ω (U − X)² + λ‖U‖_* per matrix."""
-    obs, X = batch.observed, batch.values.double()
-    fit = ((completed - X) ** 2 * obs).sum((1, 2)) / obs.sum((1, 2))
-    return fit + lam * torch.linalg.matrix_norm(completed, ord="nuc")
-
-
 def test_soft_impute_solves_the_regularised_problem():
     batch = rounded(seed=0)
     by_cvxpy, by_soft_impute = nuclear_norm_regularised(batch, lam=1e-3), soft_impute(batch, lam=1e-3)
     # soft-impute gets as low as the interior-point solver (lower by ~1e-11, in fact); the completions
     # agree to 7e-5, the interior point's accuracy along nearly flat directions of the objective
-    gap = regularised_objective(by_soft_impute, batch, 1e-3) - regularised_objective(by_cvxpy, batch, 1e-3)
+    objective = partial(regularised_objective, values=batch.values, observed=batch.observed, lam=1e-3)
+    gap = objective(by_soft_impute) - objective(by_cvxpy)
     assert gap.max() < 1e-9
     assert (by_soft_impute - by_cvxpy).abs().max() < 2e-4
     # the fit at observed entries costs about λ: L_obs ≈ 3.6e-5 at λ = 1e-3 in the paper's table
@@ -126,3 +127,58 @@ NOBODY[1] = False
 def test_bad_input_raises_a_value_error_naming_the_problem(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_regularised_objective_adds_the_mean_observed_error_and_lambda_times_the_nuclear_norm():
+    values = torch.tensor([[[3.0, 0.0], [0.0, 4.0]]])
+    observed = torch.tensor([[[True, True], [True, False]]])
+    # zeros: squared errors 9, 0, 0 on the 3 observed entries, nuclear norm 0; the truth: no error, norm 7
+    assert regularised_objective(torch.zeros_like(values), values, observed, 0.5).tolist() == [3.0]
+    assert regularised_objective(values, values, observed, 0.5).tolist() == [3.5]
+
+
+def test_pooled_with_se_is_the_pooled_mean_with_its_ratio_standard_error():
+    values = torch.zeros(2, 2, 2)
+    completed = torch.tensor([[[1.0, 1.0], [1.0, 2.0]], [[2.0, 0.0], [0.0, 0.0]]])  # squared errors 1,1,1,4 / 4,0,0,0
+    observed = torch.tensor([[[True, True], [True, False]], [[True, False], [False, False]]])
+    got = pooled_with_se(completed, values, observed)
+    # observed: sums s = (3, 4) over counts c = (3, 1): L = 7/4; se = sqrt(2 Σ (s − L c)²) / Σ c
+    assert got["L_obs"] == pytest.approx(7 / 4)
+    assert got["L_obs se"] == pytest.approx(math.sqrt(2 * ((3 - 21 / 4) ** 2 + (4 - 7 / 4) ** 2)) / 4)
+    assert got["L_mask"] == pytest.approx(4 / 4)  # (4 + 0) over 1 + 3 missing entries
+    assert got["L_mask se"] == pytest.approx(math.sqrt(2 * ((4 - 1) ** 2 + (0 - 3) ** 2)) / 4)
+    assert got["L"] == pytest.approx(11 / 8)
+    assert got["L se"] == pytest.approx(math.sqrt(2 * ((7 - 11 / 2) ** 2 + (4 - 11 / 2) ** 2)) / 8)
+
+
+def test_paired_se_is_zero_for_identical_completions_and_the_spread_of_differences_otherwise():
+    values = torch.zeros(3, 1, 2)
+    a = torch.tensor([[[1.0, 1.0]], [[2.0, 0.0]], [[0.0, 0.0]]])  # per-matrix MSE 1, 2, 0
+    assert paired_se(a, a, values) == 0.0
+    assert paired_se(a, torch.zeros_like(a), values) == pytest.approx(1.0 / math.sqrt(3))  # std of (1, 2, 0) is 1
+
+
+def test_complete_all_drops_matrices_with_nothing_observed_and_runs_every_method():
+    batch = rounded(seed=0, batch=3)
+    observed = batch.observed.clone()
+    observed[1] = False
+    batch = make_batch(batch.values, observed)
+    model = MatrixBert(ModelConfig(hidden=16, layers=1, heads=2)).eval()
+    values, kept, done, dropped = complete_all(batch, lam=1e-3, rank=2, model=model)
+    assert dropped == 1 and values.shape == (2, 7, 7) and kept.flatten(1).any(1).all()
+    assert list(done) == ["BERT", "nuclear norm min", "regularised, λ=0.001", "soft-impute, λ=0.001",
+                          "rank-2 ALS (oracle)"]
+    assert all(c.shape == (2, 7, 7) and c.dtype == torch.float64 for c in done.values())
+    assert torch.equal(done["nuclear norm min"], nuclear_norm_min(values, kept))
+    assert "BERT" not in complete_all(batch, lam=1e-3, rank=2)[2]
+
+
+def test_lambda_table_has_a_row_per_lambda_and_l_obs_grows_with_lambda():
+    batch = rounded(seed=0, batch=6)
+    model = MatrixBert(ModelConfig(hidden=16, layers=1, heads=2)).eval()
+    table = lambda_table(batch, [1e-3, 1e-2, 1e-1], model=model, label="BERT (step 0)")
+    assert list(table.index) == ["BERT (step 0)", "λ = 0.001", "λ = 0.01", "λ = 0.1"]
+    assert list(table.columns) == ["L_obs", "L_obs se", "L_mask", "L_mask se", "L", "L se"]
+    l_obs = table["L_obs"].iloc[1:]
+    assert l_obs.is_monotonic_increasing and l_obs.iloc[0] < 1e-4 < l_obs.iloc[-1]
+    assert (table.filter(like=" se") > 0).all().all()

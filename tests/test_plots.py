@@ -17,3 +17,20 @@ def test_loss_curves_draws_three_smoothed_losses_and_the_drop():
     assert ax.get_yscale() == "log"
     smoothed_mask = ax.get_lines()[3].get_ydata()  # raw L_mask first, then L, L_obs, L_mask
     assert np.nanmax(smoothed_mask) == 0.11 and np.nanmin(smoothed_mask) == 0.01
+
+
+def test_p_mask_sweep_draws_a_line_per_method_on_two_log_panels():
+    from matcomp.plots import TRUTH, p_mask_sweep
+
+    methods = ["BERT", "nuclear norm min", TRUTH]
+    sweep = pd.DataFrame([{"method": m, "p_mask": p, "L": 0.01 * (k + 1) * p, "nuclear_norm": 3.0 + k}
+                          for k, m in enumerate(methods) for p in (0.1, 0.3, 0.5)])
+    fig = p_mask_sweep(sweep, train_p_mask=0.3, title="sweep")
+    mse, norm = fig.axes
+    assert mse.get_yscale() == norm.get_yscale() == "log"
+    curves = {ax: [line.get_label() for line in ax.get_lines() if not line.get_label().startswith("_")]
+              for ax in (mse, norm)}
+    assert curves[mse] == methods[:2] and curves[norm] == methods  # the truth has no MSE
+    assert list(mse.get_lines()[0].get_ydata()) == [0.001, 0.003, 0.005]
+    assert [line.get_xdata()[0] for line in mse.get_lines() if line.get_linestyle() == ":"] == [0.3]
+    assert fig._suptitle.get_text() == "sweep"

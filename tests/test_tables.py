@@ -12,3 +12,18 @@ def test_styled_formats_numbers_leaves_missing_cells_blank_and_captions():
 def test_styled_leaves_text_and_flags_alone():
     html = styled(pd.DataFrame({"family": ["row"], "flag": [True], "x": [0.5]}), "{:.2f}").to_html()
     assert "row" in html and "True" in html and "0.50" in html
+
+
+def test_beside_shows_ours_its_error_the_reference_and_the_relative_difference():
+    from matcomp.tables import beside
+
+    ours = pd.DataFrame({"L": [0.011, 0.02], "L se": [0.0011, 0.001]}, index=["a", "model"])
+    reference = pd.DataFrame({"L": [0.01, 0.02, 0.004]}, index=["a", "model", "theirs only"])
+    styler = beside(ours, reference, "paper", metrics=["L"], no_difference=["model"], caption="cap")
+    table = styler.data
+    assert list(table.columns) == [("L", "ours"), ("L", "± s.e."), ("L", "paper"), ("L", "vs paper")]
+    assert list(table.index) == ["a", "model", "theirs only"]
+    assert np.isnan(table.loc["model", ("L", "vs paper")]) and np.isnan(table.loc["theirs only", ("L", "ours")])
+    html = styler.to_html()
+    assert "+10%" in html and "±10%" in html and "0.004" in html and "cap" in html and "nan" not in html.lower()
+    assert ("L", "paper") not in beside(ours, reference, "paper", metrics=["L"], show_reference=False).data

@@ -12,7 +12,10 @@ Four estimators of a whole matrix from its observed entries Ω, batched over B m
 The convex problems go to cvxpy with the pinned solver ``SOLVER`` at ``SOLVER_OPTIONS``. Each is
 compiled once per call, with the data and the mask as ``cp.Parameter`` s (DPP), and re-solved per matrix.
 ``completion_metrics`` scores completions as the paper does: pooled L, L_obs, L_mask against the rounded
-X, and the mean nuclear norm. Used by the book's chapter comparing the BERT with nuclear-norm minimisation.
+X, and the mean nuclear norm. ``complete_all`` runs every method (and a BERT) on one batch,
+``pooled_with_se`` and ``paired_se`` give the standard errors of the pooled losses and of differences
+between methods, ``lambda_table`` is App. B's table and ``regularised_objective`` the regularised
+problem's objective. Used by the book's chapter comparing the BERT with nuclear-norm minimisation.
 
 Every method takes a ``Batch`` or tensors ``values`` (B, m, n) and ``observed`` (B, m, n) bool, and
 returns the completed matrices (B, m, n), float64 on the input's device. Observed entries are the
@@ -33,7 +36,9 @@ import torch
 from tqdm.auto import tqdm
 
 from matcomp.data import Batch
+from matcomp.evaluation import predict
 from matcomp.metrics import masked_mse
+from matcomp.model import MatrixBert
 
 # Clarabel (interior point) solves these tiny SDPs to 1e-8 in ~11 iterations, about 2x faster than SCS at
 # eps 1e-9. Its default tolerances, pinned: on 128 paper matrices, 1e-9 or 1e-10 instead move pooled L by
@@ -266,3 +271,100 @@ def completion_metrics(completions: dict[str, torch.Tensor], data: Data,
         rows[name] = {key: losses[key].item() for key in ("L", "L_obs", "L_mask")}
         rows[name]["nuclear_norm"] = torch.linalg.matrix_norm(completed, ord="nuc").mean().item()
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("method")
+
+
+# --- every method on one batch, and the chapter's tables -----------------------------------------------------
+
+LOSSES = ("L_obs", "L_mask", "L")  # the columns of App. B's table, in its order
+
+
+def bert_completion(model: MatrixBert, batch: Batch) -> torch.Tensor:
+    """(B, m, n) float64: the BERT's raw output; observed positions are its own predictions, not pasted back."""
+    return predict(model, batch.ids).reshape(batch.values.shape).double()
+
+
+def _with_observed_entries(batch: Batch) -> tuple[torch.Tensor, int]:
+    """(B,) bool: the matrices with at least one observed entry, and how many have none."""
+    keep = batch.observed.flatten(1).any(1)
+    return keep, int((~keep).sum())
+
+
+def complete_all(batch: Batch, lam: float, rank: int, model: MatrixBert | None = None,
+                 tol: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor], int]:
+    """Every method's completion of ``batch``: (values, observed, completions, dropped).
+
+    Matrices with no observed entry have no convex completion and are dropped for every method;
+    ``dropped`` counts them, and ``values``, ``observed`` (k, m, n) are the rest. ``completions`` maps
+    each method to its (k, m, n) float64 completion: "BERT" (``model``'s raw output, if a model is
+    given; run on the whole batch, then subset), "nuclear norm min", "regularised, λ=…",
+    "soft-impute, λ=…" and "rank-r ALS (oracle)" (all at ``lam``; the iterative ones stop at a
+    relative change ``tol``). ALS warnings about matrices stopping at ``max_iter`` are silenced: on
+    the chapter's batches they concern a handful of matrices and leave pooled L unchanged.
+    """
+    keep, dropped = _with_observed_entries(batch)
+    if not keep.any():
+        raise ValueError("no matrix of the batch has an observed entry")
+    values, observed = batch.values[keep], batch.observed[keep]
+    out = {"BERT": bert_completion(model, batch)[keep]} if model is not None else {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        out |= {
+            "nuclear norm min": nuclear_norm_min(values, observed),
+            f"regularised, λ={lam:g}": nuclear_norm_regularised(values, observed, lam=lam),
+            f"soft-impute, λ={lam:g}": soft_impute(values, observed, lam=lam, tol=tol),
+            f"rank-{rank} ALS (oracle)": als_complete(values, observed, rank=rank, lam=lam, tol=tol),
+        }
+    return values, observed, out, dropped
+
+
+def pooled_with_se(completed: torch.Tensor, values: torch.Tensor, observed: torch.Tensor) -> dict[str, float]:
+    """Pooled L_obs, L_mask and L of ``completed`` against ``values`` (B, m, n), each with its standard
+    error over the matrices (key "<name> se").
+
+    A pooled loss is a ratio Σ_k s_k / Σ_k c_k of per-matrix sums of squared errors s_k over counts
+    c_k of entries; its standard error is the ratio estimate's,
+    sqrt(B/(B−1) Σ_k (s_k − L c_k)²) / Σ_k c_k (NaN for a single matrix).
+
+    >>> v = torch.zeros(2, 1, 2); obs = torch.tensor([[[True, False]], [[True, True]]])
+    >>> {k: round(x, 3) for k, x in pooled_with_se(v + torch.tensor([1.0, 2.0]), v, obs).items()}
+    {'L_obs': 2.0, 'L_obs se': 0.667, 'L_mask': 4.0, 'L_mask se': 0.0, 'L': 2.5, 'L se': 0.0}
+    """
+    err = (completed.double() - values.double()) ** 2
+    out = {}
+    for name, where in zip(LOSSES, [observed, ~observed, torch.ones_like(observed)]):
+        sums, counts = (err * where).sum((1, 2)), where.sum((1, 2)).double()
+        mean = sums.sum() / counts.sum()
+        spread = ((sums - mean * counts) ** 2).sum() * len(sums) / (len(sums) - 1) if len(sums) > 1 else math.nan
+        out[name], out[name + " se"] = mean.item(), (torch.as_tensor(spread).sqrt() / counts.sum()).item()
+    return out
+
+
+def paired_se(a: torch.Tensor, b: torch.Tensor, values: torch.Tensor) -> float:
+    """Standard error of mean(MSE_a − MSE_b) over the matrices, paired (both complete the same ``values``
+    (B, m, n)): the sample standard deviation of the per-matrix differences over √B."""
+    target = values.double()
+    difference = ((a.double() - target) ** 2).mean((1, 2)) - ((b.double() - target) ** 2).mean((1, 2))
+    return difference.std().item() / len(values) ** 0.5
+
+
+def regularised_objective(completed: torch.Tensor, values: torch.Tensor, observed: torch.Tensor,
+                          lam: float) -> torch.Tensor:
+    """(B,) the regularised problem's objective (1/|Ω|) Σ_Ω (U − X)² + λ‖U‖_* of each matrix."""
+    completed = completed.double()
+    fit = ((completed - values.double()) ** 2 * observed).sum((1, 2)) / observed.sum((1, 2))
+    return fit + lam * torch.linalg.matrix_norm(completed, ord="nuc")
+
+
+def lambda_table(batch: Batch, lams, model: MatrixBert | None = None, label: str = "BERT") -> pd.DataFrame:
+    """App. B's table: one row "λ = …" per value of ``lams`` (the regularised problem solved on ``batch``),
+    after a first row ``label`` for ``model``'s raw output if a model is given; columns L_obs, L_mask, L
+    and their standard errors (``pooled_with_se``). Matrices with no observed entry are dropped."""
+    keep, _ = _with_observed_entries(batch)
+    values, observed = batch.values[keep], batch.observed[keep]
+    table = {}
+    if model is not None:
+        table[label] = pooled_with_se(bert_completion(model, batch)[keep], values, observed)
+    for value in lams:
+        completed = nuclear_norm_regularised(values, observed, lam=value)
+        table[f"λ = {value:g}"] = pooled_with_se(completed, values, observed)
+    return pd.DataFrame(table).T

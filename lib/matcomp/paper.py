@@ -66,3 +66,12 @@ def copy_table() -> pd.DataFrame:
     rows = [{"step": step, "inputs": inputs, "m": m if m == "MASK" else f"{m:g}", "L'_mask": lm, "L_obs": lo}
             for (step, inputs, m), (lm, lo) in COPY_TABLE.items()]
     return pd.DataFrame(rows)
+
+# §2.4(b), from WS App. D: the regularised problem on 256 matrices at p_mask 0.3, lambda -> (L_obs, L_mask, L)
+LAMBDA_TABLE = {
+    0.0005: (1.015e-5, 0.040728, 0.012173),
+    0.001: (3.686e-5, 0.040456, 0.01211),
+    0.0015: (7.959e-5, 0.040505, 0.012155),
+    0.002: (0.00013769, 0.040734, 0.012264),
+    0.005: (0.00078591, 0.043402, 0.013516),
+}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import FormatStrFormatter, MaxNLocator, NullLocator
 
 from matcomp.drop import Drop, smooth
 
@@ -126,3 +127,49 @@ def condition_bars(table: pd.DataFrame, plateau: float | None = None, ax: plt.Ax
     ax.set_xticklabels(table.index, rotation=15, ha="right", fontsize=8)
     ax.legend(fontsize=8)
     return ax
+
+
+# p_mask sweep (the paper's Fig. 3): a style per method, matched by a key contained in the method's name
+SWEEP_STYLES = {"BERT": dict(color="black", lw=2.2, marker="o", ms=4),
+                "nuclear norm min": dict(color="tab:red", marker="s", ms=4),
+                "regularised": dict(color="tab:orange", marker="^", ms=4),
+                "soft-impute": dict(color="tab:green", ls="--", marker="v", ms=4),
+                "ALS": dict(color="tab:blue", ls="-.", marker="D", ms=3.5),
+                "X (the truth)": dict(color="gray", ls="--", lw=1)}
+TRUTH = "X (the truth)"
+
+
+def sweep_style(method: str, styles: dict | None = None) -> dict:
+    """The plot keywords of the first key of ``styles`` (default ``SWEEP_STYLES``) in ``method``'s name
+    ({} if none matches)."""
+    return next((style for key, style in (styles or SWEEP_STYLES).items() if key in method), {})
+
+
+def p_mask_sweep(sweep: pd.DataFrame, train_p_mask: float | None = None, title: str = "",
+                 styles: dict | None = None) -> plt.Figure:
+    """Two panels against p_mask, log scales: the MSE L and the mean nuclear norm of each method's
+    completion (the paper's Fig. 3), from the tidy ``sweep`` (columns method, p_mask, L, nuclear_norm;
+    one row per method and p_mask). The true matrices (method ``TRUTH``) appear in the norm panel only;
+    a dotted vertical line marks ``train_p_mask``, the value the BERT was trained at."""
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6), layout="constrained")
+    titles = ["MSE $L$ (all entries)", "mean nuclear norm $\\|\\hat X\\|_*$"]
+    for ax, column, panel in zip(axes, ["L", "nuclear_norm"], titles):
+        for method, part in sweep.groupby("method", sort=False):
+            if column == "L" and method == TRUTH:
+                continue
+            ax.plot(part["p_mask"], part[column], label=method, **sweep_style(method, styles))
+        if train_p_mask is not None:
+            ax.axvline(train_p_mask, color="gray", ls=":", lw=1)
+        ax.set(yscale="log", xlabel="$p_{mask}$ (fraction of entries missing)", title=panel)
+        ax.grid(True, which="both", alpha=0.25)
+    if train_p_mask is not None:
+        axes[0].text(train_p_mask, 0.98, " BERT's training $p_{mask}$", transform=axes[0].get_xaxis_transform(),
+                     va="top", fontsize=8, color="gray")
+    # the norms span less than a factor of 2: evenly spaced plain ticks read better than log decades
+    axes[1].yaxis.set(major_locator=MaxNLocator(7, steps=[1, 2, 5, 10]), major_formatter=FormatStrFormatter("%.3g"),
+                      minor_locator=NullLocator())
+    axes[1].legend(fontsize=8, loc="lower left")
+    if title:
+        fig.suptitle(title)
+    return fig
