@@ -31,6 +31,7 @@ from matcomp.baselines import (
     soft_impute,
 )
 from matcomp.data import Batch, sample_batch
+from matcomp.paper import LAMBDA_TABLE
 from matcomp.presets import preset
 
 SEED = 0
@@ -38,16 +39,6 @@ P_MASKS = np.round(np.arange(0.1, 0.64, 0.05), 2)  # the reference code's 11 val
 SWEEP_MATRICES, TABLE_MATRICES = 512, 256
 SWEEP_LAM = 1e-3  # the λ of the paper's table with the lowest L
 SETTINGS = {"7x7 rank 2": preset("paper").data, "4x4 rank 1": preset("cpu").data}
-
-# EXPERIMENTS.md §2.4(b), the workshop paper's App. D: λ -> (L_obs, L_mask, L)
-PAPER_TABLE = {
-    0.0005: (1.015e-5, 0.040728, 0.012173),
-    0.001: (3.686e-5, 0.040456, 0.01211),
-    0.0015: (7.959e-5, 0.040505, 0.012155),
-    0.002: (0.00013769, 0.040734, 0.012264),
-    0.005: (0.00078591, 0.043402, 0.013516),
-}
-
 
 def methods(rank: int) -> dict:
     return {
@@ -80,7 +71,7 @@ def pooled_standard_error(err: torch.Tensor, where: torch.Tensor) -> float:
 
 def lam_table(batch: Batch) -> pd.DataFrame:
     rows = []
-    for lam, paper in PAPER_TABLE.items():
+    for lam, paper in LAMBDA_TABLE.items():
         completed = nuclear_norm_regularised(batch, lam=lam)
         ours = completion_metrics({"ours": completed}, batch).loc["ours"]
         err = (completed - batch.values.double()) ** 2  # (B, m, n)

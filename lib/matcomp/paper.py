@@ -60,13 +60,6 @@ FAMILIES = {
     "input-processing": ["(1,1)", "(1,2)", "(1,5)", "(1,6)", "(1,7)", "(1,8)"],
 }
 
-
-def copy_table() -> pd.DataFrame:
-    """The paper's Table 1 in the tidy form of ``matcomp.evaluation.copy_check`` (plus a step column)."""
-    rows = [{"step": step, "inputs": inputs, "m": m if m == "MASK" else f"{m:g}", "L'_mask": lm, "L_obs": lo}
-            for (step, inputs, m), (lm, lo) in COPY_TABLE.items()]
-    return pd.DataFrame(rows)
-
 # §2.4(b), from WS App. D: the regularised problem on 256 matrices at p_mask 0.3, lambda -> (L_obs, L_mask, L)
 LAMBDA_TABLE = {
     0.0005: (1.015e-5, 0.040728, 0.012173),
@@ -75,3 +68,10 @@ LAMBDA_TABLE = {
     0.002: (0.00013769, 0.040734, 0.012264),
     0.005: (0.00078591, 0.043402, 0.013516),
 }
+
+
+def copy_table() -> pd.DataFrame:
+    """The paper's Table 1 in the tidy form of ``matcomp.evaluation.copy_check`` (plus a step column)."""
+    rows = [{"step": step, "inputs": inputs, "m": m if m == "MASK" else f"{m:g}", "L'_mask": lm, "L_obs": lo}
+            for (step, inputs, m), (lm, lo) in COPY_TABLE.items()]
+    return pd.DataFrame(rows)
