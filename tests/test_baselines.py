@@ -182,3 +182,14 @@ def test_lambda_table_has_a_row_per_lambda_and_l_obs_grows_with_lambda():
     l_obs = table["L_obs"].iloc[1:]
     assert l_obs.is_monotonic_increasing and l_obs.iloc[0] < 1e-4 < l_obs.iloc[-1]
     assert (table.filter(like=" se") > 0).all().all()
+
+
+def test_convex_solvers_give_the_same_answer_in_two_processes():
+    batch = sample_batch(DataConfig(n_rows=4, n_cols=4, rank=1), 6, torch.Generator().manual_seed(3))
+    one = nuclear_norm_min(batch)
+    two = nuclear_norm_min(batch, workers=2)
+    assert torch.allclose(one, two, atol=1e-6)
+    regularised = [nuclear_norm_regularised(batch, lam=1e-3, workers=w) for w in (1, 2)]
+    assert torch.allclose(*regularised, atol=1e-6)
+    with pytest.raises(ValueError, match="workers must be an integer > 0"):
+        nuclear_norm_min(batch, workers=0)
