@@ -12,6 +12,15 @@ The modules, each small and named for what it holds:
 - ``store``      the on-disk run store: ``get_or_train(cfg)`` -> ``Run``
 - ``drop``       detection of the plateau and of the sudden drop
 - ``bench``      throughput benchmark against a loop equivalent to the paper's code
+- ``chapter``    a chapter's parameters -> config (from the environment too), and its checkpoints
+- ``evaluation`` predictions and pooled losses of a trained model, the copy check
+- ``interventions`` attention edits and recording, head ablation, weight transplant (model switching)
+- ``patching``   activation patching of per-head attention outputs
+- ``positions``  seeded permutations of the position embeddings
+- ``heads``      attention-head family scores, classification, structured masks, group ablation
+- ``baselines``  nuclear-norm minimisation (cvxpy), soft-impute and rank-r ALS
+- ``paper``      the paper's reported numbers, with their sources
+- ``plots``, ``tables``, ``widgets``  the chapters' figures, tables and interactive explorers
 """
 
 from matcomp.config import DataConfig, ModelConfig, RunConfig, TrainConfig
