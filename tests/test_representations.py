@@ -1,0 +1,60 @@
+import numpy as np
+import pytest
+import torch
+
+from matcomp.config import ModelConfig
+from matcomp.model import build_model
+from matcomp.representations import (
+    cluster_score,
+    component_correlations,
+    fit_probe,
+    norm_symmetry,
+    principal_components,
+    probe_scores,
+    value_embeddings,
+)
+
+
+def test_a_probe_recovers_a_planted_linear_map_and_generalises():
+    gen = torch.Generator().manual_seed(0)
+    W = torch.randn(16, 3, generator=gen, dtype=torch.float64)
+    train, test = torch.randn(2000, 16, generator=gen), torch.randn(500, 16, generator=gen)
+    noise = 0.01
+    fitted = fit_probe(train, train.double() @ W + noise * torch.randn(2000, 3, generator=gen, dtype=torch.float64))
+    assert torch.allclose(fitted, W, atol=2e-3)
+    scores = probe_scores(fitted, test, test.double() @ W)
+    assert scores["mse"] < 1e-5 and scores["abs_cos"] > 0.9999
+    unrelated = probe_scores(fitted, test, torch.randn(500, 3, generator=gen))
+    assert unrelated["mse"] > 1 and unrelated["abs_cos"] < 0.9
+
+
+def test_cluster_score_separates_clustered_points_from_shuffled_labels():
+    gen = np.random.default_rng(0)
+    centres = np.array([[0, 0], [10, 0], [0, 10]])
+    labels = np.repeat([0, 1, 2], 30)
+    points = centres[labels] + gen.normal(size=(90, 2))
+    assert cluster_score(points, labels) > 0.8
+    assert abs(cluster_score(points, gen.permutation(labels))) < 0.15
+    with pytest.raises(ValueError, match="between 2 and N - 1"):
+        cluster_score(points, np.zeros(90))
+
+
+def test_norm_symmetry_and_components_of_a_built_embedding():
+    x = torch.linspace(-1, 1, 201)
+    assert norm_symmetry(x, 1 + x.abs()) == pytest.approx(0.0, abs=1e-6)
+    assert norm_symmetry(x, 1 + x) > 0.5
+    # points whose first direction is |x| and second sign(x): PC correlations must show it
+    jitter = 0.01 * torch.randn(201, generator=torch.Generator().manual_seed(0))
+    points = torch.stack([3 * x.abs(), torch.sign(x), jitter], 1)
+    projections, explained = principal_components(points, k=2)
+    corr = component_correlations(projections, x).abs()
+    assert corr.loc["sign(x)"].max() > 0.99 and corr.loc["|x|"].max() > 0.99 and explained.sum() > 0.99
+    with pytest.raises(ValueError, match="k must be in"):
+        principal_components(points, k=5)
+
+
+def test_value_embeddings_are_the_rows_of_the_value_tokens():
+    model = build_model(ModelConfig(hidden=16, layers=1, heads=2), seed=0)
+    emb = value_embeddings(model, torch.tensor([0.0, 0.44]))
+    weight = model.bert.embeddings.word_embeddings.weight
+    assert torch.equal(emb[1], weight[1045].detach()) and torch.equal(emb[0], weight[1001].detach())
