@@ -19,6 +19,7 @@ The modules, each small and named for what it holds:
 - ``positions``  seeded permutations of the position embeddings
 - ``heads``      attention-head family scores, classification, structured masks, group ablation
 - ``baselines``  nuclear-norm minimisation (cvxpy), soft-impute and rank-r ALS
+- ``representations`` embedding structure and linear probes of hidden states, as numbers
 - ``paper``      the paper's reported numbers, with their sources
 - ``plots``, ``tables``, ``widgets``  the chapters' figures, tables and interactive explorers
 """
