@@ -34,3 +34,16 @@ def test_p_mask_sweep_draws_a_line_per_method_on_two_log_panels():
     assert list(mse.get_lines()[0].get_ydata()) == [0.001, 0.003, 0.005]
     assert [line.get_xdata()[0] for line in mse.get_lines() if line.get_linestyle() == ":"] == [0.3]
     assert fig._suptitle.get_text() == "sweep"
+
+
+def test_l_mask_twin_draws_the_smoothed_loss_on_a_second_axis_and_the_drop():
+    import matplotlib.pyplot as plt
+
+    from matcomp.plots import l_mask_twin
+
+    step = np.arange(1, 2001)
+    metrics = pd.DataFrame({"step": step, "L_mask": np.where(step < 1000, 0.11, 0.01)})
+    ax = plt.subplots()[1]
+    twin = l_mask_twin(ax, metrics, detect_drop(metrics))
+    assert twin is not ax and np.nanmax(twin.get_lines()[0].get_ydata()) == 0.11
+    assert len(ax.get_lines()) == 1  # the drop line

@@ -173,3 +173,14 @@ def p_mask_sweep(sweep: pd.DataFrame, train_p_mask: float | None = None, title: 
     if title:
         fig.suptitle(title)
     return fig
+
+
+def l_mask_twin(ax: plt.Axes, metrics: pd.DataFrame, drop: Drop | None = None, window: int = 101) -> plt.Axes:
+    """Smoothed L_mask on a second y-axis of ``ax`` (and the drop step as a dashed line), to read a
+    measure plotted against step beside the loss; returns the second axis."""
+    twin = ax.twinx()
+    twin.plot(smooth(metrics, "L_mask", window), color=LOSS_COLORS["L_mask"], alpha=0.6)
+    twin.set_ylabel("$L_{mask}$ (smoothed)", color=LOSS_COLORS["L_mask"])
+    if drop is not None and drop.half_step is not None:
+        ax.axvline(drop.half_step, color="gray", ls="--", lw=1)
+    return twin
