@@ -30,6 +30,12 @@ from matcomp.presets import PRESETS, preset
     (lambda: TrainConfig(precision="fp16"), "train.precision"),
     (lambda: TrainConfig(attention="flash"), "train.attention"),
     (lambda: TrainConfig(steps=True), "train.steps"),
+    (lambda: TrainConfig(position_init="sinusoid"), "train.position_init"),
+    (lambda: TrainConfig(attention_bias=-1.0), "train.attention_bias"),
+    (lambda: TrainConfig(attention_bias=1.0), "train.attention_bias_steps"),
+    (lambda: TrainConfig(component="layernorm", init_from="cpu-f603ff8bc5"), "train.component"),
+    (lambda: TrainConfig(component="mlp"), "train.init_from"),
+    (lambda: TrainConfig(init_from="cpu-f603ff8bc5"), "train.init_from"),
     (lambda: RunConfig(data=DataConfig(n_rows=23, n_cols=23), model=ModelConfig(max_positions=512)),
      r"data.n_rows \* data.n_cols"),
     (lambda: RunConfig(name="a b"), "name"),
@@ -95,3 +101,20 @@ def test_paper_presets_are_the_papers_settings():
     assert (paper12.model.layers, paper12.model.heads, paper12.train.lr) == (12, 12, 5e-5)
     assert {4000, 14000, 16000, 20000, 50000} <= set(paper.train.checkpoint_schedule)
     assert all(b - a <= 1000 for a, b in zip(paper.train.checkpoint_schedule, paper.train.checkpoint_schedule[1:]))
+
+
+def test_later_fields_at_their_defaults_leave_the_hash_alone():
+    """Runs stored before the training-dynamics fields existed keep their ids."""
+    import hashlib
+    import json
+
+    cfg = preset("cpu")
+    d = cfg.to_dict()
+    d.pop("name")
+    for key in ("position_init", "attention_bias", "attention_bias_steps", "component", "init_from"):
+        d["train"].pop(key)
+    assert cfg.hash == hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:10]
+    changed = {preset("cpu", {"train.position_init": "grid"}).hash,
+               preset("cpu", {"train.attention_bias": 1, "train.attention_bias_steps": 10}).hash,
+               preset("cpu", {"train.component": "mlp", "train.init_from": cfg.run_id}).hash}
+    assert len(changed) == 3 and cfg.hash not in changed

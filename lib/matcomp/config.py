@@ -26,6 +26,8 @@ from matcomp.tokenizer import VALUE_MAX
 DISTRIBUTIONS = ("uniform", "gaussian", "laplace")
 PRECISIONS = ("fp32", "bf16")
 ATTENTIONS = ("sdpa", "eager")
+POSITION_INITS = ("bert", "grid")
+COMPONENTS = ("all", "attention", "mlp", "position", "token")
 PAPER_CHECKPOINT_STEPS = (4000, 10000, 14000, 16000, 20000, 50000)
 
 
@@ -127,6 +129,13 @@ class TrainConfig:
 
     Checkpoints are saved at step 0, every ``checkpoint_every`` steps, at the extra
     ``checkpoint_steps`` and at the last step; "step s" means after s updates.
+
+    The last four fields change the paper's recipe (the training-dynamics chapters):
+    ``position_init`` "grid" starts position (i, j) at r_i + c_j (``matcomp.biases``);
+    ``attention_bias`` b > 0 adds b · (1 - (s-1)/``attention_bias_steps``) to the attention score of
+    every same-row or same-column pair at step s until the bias reaches 0; ``component`` other than
+    "all" trains only that group of parameters, starting from the final weights of the run
+    ``init_from`` (a run id) with the group re-initialised (``matcomp.components``).
     """
 
     steps: int = 50000
@@ -139,6 +148,11 @@ class TrainConfig:
     checkpoint_steps: tuple[int, ...] = PAPER_CHECKPOINT_STEPS
     precision: str = "fp32"
     attention: str = "sdpa"
+    position_init: str = "bert"
+    attention_bias: float = 0.0
+    attention_bias_steps: int = 0
+    component: str = "all"
+    init_from: str = ""
 
     def __post_init__(self):
         _check_types(self, "train")
@@ -154,6 +168,15 @@ class TrainConfig:
                  "a list of integers >= 0", self.checkpoint_steps)
         _require(self.precision in PRECISIONS, "train.precision", f"one of {PRECISIONS}", self.precision)
         _require(self.attention in ATTENTIONS, "train.attention", f"one of {ATTENTIONS}", self.attention)
+        _require(self.position_init in POSITION_INITS, "train.position_init", f"one of {POSITION_INITS}",
+                 self.position_init)
+        _require(self.attention_bias >= 0, "train.attention_bias", ">= 0", self.attention_bias)
+        _require(self.attention_bias_steps >= 0, "train.attention_bias_steps", ">= 0", self.attention_bias_steps)
+        _require(self.attention_bias == 0 or self.attention_bias_steps >= 1, "train.attention_bias_steps",
+                 ">= 1 when train.attention_bias > 0", self.attention_bias_steps)
+        _require(self.component in COMPONENTS, "train.component", f"one of {COMPONENTS}", self.component)
+        _require((self.component == "all") == (self.init_from == ""), "train.init_from",
+                 "a run id exactly when train.component is not 'all'", self.init_from)
 
     @property
     def checkpoint_schedule(self) -> tuple[int, ...]:
@@ -207,9 +230,16 @@ class RunConfig:
 
     @property
     def hash(self) -> str:
-        """A stable 10-hex-digit digest of everything that changes the run (not ``name``)."""
+        """A stable 10-hex-digit digest of everything that changes the run (not ``name``).
+
+        Fields added after the first runs were shipped count only when they differ from their
+        default, so every earlier run keeps its id."""
         d = self.to_dict()
         d.pop("name")
+        for part, defaults in LATER_FIELDS.items():
+            for key, default in defaults.items():
+                if d[part][key] == default:
+                    del d[part][key]
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:10]
 
     @property
@@ -235,6 +265,10 @@ class RunConfig:
                 raise ValueError(f"unknown config key {key!r}")
             target[leaf] = value
         return RunConfig.from_dict(d)
+
+
+LATER_FIELDS = {"train": {"position_init": "bert", "attention_bias": 0.0, "attention_bias_steps": 0,
+                          "component": "all", "init_from": ""}}
 
 
 def _parse(text: str):

@@ -25,7 +25,7 @@ from filelock import FileLock
 from matcomp.config import RunConfig
 from matcomp.files import RunFolder
 from matcomp.machine import machine
-from matcomp.reference import find_reference
+from matcomp.reference import REFERENCE_ROOT, find_reference
 from matcomp.run import Run, open_run, verify
 from matcomp.training import resolve_device, train
 
@@ -62,9 +62,22 @@ def get_or_train(cfg: RunConfig, device: str | torch.device | None = None, progr
             if problem is not None:
                 _move_aside(folder, problem)
         started = time.perf_counter()
-        metrics = train(cfg, folder, device=device, progress=progress)
+        metrics = train(cfg, folder, device=device, progress=progress, trained=_initial_weights(cfg, root))
         _finish(folder, cfg, device, time.perf_counter() - started, metrics)
     return Run(folder.path)
+
+
+def _initial_weights(cfg: RunConfig, root: Path) -> dict[str, torch.Tensor] | None:
+    """The final weights of run ``train.init_from`` (shipped or in ``root``), for component training."""
+    run_id = cfg.train.init_from
+    if not run_id:
+        return None
+    for path in (REFERENCE_ROOT / run_id, root / run_id):
+        folder = RunFolder(path)
+        if folder.complete_path.exists():
+            return folder.read_checkpoint(folder.read_config().train.steps)
+    raise ValueError(f"train.init_from names run {run_id!r}, which is neither shipped nor finished in {root}; "
+                     f"train it first")
 
 
 def _check_existing(folder: RunFolder, cfg: RunConfig) -> str | None:

@@ -21,6 +21,8 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from matcomp.biases import bias_strength, grid_positions, same_row_or_column, set_attention_bias
+from matcomp.components import start_from
 from matcomp.config import RunConfig
 from matcomp.data import sample_batch
 from matcomp.files import RunFolder
@@ -51,20 +53,32 @@ def autocast(precision: str, device: torch.device):
     return contextlib.nullcontext()
 
 
-def init_training(cfg: RunConfig, device: torch.device, attention: str | None = None):
-    """A fresh model, its Adam optimiser, and the training and eval generators of ``cfg``."""
+def init_training(cfg: RunConfig, device: torch.device, attention: str | None = None,
+                  trained: dict[str, torch.Tensor] | None = None):
+    """A fresh model, its Adam optimiser, and the training and eval generators of ``cfg``.
+
+    With ``train.component`` other than "all", ``trained`` (the state of run ``train.init_from``)
+    supplies every other parameter, frozen."""
     tc = cfg.train
     model = build_model(cfg.model, seed=tc.seed, attention=attention or tc.attention, device=device)
+    if tc.position_init == "grid":
+        grid_positions(model, cfg.data.n_rows, cfg.data.n_cols, tc.seed)
+    if tc.component != "all":
+        if trained is None:
+            raise ValueError(f"train.component {tc.component!r} needs the weights of run {tc.init_from!r}")
+        start_from(model, trained, tc.component)
     optimizer = torch.optim.Adam(model.trainable_parameters(), lr=tc.lr)  # constant lr, no weight decay
     return model, optimizer, make_generator(tc.seed, TRAIN_STREAM, device), make_generator(tc.seed, EVAL_STREAM, device)
 
 
 def train(cfg: RunConfig, folder: RunFolder, device: str | torch.device | None = None,
-          progress: bool = True) -> pd.DataFrame:
-    """Train ``cfg`` into ``folder`` (resuming from ``resume.pt`` if there is one); returns the metrics."""
+          progress: bool = True, trained: dict[str, torch.Tensor] | None = None) -> pd.DataFrame:
+    """Train ``cfg`` into ``folder`` (resuming from ``resume.pt`` if there is one); returns the metrics.
+    ``trained``: the weights of run ``train.init_from`` when only one component trains."""
     device = resolve_device(device)
     tc = cfg.train
-    model, optimizer, train_gen, eval_gen = init_training(cfg, device)
+    model, optimizer, train_gen, eval_gen = init_training(cfg, device, trained=trained)
+    grid = same_row_or_column(cfg.data.n_rows, cfg.data.n_cols).to(device) if tc.attention_bias else None
     rows: list[dict] = []
     start, elapsed = 0, 0.0
 
@@ -87,6 +101,9 @@ def train(cfg: RunConfig, folder: RunFolder, device: str | torch.device | None =
                mininterval=1.0)
     t0 = time.perf_counter() - elapsed
     for step in range(start + 1, tc.steps + 1):
+        if grid is not None:
+            strength = bias_strength(tc, step)
+            set_attention_bias(model, strength * grid if strength else None, plain=tc.attention)
         latest = train_step(model, optimizer, cfg, train_gen, device)
         pending.append(latest)
 

@@ -1,0 +1,61 @@
+"""Training one component at a time: the groups, the frozen copy and a run that moves only its group."""
+
+import pytest
+import torch
+
+from matcomp.components import COMPONENT_PATTERNS, component_names, start_from
+from matcomp.config import ModelConfig
+from matcomp.model import build_model
+from matcomp.store import get_or_train
+
+
+def test_groups_split_the_trainable_parameters():
+    model = build_model(ModelConfig(hidden=16, layers=2, heads=2), seed=0)
+    groups = {c: set(component_names(model, c)) for c in COMPONENT_PATTERNS}
+    names = [n for n, p in model.named_parameters()]
+    for a in groups:
+        for b in groups:
+            assert a == b or not groups[a] & groups[b]
+    left = set(names) - set().union(*groups.values())
+    assert left == {"bert.embeddings.token_type_embeddings.weight", "readout.weight", "readout.bias"}
+    assert "bert.embeddings.LayerNorm.weight" in groups["token"]
+    assert "bert.encoder.layer.1.attention.output.LayerNorm.bias" in groups["attention"]
+    assert "bert.encoder.layer.1.output.LayerNorm.bias" in groups["mlp"]
+    with pytest.raises(ValueError, match="component must be one of"):
+        component_names(model, "readout")
+
+
+def test_start_from_copies_and_freezes_everything_else():
+    cfg = ModelConfig(hidden=16, layers=1, heads=2)
+    trained = build_model(cfg, seed=1).state_dict()
+    fresh = build_model(cfg, seed=2)
+    start_from(fresh, trained, "position")
+    for name, param in fresh.named_parameters():
+        if name == "bert.embeddings.position_embeddings.weight":
+            assert param.requires_grad and not torch.equal(param, trained[name])
+        else:
+            assert not param.requires_grad and torch.equal(param, trained[name])
+    with pytest.raises(ValueError, match="different model shape|has shape"):
+        start_from(build_model(ModelConfig(hidden=32, layers=1, heads=2), seed=0), trained, "mlp")
+
+
+def test_a_component_run_moves_only_its_component(micro, store):
+    base = get_or_train(micro, progress=False)
+    cfg = micro.override({"train.component": "mlp", "train.init_from": base.path.name})
+    run = get_or_train(cfg, progress=False)
+    final = base.folder.read_checkpoint(40)
+    start, end = run.folder.read_checkpoint(0), run.folder.read_checkpoint(40)
+    mlp = set(component_names(run.checkpoint(0), "mlp"))
+    for name, value in end.items():
+        if name in mlp and name.endswith("weight") and "LayerNorm" not in name:
+            assert not torch.equal(value, start[name]) and not torch.equal(start[name], final[name])
+        elif name not in mlp and name in final:
+            assert torch.equal(value, final[name])
+    fresh = build_model(micro.model, seed=micro.train.seed).state_dict()
+    assert all(torch.equal(start[name], fresh[name]) for name in mlp)  # re-initialised as BERT does
+
+
+def test_init_from_an_unknown_run_is_a_clear_error(micro, store):
+    cfg = micro.override({"train.component": "token", "train.init_from": "micro-0000000000"})
+    with pytest.raises(ValueError, match="train.init_from names run 'micro-0000000000'"):
+        get_or_train(cfg, progress=False)
