@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from matcomp.config import ModelConfig
+from matcomp.config import DataConfig, ModelConfig
+from matcomp.data import sample_batch
 from matcomp.model import build_model
 from matcomp.representations import (
     cluster_score,
@@ -10,7 +11,9 @@ from matcomp.representations import (
     fit_probe,
     norm_symmetry,
     principal_components,
+    probe_layers,
     probe_scores,
+    probe_targets,
     value_embeddings,
 )
 
@@ -58,3 +61,27 @@ def test_value_embeddings_are_the_rows_of_the_value_tokens():
     emb = value_embeddings(model, torch.tensor([0.0, 0.44]))
     weight = model.bert.embeddings.word_embeddings.weight
     assert torch.equal(emb[1], weight[1045].detach()) and torch.equal(emb[0], weight[1001].detach())
+
+
+def test_svd_target_is_the_normalised_column_space_of_a_rank_one_matrix():
+    batch = sample_batch(DataConfig(n_rows=4, n_cols=5, rank=1), 8, torch.Generator().manual_seed(0))
+    u = probe_targets(batch, "svd").reshape(8, 20, 4)
+    assert torch.equal(u[:, 0], u[:, 19])  # one vector for every position of a matrix
+    column = batch.values[:, :, 0] / batch.values[:, :, 0].norm(dim=1, keepdim=True)
+    assert torch.allclose((u[:, 0] * column).sum(-1).abs(), torch.ones(8), atol=1e-2)  # ±u ∝ any column (X is rounded)
+    rows = probe_targets(batch, "row").reshape(8, 4, 5, 5)
+    assert torch.equal(rows[:, 2, 3], batch.values[:, 2] * batch.observed[:, 2])
+    with pytest.raises(ValueError, match="target must be one of"):
+        probe_targets(batch, "column")
+
+
+@pytest.mark.parametrize("target", ["row", "element", "svd"])
+def test_probe_layers_fits_every_layer_no_worse_than_predicting_zero(target):
+    data = DataConfig(n_rows=3, n_cols=3, rank=1)
+    model = build_model(ModelConfig(hidden=16, layers=2, heads=2), seed=0)
+    train, test = (sample_batch(data, n, torch.Generator().manual_seed(s)) for n, s in ((128, 1), (64, 2)))
+    table = probe_layers(model, train, test, target)
+    assert list(table.index) == [1, 2]
+    assert (table["train MSE"] <= (probe_targets(train, target) ** 2).mean().item() + 1e-9).all()
+    extra = ["test MSE missing", "test MSE observed"] if target == "element" else ["train |cos|", "test |cos|"]
+    assert set(extra) <= set(table.columns) and np.isfinite(table.to_numpy()).all()

@@ -4,7 +4,9 @@ The paper shows pictures: the token-embedding norm is symmetric in the value, th
 components of the value embeddings encode magnitude and sign, position embeddings cluster by
 column, and linear probes read the masked row from the hidden states of middle layers. Each
 picture gets a number here: ``norm_symmetry``, ``component_correlations``, ``cluster_score``
-(silhouette), and least-squares probes without intercept (``fit_probe``, ``probe_scores``).
+(silhouette), and least-squares probes without intercept (``fit_probe``, ``probe_scores``),
+fitted on every layer's hidden states by ``probe_layers`` for the paper's three targets
+(``probe_targets``: the masked row, the element, the first left singular vector).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import torch
 from sklearn.decomposition import PCA
 from sklearn.metrics import silhouette_score
 
+from matcomp.data import Batch
 from matcomp.model import MatrixBert
 from matcomp.tokenizer import Tokenizer
 
@@ -92,3 +95,59 @@ def probe_scores(weights: torch.Tensor, features: torch.Tensor, targets: torch.T
     target = targets.double()
     cosine = torch.nn.functional.cosine_similarity(pred, target, dim=-1, eps=1e-8)
     return {"mse": ((pred - target) ** 2).mean().item(), "abs_cos": cosine.abs().mean().item()}
+
+
+PROBE_TARGETS = ("row", "element", "svd")
+
+
+def probe_targets(batch: Batch, target: str) -> torch.Tensor:
+    """(B·S, t) targets for every position (row-major) of every matrix: ``"row"`` the masked row
+    (X ⊙ M)_{i,:} of the entry (t = n), ``"element"`` the true X_ij (t = 1), ``"svd"`` the first left
+    singular vector of X, the same for all positions of a matrix (t = m, sign arbitrary).
+
+    >>> from matcomp.data import Batch
+    >>> b = Batch(ids=torch.zeros(1, 4, dtype=torch.long), values=torch.tensor([[[1., 2.], [3., 4.]]]),
+    ...           observed=torch.tensor([[[True, False], [True, True]]]))
+    >>> probe_targets(b, "row").tolist(), probe_targets(b, "element").flatten().tolist()
+    ([[1.0, 0.0], [1.0, 0.0], [3.0, 4.0], [3.0, 4.0]], [1.0, 2.0, 3.0, 4.0])
+    """
+    values, observed = batch.values, batch.observed
+    B, m, n = values.shape
+    if target == "row":
+        return (values * observed).repeat_interleave(n, dim=1).reshape(B * m * n, n)
+    if target == "element":
+        return values.reshape(B * m * n, 1)
+    if target == "svd":
+        first = torch.linalg.svd(values.double()).U[:, :, 0].float()  # (B, m)
+        return first.repeat_interleave(m * n, dim=0)
+    raise ValueError(f"target must be one of {PROBE_TARGETS}; got {target!r}")
+
+
+@torch.no_grad()
+def layer_features(model: MatrixBert, batch: Batch) -> list[torch.Tensor]:
+    """The output of each layer 1..L as (B·S, hidden) feature rows (the embedding output is not probed)."""
+    device = next(model.parameters()).device
+    states = model.hidden_states(batch.ids.to(device))[1:]
+    return [h.reshape(-1, h.shape[-1]).float().cpu() for h in states]
+
+
+def probe_layers(model: MatrixBert, train: Batch, test: Batch, target: str) -> pd.DataFrame:
+    """One least-squares probe per layer from hidden states to ``target``, fitted on ``train`` and
+    scored on both: MSE and mean |cosine| (row and svd targets), and for ``"element"`` the test MSE
+    at missing and at observed entries. Indexed by layer, counted from 1 as in the paper."""
+    if target not in PROBE_TARGETS:
+        raise ValueError(f"target must be one of {PROBE_TARGETS}; got {target!r}")
+    y_train, y_test = probe_targets(train, target), probe_targets(test, target)
+    missing = ~test.observed.reshape(-1)
+    rows = []
+    for layer, (h_train, h_test) in enumerate(zip(layer_features(model, train), layer_features(model, test)), 1):
+        weights = fit_probe(h_train, y_train)
+        fit, held_out = probe_scores(weights, h_train, y_train), probe_scores(weights, h_test, y_test)
+        row = {"layer": layer, "train MSE": fit["mse"], "test MSE": held_out["mse"]}
+        if target == "element":
+            error = ((h_test.double() @ weights - y_test.double()) ** 2).squeeze(-1)
+            row |= {"test MSE missing": error[missing].mean().item(), "test MSE observed": error[~missing].mean().item()}
+        else:
+            row |= {"train |cos|": fit["abs_cos"], "test |cos|": held_out["abs_cos"]}
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("layer")
