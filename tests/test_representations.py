@@ -81,7 +81,7 @@ def test_probe_layers_fits_every_layer_no_worse_than_predicting_zero(target):
     model = build_model(ModelConfig(hidden=16, layers=2, heads=2), seed=0)
     train, test = (sample_batch(data, n, torch.Generator().manual_seed(s)) for n, s in ((128, 1), (64, 2)))
     table = probe_layers(model, train, test, target)
-    assert list(table.index) == [1, 2]
+    assert list(table.index) == [0, 1, 2]
     assert (table["train MSE"] <= (probe_targets(train, target) ** 2).mean().item() + 1e-9).all()
     extra = ["test MSE missing", "test MSE observed"] if target == "element" else ["train |cos|", "test |cos|"]
     assert set(extra) <= set(table.columns) and np.isfinite(table.to_numpy()).all()

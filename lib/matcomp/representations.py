@@ -125,22 +125,23 @@ def probe_targets(batch: Batch, target: str) -> torch.Tensor:
 
 @torch.no_grad()
 def layer_features(model: MatrixBert, batch: Batch) -> list[torch.Tensor]:
-    """The output of each layer 1..L as (B·S, hidden) feature rows (the embedding output is not probed)."""
+    """The embedding output (index 0) and the output of each layer 1..L as (B·S, hidden) feature rows."""
     device = next(model.parameters()).device
-    states = model.hidden_states(batch.ids.to(device))[1:]
+    states = model.hidden_states(batch.ids.to(device))
     return [h.reshape(-1, h.shape[-1]).float().cpu() for h in states]
 
 
 def probe_layers(model: MatrixBert, train: Batch, test: Batch, target: str) -> pd.DataFrame:
     """One least-squares probe per layer from hidden states to ``target``, fitted on ``train`` and
     scored on both: MSE and mean |cosine| (row and svd targets), and for ``"element"`` the test MSE
-    at missing and at observed entries. Indexed by layer, counted from 1 as in the paper."""
+    at missing and at observed entries. Indexed by layer, counted from 1 as in the paper; layer 0,
+    the embedding output (token + position, before any attention), is a baseline the paper omits."""
     if target not in PROBE_TARGETS:
         raise ValueError(f"target must be one of {PROBE_TARGETS}; got {target!r}")
     y_train, y_test = probe_targets(train, target), probe_targets(test, target)
     missing = ~test.observed.reshape(-1)
     rows = []
-    for layer, (h_train, h_test) in enumerate(zip(layer_features(model, train), layer_features(model, test)), 1):
+    for layer, (h_train, h_test) in enumerate(zip(layer_features(model, train), layer_features(model, test))):
         weights = fit_probe(h_train, y_train)
         fit, held_out = probe_scores(weights, h_train, y_train), probe_scores(weights, h_test, y_test)
         row = {"layer": layer, "train MSE": fit["mse"], "test MSE": held_out["mse"]}

@@ -1,0 +1,154 @@
+"""Progress measures: quantities computed on every checkpoint that may move during the plateau,
+before L_mask does (the training-dynamics chapter; cf. Gopalani & Hu 2025, "What Happens During
+the Loss Plateau?").
+
+``checkpoint_measures`` computes, on one fixed batch:
+
+===========================  ==============================================================
+``row attention``            the largest same-row score of any head (``matcomp.heads``)
+``column attention``         the largest same-column score of any head
+``collapse``                 mean |cos| between last-layer hidden states of two positions of a
+                             matrix (all pairs of distinct positions)
+``collapse (missing)``       the same over pairs of missing positions
+``prediction spread``        std of the predictions over the missing entries of a matrix
+                             (matrices with ≥ 2 missing), averaged: 0 = one repeated output
+``column clustering``        silhouette of the position embeddings grouped by column
+``row clustering``           the same grouped by row
+``‖attention‖`` … ``‖token‖``  L2 norm of each parameter group (``matcomp.components``)
+===========================  ==============================================================
+
+``onset`` says when a measure "starts to move", with one definition for all (see there), and
+``lead_table`` turns it into steps before the drop. ``progress_table`` caches a run's measures
+next to the run, so the book can ship them for checkpoints it does not ship.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from matcomp.components import COMPONENT_PATTERNS, component_names
+from matcomp.data import Batch, sample_batch
+from matcomp.evaluation import analysis_generator
+from matcomp.heads import head_scores
+from matcomp.model import MatrixBert
+from matcomp.representations import cluster_score, position_groups
+from matcomp.run import Run
+
+MEASURES = ("row attention", "column attention", "collapse", "collapse (missing)", "prediction spread",
+            "column clustering", "row clustering", *(f"‖{group}‖" for group in COMPONENT_PATTERNS))
+
+
+def _mean_abs_cos(hidden: torch.Tensor, keep: torch.Tensor) -> float:
+    """Mean |cos| over pairs of distinct positions k, k' of a matrix with keep[k] and keep[k'];
+    hidden (N, S, d), keep (N, S) bool."""
+    unit = torch.nn.functional.normalize(hidden.double(), dim=-1)
+    cos = (unit @ unit.transpose(1, 2)).abs()  # (N, S, S)
+    pairs = keep[:, :, None] & keep[:, None, :] & ~torch.eye(keep.shape[1], dtype=torch.bool)
+    if not pairs.any():
+        return float("nan")
+    return (cos * pairs).sum().item() / pairs.sum().item()
+
+
+@torch.no_grad()
+def checkpoint_measures(model: MatrixBert, batch: Batch) -> dict[str, float]:
+    """Every measure of ``MEASURES`` for one model on ``batch`` (see the module's table)."""
+    N, m, n = batch.values.shape
+    scores = head_scores(model, batch)
+    hidden = model.hidden_states(batch.ids)[-1].float()
+    missing = ~batch.observed.reshape(N, m * n)
+    pred = model(batch.ids).float()
+    several = missing.sum(1) >= 2
+    spread = torch.stack([pred[i][missing[i]].std() for i in torch.nonzero(several).flatten()])
+    positions = model.bert.embeddings.position_embeddings.weight[: m * n].detach()
+    rows, cols = position_groups(m, n)
+    out = {
+        "row attention": float(scores["row"].max()),
+        "column attention": float(scores["column"].max()),
+        "collapse": _mean_abs_cos(hidden, torch.ones_like(missing)),
+        "collapse (missing)": _mean_abs_cos(hidden, missing),
+        "prediction spread": spread.mean().item() if len(spread) else float("nan"),
+        "column clustering": cluster_score(positions, cols) if n > 1 and m > 1 else float("nan"),
+        "row clustering": cluster_score(positions, rows) if n > 1 and m > 1 else float("nan"),
+    }
+    state = dict(model.named_parameters())
+    for group in COMPONENT_PATTERNS:
+        out[f"‖{group}‖"] = torch.sqrt(sum((state[k] ** 2).sum() for k in component_names(model, group))).item()
+    return out
+
+
+def measures_over_training(run: Run, steps, batch: Batch) -> pd.DataFrame:
+    """``checkpoint_measures`` at each of ``steps`` (all with a checkpoint), one row per step."""
+    steps = list(steps)
+    absent = [s for s in steps if s not in run.steps]
+    if absent:
+        raise ValueError(f"steps {absent} have no checkpoint; run.steps = {run.steps}")
+    rows = [{"step": s, **checkpoint_measures(run.checkpoint(s, attention="eager"), batch)} for s in steps]
+    return pd.DataFrame(rows).set_index("step")
+
+
+def cache_path(run: Run, samples: int, seed: int) -> Path:
+    """Where the measures of ``run`` on ``samples`` matrices of analysis seed ``seed`` are cached."""
+    return run.path.parent / "progress" / f"{run.path.name}-n{samples}-s{seed}.csv"
+
+
+def progress_table(run: Run, samples: int = 256, seed: int = 0) -> pd.DataFrame:
+    """The measures of every checkpoint of ``run`` (one row per step), on ``samples`` matrices of
+    the run's task drawn from ``analysis_generator(seed)``. Read from the cache when it holds at
+    least the run's checkpoints (a shipped table may hold more steps than the shipped run keeps),
+    else computed and cached."""
+    path = cache_path(run, samples, seed)
+    if path.exists():
+        table = pd.read_csv(path, index_col="step")
+        if set(run.steps) <= set(table.index) and list(table.columns) == list(MEASURES):
+            return table
+    batch = sample_batch(run.config.data, samples, analysis_generator(seed))
+    table = measures_over_training(run, run.steps, batch)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{id(table)}")
+    table.to_csv(tmp)
+    tmp.replace(path)  # atomic: a crash never leaves half a table
+    return table
+
+
+def onset(values: pd.Series, drop_step: int, fraction: float = 0.1, noise: float = 3.0) -> int | None:
+    """The step at which a measure starts to move towards its value at the drop, one definition for
+    every measure:
+
+    the reference level μ and noise σ are the mean and std of the measure over the checkpoints of
+    the middle third of the plateau, [drop/3, 2·drop/3] (copying is learned by then, so early
+    transients are left out); Δ = value at the drop − μ. The onset is the first checkpoint after
+    that window from which, up to the drop, the measure stays beyond μ + ``fraction`` · Δ (in Δ's
+    direction) and more than ``noise`` · σ from μ. None if it does not. So a lead is at most drop/3.
+
+    >>> s = pd.Series([0.0, 0.02, 0.01, -0.01, 0.0, 0.01, 0.3, 0.6, 1.0], index=range(0, 4500, 500))
+    >>> onset(s, drop_step=4000), onset(-s, drop_step=4000), onset(0 * s, drop_step=4000)
+    (3000, 3000, None)
+    """
+    lo, hi = drop_step / 3, 2 * drop_step / 3
+    ref = values[(values.index >= lo) & (values.index <= hi)].dropna()
+    if len(ref) < 2:
+        raise ValueError(f"the reference window [{lo:.0f}, {hi:.0f}] (middle third of the plateau) holds "
+                         f"{len(ref)} checkpoints; at least 2 are needed")
+    mu, sigma = ref.mean(), ref.std()
+    before = values[(values.index > hi) & (values.index <= drop_step)].dropna()
+    if before.empty:
+        return None
+    delta = before.iloc[-1] - mu
+    moved = (np.sign(delta) * (before - mu) > max(fraction * abs(delta), noise * sigma)).to_numpy()
+    stays = np.logical_and.accumulate(moved[::-1])[::-1]  # moved here and at every later checkpoint
+    if delta == 0 or not stays[-1]:
+        return None
+    return int(before.index[np.argmax(stays)])
+
+
+def lead_table(table: pd.DataFrame, drop_step: int, **kwargs) -> pd.DataFrame:
+    """For each measure: its onset step and lead = drop step − onset (NaN when it does not move)."""
+    rows = {}
+    for measure in table.columns:
+        start = onset(table[measure], drop_step, **kwargs)
+        rows[measure] = {"onset step": start, "lead (steps)": None if start is None else drop_step - start}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("measure")
