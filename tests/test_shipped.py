@@ -8,9 +8,12 @@ import pandas as pd
 import pytest
 import torch
 
+from matcomp.data import sample_batch
+from matcomp.evaluation import analysis_generator
 from matcomp.files import RunFolder
 from matcomp.machine import machine
 from matcomp.presets import preset
+from matcomp.progress import MEASURES, checkpoint_measures, progress_table
 from matcomp.reference import REFERENCE_ROOT, find_reference
 from matcomp.run import Run, verify
 from matcomp.training import train
@@ -27,10 +30,25 @@ def shipped():
 
 
 @pytest.mark.parametrize("path", sorted(p for p in REFERENCE_ROOT.glob("*-*") if p.is_dir()), ids=lambda p: p.name)
-def test_every_shipped_run_is_whole_and_a_preset_with_its_seed(path):
+def test_every_shipped_run_is_whole_and_what_its_command_trains(path):
     run = Run(path)
-    assert verify(run.folder, preset(run.config.name).override({"train.seed": run.config.train.seed})) is None
-    assert {0, run.config.train.steps} <= set(run.steps) and "command" in run.summary
+    train_command = run.summary["command"].split(" && ")[0].split()
+    sets = dict(train_command[i + 1].split("=", 1) for i, word in enumerate(train_command) if word == "--set")
+    assert verify(run.folder, preset(run.config.name).override(sets)) is None
+    assert {0, run.config.train.steps} <= set(run.steps)
+
+
+@pytest.mark.parametrize("path", sorted((REFERENCE_ROOT / "progress").glob("*.csv")), ids=lambda p: p.name)
+def test_shipped_progress_tables_match_the_shipped_checkpoints(path):
+    """A table computed from every checkpoint of a run agrees with the checkpoints that are shipped."""
+    run = Run(REFERENCE_ROOT / path.name.split("-n")[0])
+    samples, seed = (int(part[1:]) for part in path.stem.split("-")[-2:])
+    table = progress_table(run, samples=samples, seed=seed)
+    assert set(run.steps) <= set(table.index) and list(table.columns) == list(MEASURES)
+    batch = sample_batch(run.config.data, samples, analysis_generator(seed))
+    step = run.steps[-1]
+    again = checkpoint_measures(run.checkpoint(step, attention="eager"), batch)
+    assert table.loc[step].to_numpy() == pytest.approx(list(again.values()), rel=1e-4, abs=1e-6)
 
 
 def test_shipped_config_is_the_preset(shipped):
