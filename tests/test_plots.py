@@ -47,3 +47,19 @@ def test_l_mask_twin_draws_the_smoothed_loss_on_a_second_axis_and_the_drop():
     twin = l_mask_twin(ax, metrics, detect_drop(metrics))
     assert twin is not ax and np.nanmax(twin.get_lines()[0].get_ydata()) == 0.11
     assert len(ax.get_lines()) == 1  # the drop line
+
+
+def test_measure_panels_draws_one_panel_per_measure_with_its_onset():
+    import matplotlib.pyplot as plt
+
+    from matcomp.plots import measure_panels
+
+    step = np.arange(1, 2001)
+    metrics = pd.DataFrame({"step": step, "L_mask": np.where(step < 1000, 0.11, 0.01)})
+    table = pd.DataFrame({"a": np.arange(5.0), "b": np.ones(5), "c": np.zeros(5)}, index=[0, 500, 1000, 1500, 2000])
+    fig = measure_panels(table, metrics, detect_drop(metrics), onsets={"a": 500, "b": None}, columns=2)
+    shown = [ax for ax in fig.axes if ax.get_visible() and ax.get_title()]
+    assert [ax.get_title() for ax in shown] == ["a", "b", "c"]
+    assert len(shown[0].get_lines()) == 3 and len(shown[1].get_lines()) == 2  # measure, onset dot, drop line
+    assert sum(not ax.get_visible() for ax in fig.axes) == 1  # the fourth slot of the 2 x 2 grid
+    plt.close(fig)

@@ -57,3 +57,15 @@ def test_progress_table_is_cached_beside_the_run(micro, store, monkeypatch):
     assert (store / "progress" / f"{micro.run_id}-n16-s0.csv").exists()
     monkeypatch.setattr(matcomp.progress, "measures_over_training", lambda *a: pytest.fail("computed twice"))
     pd.testing.assert_frame_equal(progress_table(run, samples=16), first, check_exact=False, rtol=1e-12)
+
+
+def test_leads_need_a_drop_and_seeds_without_one_get_an_empty_column(micro, store):
+    from matcomp.progress import leads_over_seeds, run_leads
+
+    cfg = micro.override({"train.steps": 150, "train.checkpoint_every": 50})
+    run = get_or_train(cfg, progress=False)
+    assert not run.drop.dropped
+    with pytest.raises(ValueError, match="shows no drop"):
+        run_leads(run)
+    table = leads_over_seeds(cfg, [0], samples=16)
+    assert list(table.columns) == ["seed 0"] and table["seed 0"].isna().all()

@@ -184,3 +184,25 @@ def l_mask_twin(ax: plt.Axes, metrics: pd.DataFrame, drop: Drop | None = None, w
     if drop is not None and drop.half_step is not None:
         ax.axvline(drop.half_step, color="gray", ls="--", lw=1)
     return twin
+
+
+def measure_panels(table: pd.DataFrame, metrics: pd.DataFrame, drop: Drop | None = None,
+                   onsets: dict[str, int | None] | None = None, columns: int = 4) -> plt.Figure:
+    """One panel per column of ``table`` (a measure against step), each with the smoothed L_mask on
+    a second axis, the drop as a dashed line and the measure's onset (if given) as a dot."""
+    rows = -(-len(table.columns) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(3.9 * columns, 2.7 * rows), layout="constrained",
+                             squeeze=False)
+    for ax, measure in zip(axes.flat, table.columns):
+        ax.plot(table.index, table[measure], color="black", lw=1.2)
+        start = (onsets or {}).get(measure)
+        if start is not None and not pd.isna(start):
+            ax.plot([start], [table.loc[start, measure]], "o", color="tab:green", ms=6)
+        ax.set_title(measure, fontsize=10)
+        ax.tick_params(labelsize=8)
+        twin = l_mask_twin(ax, metrics, drop)
+        twin.set_ylabel("")
+        twin.tick_params(labelsize=7, colors=LOSS_COLORS["L_mask"])
+    for ax in axes.flat[len(table.columns):]:
+        ax.set_visible(False)
+    return fig

@@ -31,12 +31,17 @@ import pandas as pd
 import torch
 
 from matcomp.components import COMPONENT_PATTERNS, component_names
+from matcomp.config import RunConfig
 from matcomp.data import Batch, sample_batch
+from matcomp.drop import smooth
 from matcomp.evaluation import analysis_generator
 from matcomp.heads import head_scores
 from matcomp.model import MatrixBert
 from matcomp.representations import cluster_score, position_groups
 from matcomp.run import Run
+from matcomp.store import get_or_train
+
+L_MASK = "L_mask (smoothed)"
 
 MEASURES = ("row attention", "column attention", "collapse", "collapse (missing)", "prediction spread",
             "column clustering", "row clustering", *(f"‖{group}‖" for group in COMPONENT_PATTERNS))
@@ -151,4 +156,32 @@ def lead_table(table: pd.DataFrame, drop_step: int, **kwargs) -> pd.DataFrame:
     for measure in table.columns:
         start = onset(table[measure], drop_step, **kwargs)
         rows[measure] = {"onset step": start, "lead (steps)": None if start is None else drop_step - start}
-    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("measure")
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("measure").astype("Int64")
+
+
+def run_leads(run: Run, samples: int = 256, seed: int = 0) -> pd.DataFrame:
+    """``lead_table`` of a run's measures, plus the smoothed L_mask itself as a yardstick (by the same
+    rule L_mask starts to move some steps before it crosses half its plateau). Needs a drop."""
+    if not run.drop.dropped:
+        raise ValueError(f"run {run.path.name} shows no drop, so no measure can lead it")
+    table = progress_table(run, samples, seed)
+    table[L_MASK] = smooth(run.metrics).reindex(table.index).to_numpy()
+    return lead_table(table, run.drop.half_step)
+
+
+def leads_over_seeds(cfg: RunConfig, seeds, samples: int = 256) -> pd.DataFrame:
+    """Lead (steps before the drop) of every measure for each seed of ``cfg`` (columns), with the drop
+    step as the first row and, last, the measure that moved first (ties listed together; weight
+    norms aside, since they grow from step 0). Seeds without a drop get an empty column."""
+    columns = {}
+    for seed in seeds:
+        run = get_or_train(cfg.override({"train.seed": seed}), progress=False)
+        if not run.drop.dropped:
+            columns[f"seed {seed}"] = pd.Series({"drop step": None}, dtype=object)
+            continue
+        leads = run_leads(run, samples)["lead (steps)"]
+        behaviour = leads[[m for m in leads.index if not m.startswith("‖") and m != L_MASK]].dropna()
+        first = ", ".join(behaviour[behaviour == behaviour.max()].index) if len(behaviour) else "none"
+        columns[f"seed {seed}"] = pd.concat([pd.Series({"drop step": run.drop.half_step}), leads,
+                                             pd.Series({"first to move (not a norm)": first})])
+    return pd.DataFrame(columns)
