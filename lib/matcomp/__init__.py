@@ -20,6 +20,9 @@ The modules, each small and named for what it holds:
 - ``heads``      attention-head family scores, classification, structured masks, group ablation
 - ``baselines``  nuclear-norm minimisation (cvxpy), soft-impute and rank-r ALS
 - ``representations`` embedding structure and linear probes of hidden states, as numbers
+- ``progress``   progress measures on every checkpoint, and how long before the drop each moves
+- ``components`` parameter groups, for training one component of a finished run at a time
+- ``biases``     changes to the recipe that may shorten the plateau (grid positions, attention bias)
 - ``paper``      the paper's reported numbers, with their sources
 - ``plots``, ``tables``, ``widgets``  the chapters' figures, tables and interactive explorers
 """
