@@ -35,6 +35,7 @@ from matcomp.config import RunConfig
 from matcomp.data import Batch, sample_batch
 from matcomp.drop import smooth
 from matcomp.evaluation import analysis_generator
+from matcomp.files import atomic_write_bytes
 from matcomp.heads import head_scores
 from matcomp.model import MatrixBert
 from matcomp.representations import cluster_score, position_groups
@@ -112,10 +113,7 @@ def progress_table(run: Run, samples: int = 256, seed: int = 0) -> pd.DataFrame:
             return table
     batch = sample_batch(run.config.data, samples, analysis_generator(seed))
     table = measures_over_training(run, run.steps, batch)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{id(table)}")
-    table.to_csv(tmp)
-    tmp.replace(path)  # atomic: a crash never leaves half a table
+    atomic_write_bytes(path, table.to_csv().encode())  # a crash never leaves half a table
     return table
 
 
