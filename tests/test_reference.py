@@ -3,6 +3,7 @@
 import pytest
 
 import matcomp.reference
+from matcomp.drop import Drop
 from matcomp.reference import export_reference, find_reference, reference_steps
 from matcomp.store import get_or_train
 
@@ -50,3 +51,6 @@ def test_reference_steps_fit_the_budget(micro, store):
     assert reference_steps(run, fixed + 2 * size) == [0, 40]
     with pytest.raises(ValueError, match="at least 2"):
         reference_steps(run, fixed + size)
+    run.__dict__["drop"] = Drop(plateau=0.1, half_step=20, tenfold_step=None, final=0.01)  # as if it dropped
+    assert reference_steps(run, fixed + 2 * size) == [0, 40]  # the first and last fill the budget
+    assert reference_steps(run, fixed + 4 * size) == [0, 15, 20, 40]  # two around the drop (15..25)

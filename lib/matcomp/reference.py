@@ -48,7 +48,8 @@ def reference_steps(run: Run, max_bytes: int) -> list[int]:
     if drop is not None and drop.dropped:
         margin = drop.half_step // 4
         lo, hi = drop.half_step - margin, (drop.tenfold_step or drop.half_step) + margin
-        chosen |= set(_evenly([s for s in steps if lo <= s <= hi], capacity // 2))
+        share = min(capacity // 2, capacity - len(chosen))
+        chosen |= set(_evenly([s for s in steps if lo <= s <= hi], share))
     rest = [s for s in steps if s not in chosen]
     return sorted(chosen | set(_evenly(rest, capacity - len(chosen))))
 
