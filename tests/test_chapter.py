@@ -2,7 +2,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from matcomp.chapter import chapter_config, parse_overrides, phases
+from matcomp.chapter import (chapter_config, drop_comparison, drop_summary, parse_overrides, phases,
+                             shortening_defaults)
 from matcomp.files import RunFolder
 from matcomp.presets import preset
 from matcomp.run import Run
@@ -56,3 +57,25 @@ def test_phases_without_a_drop_say_so(tmp_path):
     p = phases(run)
     assert not p.dropped and p.plateau == (200, 400, 600) and p.post == 600
     assert "no drop" in p.note
+
+
+def test_shortening_defaults_scale_with_the_preset():
+    cpu = shortening_defaults(preset("cpu"))
+    assert parse_overrides(cpu["bias, long"]) == {"train.attention_bias": "2.0",
+                                                  "train.attention_bias_steps": "4000", "train.steps": "8000"}
+    assert parse_overrides(cpu["bias, short"])["train.attention_bias_steps"] == "2000"
+    assert parse_overrides(cpu["lr × 2"]) == {"train.lr": "0.002", "train.steps": "6000"}
+    smoke = preset("smoke").override(parse_overrides(shortening_defaults(preset("smoke"))["bias, short"]))
+    assert (smoke.train.attention_bias_steps, smoke.train.steps) == (30, 200)  # never shorter than the detector needs
+
+
+def test_drop_comparison_keeps_censored_seeds_out_of_the_spread():
+    plain = pd.DataFrame({"drop step": pd.array([5000, 6500, 11000], dtype="Int64")}, index=[0, 1, 2])
+    changed = pd.DataFrame({"drop step": pd.array([3000, 3500, None], dtype="Int64")}, index=[0, 1, 2])
+    table = drop_comparison(plain, changed, budget=8000)
+    assert table["change"].tolist()[:2] == [-2000, -3000] and pd.isna(table.loc[2, "change"])
+    assert table["plain dropped by budget"].tolist() == [True, True, False]
+    summary = drop_summary(table, budget=8000)
+    assert summary.loc["plain", "dropped within it"] == "2/3" and summary.loc["changed", "dropped within it"] == "2/3"
+    assert summary.loc["change", "mean drop step"] == -2500 and summary.loc["plain", "max"] == 6500
+    assert summary.loc["change", "std"] == pytest.approx(np.std([-2000, -3000], ddof=1))

@@ -1,11 +1,15 @@
 """Training one component at a time: the groups, the frozen copy and a run that moves only its group."""
 
+import numpy as np
+import pandas as pd
 import pytest
 import torch
 
-from matcomp.components import COMPONENT_PATTERNS, component_names, start_from
+from matcomp.components import (COMPONENT_PATTERNS, component_config, component_names, component_steps,
+                                plateau_table, start_from)
 from matcomp.config import ModelConfig
 from matcomp.model import build_model
+from matcomp.presets import preset
 from matcomp.store import get_or_train
 
 
@@ -59,3 +63,24 @@ def test_init_from_an_unknown_run_is_a_clear_error(micro, store):
     cfg = micro.override({"train.component": "token", "train.init_from": "micro-0000000000"})
     with pytest.raises(ValueError, match="train.init_from names run 'micro-0000000000'"):
         get_or_train(cfg, progress=False)
+
+
+def test_component_config_names_the_group_and_the_trained_run():
+    cfg = component_config(preset("cpu"), "position", "cpu-f603ff8bc5", component_steps(preset("cpu")))
+    assert (cfg.train.component, cfg.train.init_from, cfg.train.steps) == ("position", "cpu-f603ff8bc5", 6000)
+    assert component_steps(preset("smoke")) == preset("smoke").train.steps
+    with pytest.raises(ValueError, match="component must be one of"):
+        component_config(preset("cpu"), "layernorm", "cpu-f603ff8bc5", 100)
+
+
+def test_plateau_table_tells_a_plateau_from_a_quick_fall():
+    step = np.arange(1, 3001)
+    plateau_then_drop = 0.11 - 0.1 / (1 + np.exp(-(step - 2000) / 30))
+    quick_fall = 0.02 + 0.09 * np.exp(-step / 20)
+    curves = {name: pd.DataFrame({"step": step, "L_mask": values})
+              for name, values in (("slow", plateau_then_drop), ("fast", quick_fall))}
+    table = plateau_table(curves, level=0.11, min_plateau=500)
+    assert table.loc["slow", "plateau"] == "yes" and 1900 < table.loc["slow", "leaves the plateau"] < 2000
+    assert 1950 < table.loc["slow", "below half"] < 2050
+    assert table.loc["fast", "plateau"] == "no" and table.loc["fast", "leaves the plateau"] == 101
+    assert table.loc["fast", "final L_mask"] == pytest.approx(0.02, abs=1e-3)

@@ -2,7 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from matcomp.drop import detect_drop
+from matcomp.drop import detect_drop, leave_step
 
 
 def curve(drop_at=None, plateau=2 / 9, after=0.005, steps=6000, noise=0.02, seed=0):
@@ -35,3 +35,15 @@ def test_bad_arguments():
         detect_drop(curve(), window=0)
     with pytest.raises(ValueError, match="skip"):
         detect_drop(curve(steps=50), skip=100)
+
+
+def test_leave_step_ends_a_plateau_at_a_given_level():
+    # 0.9 x plateau: a tenth of the way down the sigmoid, 2.2 widths (110 steps) before its middle
+    assert 2860 <= leave_step(curve(drop_at=3000), 2 / 9) <= 2920
+    assert leave_step(curve(drop_at=None), 2 / 9) is None
+    # measured against a higher level, a curve that never sits there leaves at once
+    assert leave_step(curve(drop_at=3000), 0.5) == 101
+    with pytest.raises(ValueError, match="near"):
+        leave_step(curve(), 2 / 9, near=1.5)
+    with pytest.raises(ValueError, match="level"):
+        leave_step(curve(), 0)

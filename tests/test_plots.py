@@ -2,7 +2,7 @@ import numpy as np
 import pandas as pd
 
 from matcomp.drop import detect_drop
-from matcomp.plots import loss_curves
+from matcomp.plots import curves_together, loss_curves
 
 
 def test_loss_curves_draws_three_smoothed_losses_and_the_drop():
@@ -63,3 +63,14 @@ def test_measure_panels_draws_one_panel_per_measure_with_its_onset():
     assert len(shown[0].get_lines()) == 3 and len(shown[1].get_lines()) == 2  # measure, onset dot, drop line
     assert sum(not ax.get_visible() for ax in fig.axes) == 1  # the fourth slot of the 2 x 2 grid
     plt.close(fig)
+
+
+def test_curves_together_draws_one_labelled_smoothed_curve_per_run():
+    step = np.arange(1, 1001)
+    curves = {"fast": pd.DataFrame({"step": step, "L_mask": np.where(step < 200, 0.11, 0.02)}),
+              "slow": pd.DataFrame({"step": step[:600], "L_mask": np.full(600, 0.11)})}
+    ax = curves_together(curves, "L_mask", level=0.11, styles={"slow": {"color": "black"}})
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert set(lines) == {"fast", "slow", "copying plateau (0.11)"}
+    assert len(lines["slow"].get_xdata()) == 600 and lines["slow"].get_color() == "black"
+    assert np.nanmin(lines["fast"].get_ydata()) == 0.02 and ax.get_yscale() == "log"

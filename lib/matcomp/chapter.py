@@ -22,6 +22,7 @@ from matcomp.store import get_or_train
 
 ENV_PRESET, ENV_SEED, ENV_SET = "MATCOMP_PRESET", "MATCOMP_SEED", "MATCOMP_SET"
 DEFAULT_PRESET = "cpu"
+MIN_BUDGET = 200  # fewest steps of a changed run in the shortening chapter
 ON_PLATEAU = 0.9  # a checkpoint is on the plateau while smoothed L_mask >= 0.9 x the plateau level
 
 
@@ -101,4 +102,47 @@ def drop_over_seeds(cfg: RunConfig, seeds, progress: bool = False) -> pd.DataFra
         d = run.drop
         rows.append({"seed": seed, "run": run.config.run_id, "plateau": d.plateau, "drop step": d.half_step,
                      "10x step": d.tenfold_step, "final L_mask": d.final})
-    return pd.DataFrame(rows).set_index("seed")
+    return pd.DataFrame(rows).set_index("seed").astype({"drop step": "Int64", "10x step": "Int64"})
+
+
+def shortening_defaults(cfg: RunConfig) -> dict[str, str]:
+    """The changes the shortening chapter compares with plain training, as override strings scaled to
+    ``cfg``'s steps S: an attention bias of 2 falling to 0 over S/5 steps (runs of 2S/5 steps) or over
+    S/10 steps (runs of 3S/10), and twice the learning rate (runs of 3S/10); every run at least
+    ``MIN_BUDGET`` steps, so that the drop detector sees a plateau. On the cpu preset: bias over 4,000
+    of 8,000 steps or over 2,000 of 6,000, and lr 2e-3 for 6,000 steps."""
+    steps = cfg.train.steps
+    bias = {f"bias, {label}": f"train.attention_bias=2.0, train.attention_bias_steps={steps // fade}, "
+                              f"train.steps={max(budget * steps // 10, MIN_BUDGET)}"
+            for label, fade, budget in (("long", 5, 4), ("short", 10, 3))}
+    return bias | {"lr × 2": f"train.lr={2 * cfg.train.lr:g}, train.steps={max(3 * steps // 10, MIN_BUDGET)}"}
+
+
+def drop_comparison(plain: pd.DataFrame, changed: pd.DataFrame, budget: int) -> pd.DataFrame:
+    """Per seed, the drop step of ``plain`` and ``changed`` (tables of ``drop_over_seeds``) and the change.
+
+    ``changed`` ran ``budget`` steps, so a run of it without a drop is only known to drop after
+    ``budget`` (its cell is empty and the "dropped by budget" flag says so); a plain drop after
+    ``budget`` is kept, since plain runs go on longer."""
+    table = pd.DataFrame({"plain": plain["drop step"], "changed": changed["drop step"]}).astype("Int64")
+    table["change"] = table["changed"] - table["plain"]
+    table["plain dropped by budget"] = table["plain"].le(budget).fillna(False).astype(bool)
+    table["changed dropped by budget"] = table["changed"].notna()
+    return table
+
+
+def drop_summary(table: pd.DataFrame, budget: int) -> pd.DataFrame:
+    """Spread of a ``drop_comparison`` table: for plain and changed training, how many seeds drop by
+    ``budget`` and the mean, std, min and max drop step over the seeds where *both* dropped within it."""
+    both = table[table["plain dropped by budget"] & table["changed dropped by budget"]]
+    rows = {}
+    for side in ("plain", "changed"):
+        steps = both[side].astype(float)
+        rows[side] = {"budget": budget, "dropped within it": f"{int(table[f'{side} dropped by budget'].sum())}/{len(table)}",
+                      "seeds compared": len(both), "mean drop step": steps.mean(), "std": steps.std(),
+                      "min": steps.min(), "max": steps.max()}
+    change = both["change"].astype(float)
+    rows["change"] = {"budget": budget, "dropped within it": "", "seeds compared": len(both), "mean drop step": change.mean(),
+                      "std": change.std(), "min": change.min(), "max": change.max()}
+    numbers = ["budget", "seeds compared", "mean drop step", "std", "min", "max"]
+    return pd.DataFrame.from_dict(rows, orient="index").astype(dict.fromkeys(numbers, float))

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import re
 
+import pandas as pd
 import torch
 
+from matcomp.config import RunConfig
+from matcomp.drop import leave_step, smooth
 from matcomp.model import MatrixBert
 
 COMPONENT_PATTERNS = {
@@ -49,3 +52,39 @@ def start_from(model: MatrixBert, trained: dict[str, torch.Tensor], component: s
             param.copy_(trained[name])
             param.requires_grad_(False)
     return model
+
+
+# The paper's Fig. 8, in words (EXPERIMENTS.md §2.10): its runs go to step 50,000.
+PAPER_FIG8 = {"all": "plateau, then the drop", "attention": "plateau, then a drop earlier than normal training",
+              "mlp": "no plateau", "position": "the longest plateau: drop just before step 40,000",
+              "token": "no plateau"}
+CPU_COMPONENT_STEPS = 6000  # on the cpu preset every component has finished its drop by then
+
+
+def component_steps(cfg: RunConfig) -> int:
+    """How long each component trains by default: 6,000 steps on the cpu preset, else the preset's own."""
+    return CPU_COMPONENT_STEPS if cfg.name == "cpu" else cfg.train.steps
+
+
+def component_config(cfg: RunConfig, component: str, init_from: str, steps: int) -> RunConfig:
+    """``cfg`` with only ``component`` trained (from its initialisation) and the rest from run ``init_from``."""
+    if component not in COMPONENT_PATTERNS:
+        raise ValueError(f"component must be one of {sorted(COMPONENT_PATTERNS)}; got {component!r}")
+    return cfg.override({"train.component": component, "train.init_from": init_from, "train.steps": steps})
+
+
+def plateau_table(curves: dict[str, pd.DataFrame], level: float, min_plateau: int = 500,
+                  near: float = 0.9) -> pd.DataFrame:
+    """For each metrics table: whether L_mask sits on the copying plateau ``level`` (smoothed, at least
+    ``near`` × ``level``) for ``min_plateau`` steps or more, the step it leaves it, the step it is below
+    half of it, and its final smoothed value. Rows: the keys of ``curves``."""
+    rows = {}
+    for name, metrics in curves.items():
+        leaves = leave_step(metrics, level, near)
+        half = leave_step(metrics, level, 0.5)
+        end = int(metrics["step"].iloc[-1])
+        rows[name] = {"plateau": "yes" if (leaves or end) >= min_plateau else "no",
+                      "leaves the plateau": leaves, "below half": half,
+                      "final L_mask": float(smooth(metrics).dropna().iloc[-1])}
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    return table.astype({"leaves the plateau": "Int64", "below half": "Int64"})

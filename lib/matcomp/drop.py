@@ -67,3 +67,16 @@ def detect_drop(metrics: pd.DataFrame, column: str = "L_mask", window: int = 101
 
     return Drop(plateau=plateau, half_step=first_below(plateau / 2), tenfold_step=first_below(plateau / 10),
                 final=float(after.iloc[-1]))
+
+
+def leave_step(metrics: pd.DataFrame, level: float, near: float = 0.9, column: str = "L_mask",
+               window: int = 101, skip: int = 100) -> int | None:
+    """The first step after ``skip`` where smoothed ``column`` is below ``near`` × ``level``: the end of
+    a plateau at ``level`` (``skip`` + 1 or so when the curve never sits there; None if never below)."""
+    if not 0 < near <= 1:
+        raise ValueError(f"near must be in (0, 1]; got {near}")
+    if level <= 0:
+        raise ValueError(f"level must be > 0; got {level}")
+    smoothed = smooth(metrics, column, window)
+    below = smoothed[(smoothed.index > skip) & (smoothed < near * level)]
+    return int(below.index[0]) if len(below) else None

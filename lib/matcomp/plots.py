@@ -206,3 +206,18 @@ def measure_panels(table: pd.DataFrame, metrics: pd.DataFrame, drop: Drop | None
     for ax in axes.flat[len(table.columns):]:
         ax.set_visible(False)
     return fig
+
+
+def curves_together(curves: dict[str, pd.DataFrame], column: str = "L", level: float | None = None,
+                    window: int = 101, ax: plt.Axes | None = None, styles: dict | None = None) -> plt.Axes:
+    """Smoothed ``column`` of several metrics tables against step on one log axis (the paper's
+    Fig. 8), one labelled curve each; ``level`` draws the copying plateau; ``styles`` maps a name
+    to extra line keywords."""
+    ax = ax or plt.subplots(figsize=(7, 4))[1]
+    for name, metrics in curves.items():
+        ax.plot(smooth(metrics, column, window), label=name, **(styles or {}).get(name, {}))
+    if level is not None:
+        ax.axhline(level, color="gray", ls=":", lw=1, label=f"copying plateau ({level:.3g})")
+    ax.set(yscale="log", xlabel="training step", ylabel=f"{LOSS_LABELS.get(column, column)}, smoothed")
+    ax.legend(fontsize=8)
+    return ax
