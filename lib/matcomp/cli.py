@@ -1,10 +1,12 @@
 """Command line: ``python -m matcomp train --preset cpu [--set train.lr=3e-4 ...]``,
 ``python -m matcomp bench [--preset cpu]``, ``python -m matcomp ship --preset cpu``,
-``python -m matcomp presets`` and ``python -m matcomp runs``."""
+``python -m matcomp sweep book/X.ipynb --out DIR --param NAME V1 V2 ...``, ``python -m matcomp presets``
+and ``python -m matcomp runs``."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 import torch
@@ -13,12 +15,12 @@ from matcomp.presets import PRESETS, preset
 from matcomp.training import resolve_device
 
 
-def _assignments(pairs: list[str]) -> dict[str, str]:
+def _assignments(pairs: list[str], option: str = "--set", example: str = "train.lr=3e-4") -> dict[str, str]:
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep:
-            raise SystemExit(f"--set takes FIELD=VALUE (e.g. train.lr=3e-4); got {pair!r}")
+            raise SystemExit(f"{option} takes NAME=VALUE (e.g. {example}); got {pair!r}")
         out[key.strip()] = value.strip()
     return out
 
@@ -88,6 +90,29 @@ def cmd_runs(args) -> None:
             print("  " + summarize(path))
 
 
+def _literal(text: str):
+    """A sweep value from the command line: a JSON literal (3, 1e-3, null, true) or else a string."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def cmd_sweep(args) -> None:
+    from matcomp.sweep import collect, grid, run_sweep
+
+    try:
+        points = grid(**{name: [_literal(v) for v in values] for name, *values in args.param})
+        fixed = {k: _literal(v) for k, v in _assignments(args.fixed, "--fixed", "preset=smoke").items()}
+        notebooks = run_sweep(args.notebook, points, args.out, fixed=fixed, progress=not args.quiet)
+    except (ValueError, RuntimeError) as err:
+        raise SystemExit(f"error: {err}") from None
+    table = collect(args.out, notebooks)
+    table.to_csv(f"{args.out}/results.csv", index=False)
+    print(table.to_string(index=False))
+    print(f"{len(table)} notebooks collected into {args.out}/results.csv")
+
+
 def cmd_presets(args) -> None:
     for name, cfg in PRESETS.items():
         d, m, t = cfg.data, cfg.model, cfg.train
@@ -113,12 +138,21 @@ def main(argv: list[str] | None = None) -> None:
     sub.choices["bench"].add_argument("--steps", type=int, default=20, help="timed steps per loop")
     sub.choices["bench"].add_argument("--warmup", type=int, default=3, help="untimed steps first")
     sub.choices["ship"].add_argument("--max-mb", type=float, default=30.0, help="size budget (MiB)")
+    sweep = sub.add_parser("sweep", help="run a chapter over a parameter grid with papermill, collect its results")
+    sweep.add_argument("notebook", help="the chapter, e.g. book/sudden_drop.ipynb")
+    sweep.add_argument("--out", required=True, help="folder for the executed notebooks and results.csv")
+    sweep.add_argument("--param", nargs="+", action="append", default=[], metavar=("NAME", "VALUE"),
+                       help="a parameter and its values, e.g. --param seed 0 1 2 (repeatable: the grid)")
+    sweep.add_argument("--fixed", action="append", default=[], metavar="NAME=VALUE",
+                       help="a parameter held at one value, e.g. --fixed preset=smoke (repeatable)")
+    sweep.add_argument("--quiet", action="store_true", help="no progress bar")
     sub.add_parser("presets", help="list the presets")
     sub.add_parser("runs", help="list stored runs (finished or not) with their progress and drop")
     args = parser.parse_args(argv)
     if getattr(args, "threads", None):
         torch.set_num_threads(args.threads)
-    commands = {"train": cmd_train, "bench": cmd_bench, "ship": cmd_ship, "presets": cmd_presets, "runs": cmd_runs}
+    commands = {"train": cmd_train, "bench": cmd_bench, "ship": cmd_ship, "presets": cmd_presets, "runs": cmd_runs,
+                "sweep": cmd_sweep}
     commands[args.command](args)
 
 

@@ -1,0 +1,99 @@
+"""Running a chapter over a grid of its parameters with papermill, and collecting what it records.
+
+A chapter records the numbers a sweep should collect with ``record(**values)``: one JSON output
+marked as a matcomp result. ``run_sweep`` executes the chapter once per grid point into an output
+folder (runs it trains land in the run store as usual, so a point whose runs exist only loads them,
+and a point whose output notebook is already there is skipped); ``collect`` reads the output
+notebooks back into one table, a row per notebook: its parameters, then its recorded values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+
+RESULT_MIME = "application/json"
+RESULT_KEY = "matcomp_result"  # output metadata key that marks a recorded result
+
+
+def record(**values) -> None:
+    """Show ``values`` (JSON-serialisable) as this notebook's result for ``collect``."""
+    from IPython.display import display
+
+    text = json.dumps(values)  # fails here, naming the offending value, rather than in the sweep
+    display({RESULT_MIME: values, "text/plain": f"recorded for sweeps: {text}"}, raw=True,
+            metadata={RESULT_KEY: True})
+
+
+def grid(**axes: list) -> list[dict]:
+    """Every combination of the parameter values, in order (the last axis varies fastest).
+
+    >>> grid(seed=[0, 1], overrides=["model.layers=2"])
+    [{'seed': 0, 'overrides': 'model.layers=2'}, {'seed': 1, 'overrides': 'model.layers=2'}]
+    """
+    for name, values in axes.items():
+        if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__") or not list(values):
+            raise ValueError(f"sweep parameter {name!r} needs a non-empty list of values; got {values!r}")
+    return [dict(zip(axes, combo)) for combo in itertools.product(*(list(v) for v in axes.values()))]
+
+
+def point_name(notebook: Path, params: dict) -> str:
+    """The output file name of one grid point: the chapter's name and a short hash of its parameters."""
+    digest = hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:10]
+    return f"{notebook.stem}-{digest}.ipynb"
+
+
+def run_sweep(notebook: Path | str, points: list[dict], out: Path | str, fixed: dict | None = None,
+              kernel: str = "python3", progress: bool = False) -> list[Path]:
+    """Execute ``notebook`` once per parameter dict in ``points`` (each merged over ``fixed``) into
+    ``out``; returns the output notebooks. A point whose output exists (from a finished execution) is
+    not run again; a failed point raises papermill's error naming the cell, after the others ran."""
+    import papermill
+
+    notebook, out = Path(notebook).resolve(), Path(out)
+    if not notebook.exists():
+        raise ValueError(f"notebook {notebook} does not exist")
+    out.mkdir(parents=True, exist_ok=True)
+    done, failures = [], []
+    for point in points:
+        params = {**(fixed or {}), **point}
+        target = out / point_name(notebook, params)
+        if not target.exists():
+            partial = target.with_suffix(".running.ipynb")
+            try:
+                papermill.execute_notebook(notebook, partial, parameters=params, kernel_name=kernel,
+                                           cwd=str(notebook.parent), progress_bar=progress)
+            except papermill.PapermillExecutionError as error:
+                failures.append(f"{params}: {error.ename}: {error.evalue}")
+                continue
+            os.replace(partial, target)  # only a finished execution takes the point's name
+        done.append(target)
+    if failures:
+        raise RuntimeError(f"{len(failures)} of {len(points)} sweep points failed (their partial outputs "
+                           f"are in {out}):\n" + "\n".join(failures))
+    return done
+
+
+def collect(out: Path | str, notebooks: list[Path] | None = None) -> pd.DataFrame:
+    """One row per output notebook (``notebooks`` in their order, else every finished one in ``out``):
+    its papermill parameters, then its recorded values."""
+    rows = []
+    if notebooks is None:
+        notebooks = sorted(p for p in Path(out).glob("*.ipynb") if not p.name.endswith(".running.ipynb"))
+    for path in notebooks:
+        nb = nbformat.read(path, as_version=4)
+        row = {"notebook": path.name, **nb.metadata.get("papermill", {}).get("parameters", {})}
+        for cell in nb.cells:
+            for output in cell.get("outputs", []):
+                if output.get("metadata", {}).get(RESULT_KEY):
+                    row.update(output["data"][RESULT_MIME])
+        rows.append(row)
+    if not rows:
+        raise ValueError(f"no executed notebooks in {out}")
+    return pd.DataFrame(rows)
