@@ -15,12 +15,13 @@ from matcomp.presets import PRESETS, preset
 from matcomp.training import resolve_device
 
 
-def _assignments(pairs: list[str], option: str = "--set FIELD=VALUE", example: str = "train.lr=3e-4") -> dict[str, str]:
+def _assignments(pairs: list[str], option: str = "--set", form: str = "FIELD=VALUE",
+                 example: str = "train.lr=3e-4") -> dict[str, str]:
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep:
-            raise SystemExit(f"{option.split()[0]} takes {option.split()[1]} (e.g. {example}); got {pair!r}")
+            raise SystemExit(f"{option} takes {form} (e.g. {example}); got {pair!r}")
         out[key.strip()] = value.strip()
     return out
 
@@ -103,7 +104,7 @@ def cmd_sweep(args) -> None:
 
     try:
         points = grid(**{name: [_literal(v) for v in values] for name, *values in args.param})
-        fixed = {k: _literal(v) for k, v in _assignments(args.fixed, "--fixed NAME=VALUE", "preset=smoke").items()}
+        fixed = {k: _literal(v) for k, v in _assignments(args.fixed, "--fixed", "NAME=VALUE", "preset=smoke").items()}
         notebooks = run_sweep(args.notebook, points, args.out, fixed=fixed, progress=not args.quiet)
     except (ValueError, RuntimeError) as err:
         raise SystemExit(f"error: {err}") from None
