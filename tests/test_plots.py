@@ -2,7 +2,7 @@ import numpy as np
 import pandas as pd
 
 from matcomp.drop import detect_drop
-from matcomp.plots import curves_together, loss_curves
+from matcomp.plots import curves_together, loss_curves, ood_panels
 
 
 def test_loss_curves_draws_three_smoothed_losses_and_the_drop():
@@ -74,3 +74,14 @@ def test_curves_together_draws_one_labelled_smoothed_curve_per_run():
     assert set(lines) == {"fast", "slow", "copying plateau (0.11)"}
     assert len(lines["slow"].get_xdata()) == 600 and lines["slow"].get_color() == "black"
     assert np.nanmin(lines["fast"].get_ydata()) == 0.02 and ax.get_yscale() == "log"
+
+
+def test_ood_panels_draw_a_line_per_method_per_axis_and_measure():
+    index = pd.MultiIndex.from_product([[2, 3, 4], ["BERT", "nuclear norm min"]], names=["variant", "method"])
+    table = pd.DataFrame({"L_mask / E[X²]": [1.2, 0.5, 0.9, 0.4, 0.2, 0.25], "nuclear_norm": [1, 1, 2, 2, 3, 3.0]},
+                         index=index)
+    fig = ood_panels({"rows": table, "columns": table}, {"rows": 4, "columns": 4})
+    top = fig.axes[0]
+    lines = {line.get_label(): line for line in top.get_lines() if not line.get_label().startswith("_")}
+    assert set(lines) == {"BERT", "nuclear norm min"} and len(fig.axes) == 4
+    assert list(lines["BERT"].get_ydata()) == [1.2, 0.9, 0.2] and list(lines["BERT"].get_xdata()) == [2, 3, 4]

@@ -23,6 +23,7 @@ The modules, each small and named for what it holds:
 - ``progress``   progress measures on every checkpoint, and how long before the drop each moves
 - ``components`` parameter groups, for training one component of a finished run at a time
 - ``biases``     changes to the recipe that may shorten the plateau (grid positions, attention bias)
+- ``ood``        a trained model on other distributions, ranks and shapes, beside nuclear-norm minimisation
 - ``sweep``      a chapter over a parameter grid with papermill, and the table of what it records
 - ``paper``      the paper's reported numbers, with their sources
 - ``plots``, ``tables``, ``widgets``  the chapters' figures, tables and interactive explorers

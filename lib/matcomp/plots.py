@@ -221,3 +221,26 @@ def curves_together(curves: dict[str, pd.DataFrame], column: str = "L", level: f
     ax.set(yscale="log", xlabel="training step", ylabel=f"{LOSS_LABELS.get(column, column)}, smoothed")
     ax.legend(fontsize=8)
     return ax
+
+
+def ood_panels(tables: dict[str, pd.DataFrame], trained: dict[str, int],
+               columns=("L_mask / E[X²]", "nuclear_norm")) -> plt.Figure:
+    """The paper's Fig. 19: one column of panels per varied quantity (``tables``: axis -> a
+    ``shifted_losses`` table), one row per measure in ``columns``; a line per method, the trained
+    value dashed, and (for the relative loss) the level of answering 0 dotted."""
+    fig, axes = plt.subplots(len(columns), len(tables), figsize=(4.3 * len(tables), 3.1 * len(columns)),
+                             layout="constrained", squeeze=False)
+    for j, (axis, table) in enumerate(tables.items()):
+        for i, column in enumerate(columns):
+            ax = axes[i, j]
+            for method, rows in table[column].groupby(level="method", sort=False):
+                values = rows.droplevel("method")
+                ax.plot(values.index, values.to_numpy(), "o-", label=method, color="black" if method == "BERT" else None)
+            ax.axvline(trained[axis], color="gray", ls="--", lw=1)
+            if column.startswith("L_mask /"):
+                ax.axhline(1, color="gray", ls=":", lw=1)
+            ax.set(xlabel=axis, ylabel=column if j == 0 else None)
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        axes[0, j].set_title(f"varying the {axis}")
+    axes[0, 0].legend(fontsize=8)
+    return fig

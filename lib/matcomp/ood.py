@@ -1,0 +1,80 @@
+"""A trained model on inputs it was not trained on (EXPERIMENTS.md §2.14, App. J): other factor
+distributions, and other ranks, numbers of rows and numbers of columns, beside nuclear-norm
+minimisation on the same matrices.
+
+A variant is a ``DataConfig``; every variant is sampled from the same analysis generator seed, so
+two tables made with one seed see the same draws where the shapes agree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pandas as pd
+
+from matcomp.baselines import bert_completion, completion_metrics, nuclear_norm_min
+from matcomp.config import DataConfig
+from matcomp.data import sample_batch, second_moment
+from matcomp.evaluation import analysis_generator
+from matcomp.model import MatrixBert
+
+AXES = {"rank": "rank", "rows": "n_rows", "columns": "n_cols"}  # what Fig. 19 varies -> DataConfig field
+# App. J.2's inference distributions (REF configs/ood.yaml): N(0, 0.5²) and Laplace(0, 0.25) factors; values clipped to the tokens
+PAPER_SHIFTS = {"gaussian": {"distribution": "gaussian", "scale": 0.5, "clamp": True},
+                "laplace": {"distribution": "laplace", "scale": 0.25, "clamp": True}}
+
+
+def axis_variants(data: DataConfig, axis: str, values) -> dict[int, DataConfig]:
+    """``data`` with its rank, number of rows or number of columns (``axis``) set to each of ``values``."""
+    if axis not in AXES:
+        raise ValueError(f"axis must be one of {sorted(AXES)}; got {axis!r}")
+    return {int(v): dataclasses.replace(data, **{AXES[axis]: int(v)}) for v in values}
+
+
+def distribution_variants(data: DataConfig, shifts: dict[str, dict] | None = None) -> dict[str, DataConfig]:
+    """``data`` itself ("trained") and ``data`` with each shift's fields (default: App. J.2's two)."""
+    return {"trained": data} | {name: dataclasses.replace(data, **fields)
+                                for name, fields in (shifts or PAPER_SHIFTS).items()}
+
+
+def shifted_losses(model: MatrixBert, variants: dict, samples: int = 256, seed: int = 0,
+                   baseline: bool = True, workers: int = 1) -> pd.DataFrame:
+    """Pooled L_obs, L_mask, L and the mean nuclear norm of the model's completion (and, with
+    ``baseline``, of nuclear-norm minimisation's) on ``samples`` matrices of each variant, with E[X²]
+    and L_mask / E[X²] (the loss of answering 0, so 1 means no better than that). Rows: (variant,
+    method); matrices without an observed entry are left out for both methods."""
+    if samples < 1:
+        raise ValueError(f"samples must be >= 1; got {samples}")
+    _check_positions(model, variants)
+    frames = {}
+    for key, data in variants.items():
+        batch = sample_batch(data, samples, analysis_generator(seed))
+        keep = batch.observed.flatten(1).any(1)
+        values, observed = batch.values[keep], batch.observed[keep]
+        completions = {"BERT": bert_completion(model, batch)[keep]}
+        if baseline:
+            completions["nuclear norm min"] = nuclear_norm_min(values, observed, workers=workers)
+        table = completion_metrics(completions, values, observed)
+        table["E[X²]"] = second_moment(data)
+        table["L_mask / E[X²]"] = table["L_mask"] / table["E[X²]"]
+        frames[key] = table
+    return pd.concat(frames, names=["variant", "method"])
+
+
+def _check_positions(model: MatrixBert, variants: dict) -> None:
+    """Every variant must fit the model's position table."""
+    limit = model.bert.config.max_position_embeddings
+    for key, data in variants.items():
+        if data.n_rows * data.n_cols > limit:
+            raise ValueError(f"variant {key!r}: {data.n_rows}x{data.n_cols} needs {data.n_rows * data.n_cols} "
+                             f"positions; the model has {limit}")
+
+
+def default_axes(data: DataConfig, reach: int = 2) -> dict[str, list[int]]:
+    """Fig. 19's three sweeps around the trained shape: rank 1..min(m, n); rows and columns from
+    ``reach`` below to ``reach`` above the trained count (at least 1, at most 64)."""
+    def around(v: int) -> list[int]:
+        return list(range(max(1, v - reach), min(64, v + reach) + 1))
+
+    return {"rank": list(range(1, min(data.n_rows, data.n_cols) + 1)), "rows": around(data.n_rows),
+            "columns": around(data.n_cols)}
