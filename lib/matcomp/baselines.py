@@ -303,7 +303,7 @@ def bert_completion(model: MatrixBert, batch: Batch) -> torch.Tensor:
     return predict(model, batch.ids).reshape(batch.values.shape).double()
 
 
-def _with_observed_entries(batch: Batch) -> tuple[torch.Tensor, int]:
+def with_observed_entries(batch: Batch) -> tuple[torch.Tensor, int]:
     """(B,) bool: the matrices with at least one observed entry, and how many have none."""
     keep = batch.observed.flatten(1).any(1)
     return keep, int((~keep).sum())
@@ -322,7 +322,7 @@ def complete_all(batch: Batch, lam: float, rank: int, model: MatrixBert | None =
     stopping at ``max_iter`` are silenced: on the chapter's batches they concern a handful of matrices
     and leave pooled L unchanged.
     """
-    keep, dropped = _with_observed_entries(batch)
+    keep, dropped = with_observed_entries(batch)
     if not keep.any():
         raise ValueError("no matrix of the batch has an observed entry")
     values, observed = batch.values[keep], batch.observed[keep]
@@ -381,7 +381,7 @@ def lambda_table(batch: Batch, lams, model: MatrixBert | None = None, label: str
     """App. B's table: one row "λ = …" per value of ``lams`` (the regularised problem solved on ``batch``),
     after a first row ``label`` for ``model``'s raw output if a model is given; columns L_obs, L_mask, L
     and their standard errors (``pooled_with_se``). Matrices with no observed entry are dropped."""
-    keep, _ = _with_observed_entries(batch)
+    keep, _ = with_observed_entries(batch)
     values, observed = batch.values[keep], batch.observed[keep]
     table = {}
     if model is not None:

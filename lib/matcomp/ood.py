@@ -12,7 +12,7 @@ import dataclasses
 
 import pandas as pd
 
-from matcomp.baselines import bert_completion, completion_metrics, nuclear_norm_min
+from matcomp.baselines import bert_completion, completion_metrics, nuclear_norm_min, with_observed_entries
 from matcomp.config import DataConfig
 from matcomp.data import sample_batch, second_moment
 from matcomp.evaluation import analysis_generator
@@ -49,7 +49,7 @@ def shifted_losses(model: MatrixBert, variants: dict, samples: int = 256, seed: 
     frames = {}
     for key, data in variants.items():
         batch = sample_batch(data, samples, analysis_generator(seed))
-        keep = batch.observed.flatten(1).any(1)
+        keep, _ = with_observed_entries(batch)
         values, observed = batch.values[keep], batch.observed[keep]
         completions = {"BERT": bert_completion(model, batch)[keep]}
         if baseline:
