@@ -20,6 +20,9 @@ def test_parameters_resolve_from_arguments_then_environment_then_default(monkeyp
     assert (cfg.name, cfg.train.seed, cfg.train.lr, cfg.data.p_mask) == ("smoke", 4, 2e-3, 0.2)
     cfg = chapter_config("cpu", seed=3, overrides="train.lr=5e-4")
     assert (cfg.name, cfg.train.seed, cfg.train.lr, cfg.data.p_mask) == ("cpu", 3, 5e-4, 0.2)
+    gpt = chapter_config(variant="gpt")  # the GPT at the scale of $MATCOMP_PRESET
+    assert (gpt.name, gpt.model.arch, gpt.train.seed) == ("smoke_gpt", "gpt", 4)
+    assert chapter_config("paper_gpt", variant="gpt").name == "paper_gpt"
 
 
 def test_bad_parameters_are_named():

@@ -113,8 +113,12 @@ def test_later_fields_at_their_defaults_leave_the_hash_alone():
     d.pop("name")
     for key in ("position_init", "attention_bias", "attention_bias_steps", "component", "init_from"):
         d["train"].pop(key)
+    d["data"].pop("sizes")
+    d["model"].pop("arch")
     assert cfg.hash == hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:10]
     changed = {preset("cpu", {"train.position_init": "grid"}).hash,
                preset("cpu", {"train.attention_bias": 1, "train.attention_bias_steps": 10}).hash,
-               preset("cpu", {"train.component": "mlp", "train.init_from": cfg.run_id}).hash}
-    assert len(changed) == 3 and cfg.hash not in changed
+               preset("cpu", {"train.component": "mlp", "train.init_from": cfg.run_id}).hash,
+               preset("cpu", {"data.sizes": [3, 4]}).hash,
+               preset("cpu", {"model.arch": "gpt", "model.max_positions": 32}).hash}
+    assert len(changed) == 5 and cfg.hash not in changed

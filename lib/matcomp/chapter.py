@@ -42,13 +42,16 @@ def parse_overrides(text: str) -> dict[str, str]:
 
 
 def chapter_config(preset: str | None = None, seed: int | None = None,
-                   overrides: str | dict | None = None) -> RunConfig:
+                   overrides: str | dict | None = None, variant: str = "") -> RunConfig:
     """The run config of a chapter's parameters.
 
     ``preset`` None -> ``$MATCOMP_PRESET``, else ``cpu``; ``seed`` None -> ``$MATCOMP_SEED``, else the
     preset's; ``overrides`` (a dict or ``"field=value,..."``) are applied after those of ``$MATCOMP_SET``.
+    A ``variant`` ("gpt") takes the preset of that name at the same scale (``cpu`` -> ``cpu_gpt``).
     """
     name = preset or os.environ.get(ENV_PRESET) or DEFAULT_PRESET
+    if variant and not name.endswith(f"_{variant}"):
+        name = f"{name}_{variant}"
     changes: dict[str, object] = parse_overrides(os.environ.get(ENV_SET, ""))
     changes.update(parse_overrides(overrides) if isinstance(overrides, str) else overrides or {})
     if seed is None and os.environ.get(ENV_SEED):

@@ -34,6 +34,7 @@ def _config(args):
 
 
 def cmd_train(args) -> None:
+    from matcomp.run import final_metrics
     from matcomp.store import get_or_train, runs_root
 
     cfg = _config(args)
@@ -43,7 +44,7 @@ def cmd_train(args) -> None:
     print(f"stored in {run.path}")
     if "command" in run.summary:
         print(f"(the shipped reference run, made by: {run.summary['command']}; --no-shipped trains it here)")
-    print(f"final step {int(m.step)}: L {m.L:.4g}, L_obs {m.L_obs:.3g}, L_mask {m.L_mask:.4g}")
+    print(f"final step {int(m.step)}: {final_metrics(m, cfg)}")
     print(f"train time {run.summary['train_s']:.0f} s ({run.summary['train_s'] / cfg.train.steps:.4f} s/step)")
     print(run.drop)
 

@@ -27,6 +27,7 @@ DISTRIBUTIONS = ("uniform", "gaussian", "laplace")
 PRECISIONS = ("fp32", "bf16")
 ATTENTIONS = ("sdpa", "eager")
 POSITION_INITS = ("bert", "grid")
+ARCHS = ("bert", "gpt")
 COMPONENTS = ("all", "attention", "mlp", "position", "token")
 PAPER_CHECKPOINT_STEPS = (4000, 10000, 14000, 16000, 20000, 50000)
 
@@ -60,6 +61,9 @@ class DataConfig:
     ``scale`` is the half-width of the uniform factor distribution, or the standard deviation
     (gaussian) / scale (laplace) of the others. ``clamp`` clips values to the vocabulary's
     [-10, 10]; it is required for unbounded factor distributions so that no batch can crash.
+    ``sizes`` (App. I), if given, makes training a mixture of square sizes: every step draws one n
+    from it uniformly and the whole batch is n × n; n_rows and n_cols must then both be its
+    largest entry (the sequence length and the size analyses use by default).
     """
 
     n_rows: int = 7
@@ -69,9 +73,16 @@ class DataConfig:
     distribution: str = "uniform"
     scale: float = 1.0
     clamp: bool = False
+    sizes: tuple[int, ...] = ()
 
     def __post_init__(self):
         _check_types(self, "data")
+        object.__setattr__(self, "sizes", tuple(self.sizes))
+        _require(all(isinstance(n, int) and not isinstance(n, bool) and self.rank <= n <= 64 for n in self.sizes)
+                 and len(set(self.sizes)) == len(self.sizes), "data.sizes",
+                 f"distinct integers in [data.rank, 64] = [{self.rank}, 64]", self.sizes)
+        _require(not self.sizes or self.n_rows == self.n_cols == max(self.sizes), "data.n_rows and data.n_cols",
+                 f"both equal to max(data.sizes) = {max(self.sizes, default=0)}", (self.n_rows, self.n_cols))
         _require(1 <= self.n_rows <= 64, "data.n_rows", "in [1, 64]", self.n_rows)
         _require(1 <= self.n_cols <= 64, "data.n_cols", "in [1, 64]", self.n_cols)
         _require(1 <= self.rank <= min(self.n_rows, self.n_cols), "data.rank",
@@ -93,19 +104,26 @@ class DataConfig:
     def seq_len(self) -> int:
         return self.n_rows * self.n_cols
 
+    def of_size(self, n: int) -> DataConfig:
+        """The same task on n × n matrices alone (one member of a size mixture)."""
+        return dataclasses.replace(self, n_rows=n, n_cols=n, sizes=())
+
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """The BERT encoder (EXPERIMENTS.md §1.4). ``intermediate`` 0 means 4 · hidden."""
+    """The BERT encoder (EXPERIMENTS.md §1.4), or with ``arch`` "gpt" the autoregressive GPT-2 of
+    App. G (``matcomp.gpt``). ``intermediate`` 0 means 4 · hidden."""
 
     hidden: int = 768
     layers: int = 4
     heads: int = 8
     intermediate: int = 0
     max_positions: int = 512
+    arch: str = "bert"
 
     def __post_init__(self):
         _check_types(self, "model")
+        _require(self.arch in ARCHS, "model.arch", f"one of {ARCHS}", self.arch)
         _require(self.hidden >= 1, "model.hidden", ">= 1", self.hidden)
         _require(self.layers >= 1, "model.layers", ">= 1", self.layers)
         _require(self.heads >= 1, "model.heads", ">= 1", self.heads)
@@ -198,8 +216,25 @@ class RunConfig:
     def __post_init__(self):
         _require(isinstance(self.name, str) and self.name.replace("-", "").replace("_", "").isalnum(),
                  "name", "letters, digits, '-' or '_'", self.name)
-        _require(self.data.seq_len <= self.model.max_positions, "data.n_rows * data.n_cols",
-                 f"<= model.max_positions = {self.model.max_positions}", self.data.seq_len)
+        if self.model.arch == "gpt":
+            self._check_gpt()
+        else:
+            _require(self.data.seq_len <= self.model.max_positions, "data.n_rows * data.n_cols",
+                     f"<= model.max_positions = {self.model.max_positions}", self.data.seq_len)
+
+    def _check_gpt(self) -> None:
+        """What the GPT of App. G supports: one size of uniform matrices inside its [-2, 2] tokens,
+        trained as a whole from scratch."""
+        d, t = self.data, self.train
+        _require(2 * d.seq_len <= self.model.max_positions, "2 * data.n_rows * data.n_cols",
+                 f"<= model.max_positions = {self.model.max_positions} for model.arch 'gpt'", 2 * d.seq_len)
+        _require(d.distribution == "uniform" and not d.clamp and d.rank * d.scale ** 2 <= 2, "data",
+                 "uniform factors with rank * scale**2 <= 2 (the GPT's tokens cover [-2, 2]) for model.arch 'gpt'",
+                 f"{d.distribution}, rank {d.rank}, scale {d.scale}, clamp {d.clamp}")
+        _require(not d.sizes, "data.sizes", "empty for model.arch 'gpt'", d.sizes)
+        changed = [k for k, v in LATER_FIELDS["train"].items() if getattr(t, k) != v]
+        _require(not changed, "train." + (changed or ["component"])[0], "left at its default for model.arch 'gpt'",
+                 [getattr(t, k) for k in changed])
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -267,7 +302,8 @@ class RunConfig:
         return RunConfig.from_dict(d)
 
 
-LATER_FIELDS = {"train": {"position_init": "bert", "attention_bias": 0.0, "attention_bias_steps": 0,
+LATER_FIELDS = {"data": {"sizes": ()}, "model": {"arch": "bert"},
+                "train": {"position_init": "bert", "attention_bias": 0.0, "attention_bias_steps": 0,
                           "component": "all", "init_from": ""}}
 
 

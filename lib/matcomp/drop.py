@@ -24,6 +24,7 @@ class Drop:
     half_step: int | None
     tenfold_step: int | None
     final: float
+    column: str = "L_mask"
 
     @property
     def dropped(self) -> bool:
@@ -37,7 +38,7 @@ class Drop:
     def __str__(self) -> str:
         half = f"step {self.half_step}" if self.half_step is not None else "none"
         ten = f"step {self.tenfold_step}" if self.tenfold_step is not None else "none"
-        return (f"plateau L_mask {self.plateau:.4f}; below half: {half}; 10x below: {ten}; "
+        return (f"plateau {self.column} {self.plateau:.4f}; below half: {half}; 10x below: {ten}; "
                 f"final {self.final:.4g} ({self.factor:.1f}x below the plateau)")
 
 
@@ -66,7 +67,7 @@ def detect_drop(metrics: pd.DataFrame, column: str = "L_mask", window: int = 101
         return int(below.index[0]) if len(below) else None
 
     return Drop(plateau=plateau, half_step=first_below(plateau / 2), tenfold_step=first_below(plateau / 10),
-                final=float(after.iloc[-1]))
+                final=float(after.iloc[-1]), column=column)
 
 
 def leave_step(metrics: pd.DataFrame, level: float, near: float = 0.9, column: str = "L_mask",

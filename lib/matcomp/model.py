@@ -19,6 +19,9 @@ from torch import nn
 from transformers import BertConfig, BertModel
 
 from matcomp.config import ModelConfig
+from matcomp.data import Batch
+from matcomp.gpt import MatrixGPT
+from matcomp.metrics import METRICS, masked_mse
 from matcomp.tokenizer import MASK_ID, VOCAB_SIZE
 
 LAYER_NORM_EPS = 1e-12
@@ -46,6 +49,8 @@ def bert_config(cfg: ModelConfig, attention: str = "sdpa") -> BertConfig:
 
 class MatrixBert(nn.Module):
     """BERT encoder + ``Linear(hidden, 1)`` read-out: token ids (B, S) -> predictions (B, S)."""
+
+    metrics = METRICS
 
     def __init__(self, cfg: ModelConfig, attention: str = "sdpa"):
         super().__init__()
@@ -84,13 +89,27 @@ class MatrixBert(nn.Module):
     def trainable_parameters(self) -> list[nn.Parameter]:
         return [p for p in self.parameters() if p.requires_grad]
 
+    def losses(self, batch: Batch) -> dict[str, torch.Tensor]:
+        """``METRICS`` of a batch; ``L`` (the training loss) is attached to the graph."""
+        return masked_mse(self(batch.ids), batch.values, batch.observed)
+
+    @torch.no_grad()
+    def eval_losses(self, batch: Batch) -> dict[str, torch.Tensor]:
+        return self.losses(batch)
+
+
+def metric_names(cfg: ModelConfig) -> tuple[str, ...]:
+    """The per-step metrics of a model of ``cfg`` (``METRICS``, or ``GPT_METRICS`` for the GPT)."""
+    return MatrixGPT.metrics if cfg.arch == "gpt" else MatrixBert.metrics
+
 
 def build_model(cfg: ModelConfig, seed: int, attention: str = "sdpa",
-                device: torch.device | str = "cpu") -> MatrixBert:
-    """A freshly initialised model; the same ``seed`` gives the same weights on every call."""
+                device: torch.device | str = "cpu") -> nn.Module:
+    """A freshly initialised model (``MatrixBert``, or ``MatrixGPT`` for ``arch`` "gpt"); the same
+    ``seed`` gives the same weights on every call."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = MatrixBert(cfg, attention)
+        model = (MatrixGPT if cfg.arch == "gpt" else MatrixBert)(cfg, attention)
     return model.to(device)
 
 

@@ -7,6 +7,9 @@
                4 heads), batch 128, lr 1e-3. Copying plateau at r/9, drop near step 5,000 (~5 min on
                2 cores); 20,000 steps with a checkpoint every 250.
 - ``smoke``:   a tiny run for CI that exercises every code path in seconds (it does not drop).
+- ``paper_gpt``, ``cpu_gpt``, ``smoke_gpt``: the autoregressive GPT of App. G (EXPERIMENTS.md §2.11)
+               at the paper's size (7×7 rank 2, hidden 256, 2 layers, 2 heads, lr 1e-4, batch 256)
+               and at the CPU and CI scales of the BERT presets' task.
 """
 
 from __future__ import annotations
@@ -43,7 +46,31 @@ SMOKE = RunConfig(
                       checkpoint_steps=()),
 )
 
-PRESETS: dict[str, RunConfig] = {c.name: c for c in (SMOKE, CPU, PAPER, PAPER12)}
+PAPER_GPT = RunConfig(
+    name="paper_gpt",
+    data=PAPER.data,
+    model=ModelConfig(hidden=256, layers=2, heads=2, max_positions=99, arch="gpt"),
+    train=TrainConfig(steps=3000, batch=256, lr=1e-4, eval_every=50, eval_batch=64, checkpoint_every=100,
+                      checkpoint_steps=()),
+)
+
+CPU_GPT = RunConfig(
+    name="cpu_gpt",
+    data=CPU.data,
+    model=ModelConfig(hidden=64, layers=2, heads=2, max_positions=33, arch="gpt"),
+    train=TrainConfig(steps=2000, batch=128, lr=1e-3, eval_every=25, eval_batch=64, checkpoint_every=50,
+                      checkpoint_steps=()),
+)
+
+SMOKE_GPT = RunConfig(
+    name="smoke_gpt",
+    data=SMOKE.data,
+    model=ModelConfig(hidden=32, layers=2, heads=2, max_positions=33, arch="gpt"),
+    train=TrainConfig(steps=200, batch=64, lr=1e-3, eval_every=50, eval_batch=32, checkpoint_every=100,
+                      checkpoint_steps=()),
+)
+
+PRESETS: dict[str, RunConfig] = {c.name: c for c in (SMOKE, CPU, PAPER, PAPER12, SMOKE_GPT, CPU_GPT, PAPER_GPT)}
 
 
 def preset(name: str, overrides: dict[str, object] | None = None) -> RunConfig:

@@ -11,7 +11,7 @@ import torch
 from matcomp.config import RunConfig
 from matcomp.drop import Drop, detect_drop
 from matcomp.files import RunFolder
-from matcomp.model import MatrixBert, build_model
+from matcomp.model import MatrixBert, build_model, metric_names
 
 
 class Run:
@@ -49,8 +49,13 @@ class Run:
 
     @cached_property
     def drop(self) -> Drop:
-        """Plateau and drop of L_mask (see ``matcomp.drop``)."""
-        return detect_drop(self.metrics)
+        """Plateau and drop of L_mask (of the GPT's L_full; see ``matcomp.drop``)."""
+        return detect_drop(self.metrics, column=drop_column(self.config))
+
+
+def drop_column(cfg: RunConfig) -> str:
+    """The loss whose plateau and drop describe a run: L_mask, or the GPT's L_full."""
+    return "L_full" if cfg.model.arch == "gpt" else "L_mask"
 
 
 def verify(folder: RunFolder, cfg: RunConfig | None = None) -> str | None:
@@ -89,9 +94,13 @@ def summarize(path: Path | str) -> str:
     last, seconds = metrics.iloc[-1], metrics["time_s"].dropna().iloc[-1]
     status = "finished" if folder.complete_path.exists() else "unfinished"
     try:
-        drop = str(detect_drop(metrics))
+        drop = str(detect_drop(metrics, column=drop_column(cfg)))
     except ValueError:
         drop = "too short to tell"
     return (f"{folder.path.name} [{status}] {int(last.step)}/{cfg.train.steps} steps, "
-            f"{seconds / last.step:.4f} s/step, {seconds / 60:.1f} min | L {last.L:.3g}, L_obs {last.L_obs:.2g}, "
-            f"L_mask {last.L_mask:.3g} | {drop}")
+            f"{seconds / last.step:.4f} s/step, {seconds / 60:.1f} min | {final_metrics(last, cfg)} | {drop}")
+
+
+def final_metrics(row: pd.Series, cfg: RunConfig) -> str:
+    """The metrics of one row of a metrics table, e.g. ``L 0.01, L_obs 1e-4, L_mask 0.03``."""
+    return ", ".join(f"{k} {row[k]:.3g}" for k in metric_names(cfg.model))

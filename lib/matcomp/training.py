@@ -5,7 +5,9 @@ entries, and logs L, L_obs, L_mask and mask_value *from that same forward pass* 
 code runs a second forward pass just to log; that costs ~17 % and tells nothing new, since there
 is no dropout). So the row for step s holds the loss of the batch of update s, measured with the
 weights before that update. Every ``eval_every`` steps a fresh batch from a separate generator
-is evaluated with the weights after the update (columns ``eval_*``).
+is evaluated with the weights after the update (columns ``eval_*``). A mixture of sizes
+(``data.sizes``, App. I) draws each step's size from the training generator and evaluates every
+size on its own batch (columns ``eval_*_n<n>``; ``eval_*`` is then the largest size).
 
 At every scheduled step the weights are saved, the metrics table is rewritten and the full
 training state (weights, Adam moments, both generators) is saved to ``resume.pt``, so an
@@ -26,12 +28,26 @@ from matcomp.components import start_from
 from matcomp.config import RunConfig
 from matcomp.data import sample_batch
 from matcomp.files import RunFolder
-from matcomp.metrics import METRICS, masked_mse
-from matcomp.model import MatrixBert, build_model
+from matcomp.metrics import METRICS
+from matcomp.model import build_model, metric_names
 
 TRAIN_STREAM, EVAL_STREAM = 1, 2  # generator seeds are seed * 1000 + stream
-EVAL_COLUMNS = tuple(f"eval_{k}" for k in METRICS)
-COLUMNS = ("step", *METRICS, *EVAL_COLUMNS, "time_s")
+
+
+def size_columns(n: int, metrics: tuple[str, ...] = METRICS) -> tuple[str, ...]:
+    """The eval columns of size n in a mixture of sizes."""
+    return tuple(f"eval_{k}_n{n}" for k in metrics)
+
+
+def eval_columns(cfg: RunConfig) -> tuple[str, ...]:
+    """``eval_<metric>`` for every metric of the model, then one group per size of a mixture."""
+    metrics = metric_names(cfg.model)
+    return tuple(f"eval_{k}" for k in metrics) + tuple(c for n in cfg.data.sizes for c in size_columns(n, metrics))
+
+
+def columns(cfg: RunConfig) -> tuple[str, ...]:
+    """The metrics table's columns for ``cfg``: step, the metrics, their eval columns, time_s."""
+    return ("step", *metric_names(cfg.model), *eval_columns(cfg), "time_s")
 DISPLAY_EVERY = 25  # steps between progress-bar refreshes of the live losses
 
 
@@ -111,51 +127,57 @@ def train(cfg: RunConfig, folder: RunFolder, device: str | torch.device | None =
             evals[step] = evaluate(model, cfg, eval_gen, tc.eval_batch, device)
         if step in schedule:
             rows += _rows(start_step=step - len(pending) + 1, pending=pending, evals=evals,
-                          elapsed=time.perf_counter() - t0)
+                          elapsed=time.perf_counter() - t0, metrics=model.metrics, eval_columns=eval_columns(cfg))
             pending, evals = [], {}
-            _save(folder, model, optimizer, train_gen, eval_gen, step, rows)
+            _save(folder, model, optimizer, train_gen, eval_gen, step, rows, columns(cfg))
         if progress and step % DISPLAY_EVERY == 0:
-            live = dict(zip(METRICS, latest.tolist()))
-            bar.set_postfix(L_mask=f"{live['L_mask']:.4f}", L_obs=f"{live['L_obs']:.1e}", refresh=False)
+            bar.set_postfix({k: f"{v:.3g}" for k, v in zip(model.metrics, latest.tolist())}, refresh=False)
         bar.update(1)
     bar.close()
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return pd.DataFrame(rows, columns=columns(cfg))
 
 
-def train_step(model: MatrixBert, optimizer: torch.optim.Optimizer, cfg: RunConfig,
+def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, cfg: RunConfig,
                generator: torch.Generator, device: torch.device) -> torch.Tensor:
-    """One online Adam step on a fresh batch; returns its metrics (``METRICS`` order, on the device)."""
-    batch = sample_batch(cfg.data, cfg.train.batch, generator)
+    """One online Adam step on a fresh batch; returns its metrics (``model.metrics`` order, on the device)."""
+    data = cfg.data
+    if data.sizes:
+        pick = torch.randint(len(data.sizes), (1,), generator=generator, device=generator.device)
+        data = data.of_size(data.sizes[int(pick)])
+    batch = sample_batch(data, cfg.train.batch, generator)
     with autocast(cfg.train.precision, device):
-        pred = model(batch.ids)
-    losses = masked_mse(pred, batch.values, batch.observed)
+        losses = model.losses(batch)
     optimizer.zero_grad(set_to_none=True)
     losses["L"].backward()
     optimizer.step()
-    return torch.stack([losses[k].detach() for k in METRICS])
+    return torch.stack([losses[k].detach().float() for k in model.metrics])
 
 
 @torch.no_grad()
-def evaluate(model: MatrixBert, cfg: RunConfig, generator: torch.Generator, batch_size: int,
+def evaluate(model: torch.nn.Module, cfg: RunConfig, generator: torch.Generator, batch_size: int,
              device: torch.device) -> torch.Tensor:
-    """Metrics (in ``METRICS`` order) on a fresh batch drawn from ``generator``."""
-    batch = sample_batch(cfg.data, batch_size, generator)
-    with autocast(cfg.train.precision, device):
-        pred = model(batch.ids)
-    losses = masked_mse(pred, batch.values, batch.observed)
-    return torch.stack([losses[k] for k in METRICS])
+    """Metrics (in ``model.metrics`` order) on a fresh batch drawn from ``generator``; for a mixture
+    of sizes, those of the largest size followed by those of every size in ``data.sizes`` order."""
+    sizes = [cfg.data.of_size(n) for n in cfg.data.sizes]
+    out = {}
+    for data in sizes or [cfg.data]:
+        batch = sample_batch(data, batch_size, generator)
+        with autocast(cfg.train.precision, device):
+            losses = model.eval_losses(batch)
+        out[data.n_rows] = torch.stack([losses[k].float() for k in model.metrics])
+    return torch.cat([out[cfg.data.n_rows], *(out[d.n_rows] for d in sizes)])
 
 
 def _rows(start_step: int, pending: list[torch.Tensor], evals: dict[int, torch.Tensor],
-          elapsed: float) -> list[dict]:
+          elapsed: float, metrics: tuple[str, ...], eval_columns: tuple[str, ...]) -> list[dict]:
     """Table rows for the steps since the last checkpoint (one device->host copy)."""
     values = torch.stack(pending).float().cpu().tolist()
     eval_values = {s: v.float().cpu().tolist() for s, v in evals.items()}
-    nan = [float("nan")] * len(METRICS)
+    nan = [float("nan")] * len(eval_columns)
     rows = []
     for i, vals in enumerate(values):
         step = start_step + i
-        row = {"step": step, **dict(zip(METRICS, vals)), **dict(zip(EVAL_COLUMNS, eval_values.get(step, nan))),
+        row = {"step": step, **dict(zip(metrics, vals)), **dict(zip(eval_columns, eval_values.get(step, nan))),
                "time_s": float("nan")}
         rows.append(row)
     rows[-1]["time_s"] = elapsed
@@ -163,11 +185,12 @@ def _rows(start_step: int, pending: list[torch.Tensor], evals: dict[int, torch.T
 
 
 def _save(folder: RunFolder, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-          train_gen: torch.Generator, eval_gen: torch.Generator, step: int, rows: list[dict]) -> None:
+          train_gen: torch.Generator, eval_gen: torch.Generator, step: int, rows: list[dict],
+          table_columns: tuple[str, ...]) -> None:
     """Checkpoint, metrics, then the resume state, in that order: whatever a crash leaves behind,
     resume.pt never points past the metrics and weights already on disk."""
     folder.write_checkpoint(step, model.state_dict())
-    folder.write_metrics(pd.DataFrame(rows, columns=COLUMNS))
+    folder.write_metrics(pd.DataFrame(rows, columns=table_columns))
     folder.write_resume({
         "step": step,
         "elapsed": rows[-1]["time_s"],

@@ -1,0 +1,97 @@
+"""The autoregressive GPT of App. G: tokens, sequences, losses, greedy decoding, config checks."""
+
+import pandas as pd
+import pytest
+import torch
+
+from matcomp.config import RunConfig
+from matcomp.data import make_batch
+from matcomp.gpt import (MISSING_ID, SEP_ID, MatrixGPT, attention_maps, attention_scores, copy_onset, decoded_losses,
+                         gpt_ids,
+                         gpt_values, sequences)
+from matcomp.model import build_model
+from matcomp.presets import preset
+from matcomp.store import get_or_train
+
+
+def two_by_two():
+    values = torch.tensor([[[0.5, -1.0], [2.0, 0.01]]])
+    observed = torch.tensor([[[True, False], [True, True]]])
+    return make_batch(values, observed)
+
+
+def test_sequence_is_masked_matrix_sep_full_matrix():
+    seq = sequences(two_by_two())
+    assert seq.tolist() == [[251, MISSING_ID, 401, 202, SEP_ID, 251, 101, 401, 202]]
+    with pytest.raises(ValueError, match=r"outside the GPT vocabulary's range \[-2, 2\]"):
+        gpt_ids(torch.tensor([2.5]))
+
+
+def test_losses_and_greedy_decoding_of_a_model_that_copies():
+    cfg = preset("smoke_gpt").model
+    model = build_model(cfg, seed=0)
+    assert isinstance(model, MatrixGPT) and model.gpt.lm_head.bias is None
+    assert model.gpt.lm_head.weight.data_ptr() != model.gpt.transformer.wte.weight.data_ptr()  # untied
+    batch = two_by_two()
+    out = model.losses(batch)
+    assert out["L"].requires_grad and abs(out["L"].item() - torch.log(torch.tensor(405.0)).item()) < 1.0
+
+    # a "model" whose logits at position t point at token t - 4 (so it writes token t + 1 = t - 4 + 5,
+    # the same entry of the masked input) decodes the observed entries right and MISSING at the other
+    class Copier(MatrixGPT):
+        def forward(self, ids):
+            logits = torch.full((*ids.shape, 405), -1e4)
+            back = torch.cat([torch.zeros_like(ids[:, :4]), ids[:, :-4]], dim=1)
+            return logits.scatter(2, back.unsqueeze(-1), 0.0)
+
+    copier = Copier(cfg)
+    assert copier.complete(sequences(batch)[:, :5]).tolist() == [[251, MISSING_ID, 401, 202]]
+    ev = copier.eval_losses(batch)
+    assert ev["acc_obs"].item() == 1.0 and ev["acc_mask"].item() == 0.0
+    decoded = decoded_losses(copier, batch)  # MISSING decodes to 0: the missing -1.0 costs 1.0
+    assert decoded["L_obs"] == 0.0 and decoded["L_mask"] == 1.0
+
+
+def test_training_starts_copying_the_observed_entries(store):
+    cfg = preset("smoke_gpt", {"data.n_rows": 2, "data.n_cols": 2, "train.lr": 3e-3, "train.batch": 32,
+                               "train.steps": 200, "train.eval_every": 100})
+    run = get_or_train(cfg, progress=False)  # ~7 s
+    m = run.metrics
+    assert m.L.iloc[-20:].mean() < 0.9 * m.L.iloc[:5].mean()
+    first, last = m.dropna(subset=["eval_acc_obs"]).iloc[[0, -1]].itertuples()
+    # chance is 1/401 per entry; copying shows first at observed entries
+    assert last.eval_acc_obs > max(0.05, 3 * first.eval_acc_obs) and last.eval_acc_obs > 3 * last.eval_acc_mask
+    assert run.drop.column == "L_full"
+    assert isinstance(run.checkpoint(200), MatrixGPT)
+
+
+def test_gpt_config_checks_name_the_field():
+    gpt = preset("cpu_gpt")
+    with pytest.raises(ValueError, match=r"2 \* data.n_rows \* data.n_cols must be <= model.max_positions = 33"):
+        gpt.override({"data.n_rows": 5})
+    with pytest.raises(ValueError, match=r"tokens cover \[-2, 2\]"):
+        gpt.override({"data.rank": 3})
+    with pytest.raises(ValueError, match="train.component must be left at its default"):
+        gpt.override({"train.component": "mlp", "train.init_from": "x"})
+    with pytest.raises(ValueError, match="model.arch must be one of"):
+        gpt.override({"model.arch": "lstm"})
+    assert RunConfig.from_json(gpt.to_json()) == gpt
+
+
+def test_attention_scores_find_the_copying_offset_and_sep():
+    size = 4  # a 2 x 2 matrix: T = 8, SEP at index 4, positions 4..7 write the full matrix
+    maps = torch.zeros(2, 1, 8, 8)
+    for t in range(4, 8):
+        maps[0, 0, t, t - size] = 1.0  # layer 1: the matching masked entry
+        maps[1, 0, t, size] = 0.5  # layer 2: half on SEP, half on what it wrote last
+        maps[1, 0, t, t] = 0.5
+    table = attention_scores(maps, size)
+    assert table.loc[(1, 1)].tolist() == [0.0, 1.0, 0.0]
+    assert table.loc[(2, 1), "to_sep"] == 0.5 and table.loc[(2, 1), "to_written"] == 0.375  # t = 4 is SEP itself
+    assert attention_maps(build_model(preset("smoke_gpt").model, seed=0), two_by_two()).shape == (2, 2, 8, 8)
+
+
+def test_decoded_values_and_copy_onset():
+    assert gpt_values(torch.tensor([0, 1, 401, 404])).tolist() == [0.0, -2.0, 2.0, 0.0]
+    metrics = pd.DataFrame({"step": [1, 2, 3, 4], "eval_acc_obs": [0.1, float("nan"), 0.6, 0.9]})
+    assert copy_onset(metrics) == 3 and copy_onset(metrics, 0.95) is None
