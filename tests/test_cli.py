@@ -26,9 +26,11 @@ def test_bench_prints_the_speedup(capsys):
     main(["bench", "--preset", "smoke", "--steps", "2", "--warmup", "1"])
     out = capsys.readouterr().out
     assert "machine:" in out and "| smoke (fp32" in out and "×** |" in out
+    with pytest.raises(SystemExit, match="model.arch 'gpt' is not timed here"):
+        main(["bench", "--preset", "smoke_gpt"])
 
 
 def test_presets_lists_all(capsys):
     main(["presets"])
     out = capsys.readouterr().out
-    assert all(name in out for name in ("smoke", "cpu", "paper", "paper12"))
+    assert all(name in out for name in ("smoke", "cpu", "paper", "paper12", "cpu_gpt", "paper_gpt"))

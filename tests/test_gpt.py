@@ -86,7 +86,7 @@ def test_attention_scores_find_the_copying_offset_and_sep():
         maps[1, 0, t, size] = 0.5  # layer 2: half on SEP, half on what it wrote last
         maps[1, 0, t, t] = 0.5
     table = attention_scores(maps, size)
-    assert table.loc[(1, 1)].tolist() == [0.0, 1.0, 0.0]
+    assert table.loc[(1, 1)].tolist() == [0.0, 0.25, 1.0, 0.0]  # t = 7 copies from index 3 = S - 1
     assert table.loc[(2, 1), "to_sep"] == 0.5 and table.loc[(2, 1), "to_written"] == 0.375  # t = 4 is SEP itself
     assert attention_maps(build_model(preset("smoke_gpt").model, seed=0), two_by_two()).shape == (2, 2, 8, 8)
 

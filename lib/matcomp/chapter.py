@@ -9,6 +9,7 @@ chapter (``MATCOMP_PRESET=smoke`` in CI), and papermill's ``-p preset smoke -p s
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from textwrap import fill
 
@@ -31,9 +32,11 @@ def parse_overrides(text: str) -> dict[str, str]:
 
     >>> parse_overrides("train.lr=3e-4, data.p_mask=0.2")
     {'train.lr': '3e-4', 'data.p_mask': '0.2'}
+    >>> parse_overrides("data.sizes=[3, 4], data.rank=1")  # a comma starts a new pair only before FIELD=
+    {'data.sizes': '[3, 4]', 'data.rank': '1'}
     """
     out = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
+    for item in filter(None, (part.strip() for part in re.split(r",(?=\s*[\w.]+\s*=)", text))):
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ValueError(f"overrides must be comma-separated FIELD=VALUE pairs (e.g. train.lr=3e-4); got {item!r}")

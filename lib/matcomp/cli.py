@@ -54,6 +54,9 @@ def cmd_bench(args) -> None:
     from matcomp.machine import describe
 
     cfg = _config(args)
+    if cfg.model.arch != "bert":
+        raise SystemExit(f"error: bench compares BERT training loops; model.arch {cfg.model.arch!r} is not timed "
+                         f"here (python -m matcomp train prints its s/step)")
     device = resolve_device(args.device)
     print(f"machine: {describe()}")
     print(REPORT_HEADER)
@@ -72,9 +75,10 @@ def cmd_ship(args) -> None:
     run = get_or_train(cfg, device=args.device, shipped=False)
     sets = "".join(f" --set {s}" for s in args.set)
     threads = run.summary["machine"]["threads"]
+    chosen = f" --steps {' '.join(map(str, args.steps))}" if args.steps else ""
     command = (f"python -m matcomp train --preset {args.preset}{sets} --threads {threads} --no-shipped && "
-               f"python -m matcomp ship --preset {args.preset}{sets} --max-mb {args.max_mb:g}")
-    steps = reference_steps(run, int(args.max_mb * 2**20))
+               f"python -m matcomp ship --preset {args.preset}{sets} --max-mb {args.max_mb:g}{chosen}")
+    steps = args.steps or reference_steps(run, int(args.max_mb * 2**20))
     shipped = export_reference(run, steps, command)
     size = sum(shipped.summary["files"].values())
     print(f"shipped {shipped.path}: {len(steps)} checkpoints, {size / 2**20:.1f} MiB")
@@ -140,6 +144,9 @@ def main(argv: list[str] | None = None) -> None:
     sub.choices["bench"].add_argument("--steps", type=int, default=20, help="timed steps per loop")
     sub.choices["bench"].add_argument("--warmup", type=int, default=3, help="untimed steps first")
     sub.choices["ship"].add_argument("--max-mb", type=float, default=30.0, help="size budget (MiB)")
+    sub.choices["ship"].add_argument("--steps", type=int, nargs="+", default=None, metavar="STEP",
+                                     help="the checkpoints to keep (default: chosen within the budget, "
+                                          "around the drop)")
     sweep = sub.add_parser("sweep", help="run a chapter over a parameter grid with papermill, collect its results")
     sweep.add_argument("notebook", help="the chapter, e.g. book/sudden_drop.ipynb")
     sweep.add_argument("--out", required=True, help="folder for the executed notebooks and results.csv")

@@ -153,13 +153,15 @@ def attention_scores(maps: torch.Tensor, size: int) -> pd.DataFrame:
     from ``attention_maps`` of m·n = ``size`` matrices.
 
     Position t = S + k (S = m·n; SEP for k = 0) predicts entry k of the full matrix. ``to_sep`` is
-    its attention to [SEP] (index S), ``to_entry`` to the same entry of the masked input (index
-    k = t - S: the offset identity that copies), ``to_written`` to the full-matrix entries already
-    written (indices > S), each averaged over k."""
+    its attention to [SEP] (index S), ``to_last_input`` to the last masked-input entry just before
+    it (index S - 1), ``to_entry`` to the same entry of the masked input (index k = t - S: the offset
+    identity that copies), ``to_written`` to the full-matrix entries already written (indices > S),
+    each averaged over k."""
     k = torch.arange(size)
     writers = maps[:, :, size:]  # (layers, heads, S, T): the rows of positions S..2S-1
     table = pd.DataFrame({
         "to_sep": writers[..., size].mean(-1).flatten(),
+        "to_last_input": writers[..., size - 1].mean(-1).flatten(),
         "to_entry": writers[:, :, k, k].mean(-1).flatten(),
         "to_written": writers[..., size + 1:].sum(-1).mean(-1).flatten(),
     })

@@ -244,3 +244,24 @@ def ood_panels(tables: dict[str, pd.DataFrame], trained: dict[str, int],
         axes[0, j].set_title(f"varying the {axis}")
     axes[0, 0].legend(fontsize=8)
     return fig
+
+
+def gpt_curves(metrics: pd.DataFrame, onset: int | None = None, window: int = 25) -> plt.Figure:
+    """The GPT's losses (left) and accuracies at observed and missing entries (right) against step
+    (App. G, Fig. 11): greedy decoding at the evaluated steps, teacher forcing faint behind."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4), layout="constrained")
+    for column, label, color in (("L", "$L$: every next token", "black"),
+                                 ("L_full", "$L_{full}$: the full-matrix half", "tab:purple")):
+        left.plot(smooth(metrics, column, window), color=color, label=label)
+    left.set(yscale="log", xlabel="training step", ylabel="cross-entropy (smoothed)")
+    evals = metrics.dropna(subset=["eval_acc_obs"])
+    for where, color in (("obs", "tab:blue"), ("mask", "tab:red")):
+        right.plot(smooth(metrics, f"acc_{where}", window), color=color, alpha=0.3, lw=1)
+        right.plot(evals.step, evals[f"eval_acc_{where}"], "o-", ms=3, color=color,
+                   label=f"{'observed' if where == 'obs' else 'missing'} entries (greedy decoding)")
+    right.set(xlabel="training step", ylabel="token accuracy", ylim=(-0.02, 1.02))
+    for ax in (left, right):
+        if onset is not None:
+            ax.axvline(onset, color="gray", ls="--", lw=1, label=f"copying (step {onset})")
+        ax.legend(fontsize=8)
+    return fig

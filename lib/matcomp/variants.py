@@ -1,0 +1,95 @@
+"""Runs that change one property of the chapter's run (App. H and I, EXPERIMENTS.md §2.12–2.13):
+width, depth, rank or matrix size, and the table of their drops.
+
+Every variant changes one property and trains ``steps`` steps; the chapter's own value of the
+property is the chapter's run itself (its first ``steps`` steps), so the shipped run serves.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from matcomp.config import RunConfig
+from matcomp.drop import detect_drop
+from matcomp.run import Run
+
+FIELDS = {"width": ("model.hidden",), "depth": ("model.layers",), "rank": ("data.rank",),
+          "size": ("data.n_rows", "data.n_cols")}
+# by preset: the width/depth chapter's (widths, depths, steps) and the size/rank chapter's
+# (mixture sizes, ranks, steps); steps None: the preset's own. The paper's lists are §2.12–2.13's.
+SHAPE_DEFAULTS = {
+    "smoke": ([16, 32], [1, 2], None),
+    "cpu": ([32, 64, 128], [2, 4, 6], 10000),
+    "paper": ([64, 128, 256, 512, 768, 1024], [4, 6, 8, 12], None),
+}
+MIXTURE_DEFAULTS = {
+    "smoke": ([3, 4], [1, 2], None),
+    "cpu": ([3, 4, 5], [1, 2], 10000),
+    "paper": ([5, 7, 9], [1, 2, 3, 4], None),
+}
+FINAL_STEPS = 200  # the final losses are means over the last this many steps
+
+
+def defaults(table: dict, cfg: RunConfig) -> tuple[list[int], list[int], int]:
+    """The two lists and the steps of ``table`` for ``cfg``'s preset (the cpu ones for any other),
+    steps capped at ``cfg``'s."""
+    first, second, steps = table.get(cfg.name, table["cpu"])
+    return first, second, min(steps or cfg.train.steps, cfg.train.steps)
+
+
+def own_value(cfg: RunConfig, axis: str) -> int:
+    part, name = FIELDS[axis][0].split(".")
+    return getattr(getattr(cfg, part), name)
+
+
+def variant_overrides(cfg: RunConfig, axes: dict[str, list[int]], steps: int) -> dict[tuple[str, int], str]:
+    """``{(axis, value): overrides}`` for every value of every axis (``FIELDS``): "" for ``cfg``'s
+    own value, else the changed field(s) and ``train.steps``. A bad value raises ``ValueError``
+    naming the field."""
+    if not 1 <= steps <= cfg.train.steps:
+        raise ValueError(f"steps must be in [1, train.steps = {cfg.train.steps}]; got {steps}")
+    variants = {}
+    for axis, values in axes.items():
+        if axis not in FIELDS:
+            raise ValueError(f"axis must be one of {sorted(FIELDS)}; got {axis!r}")
+        for value in values:
+            changes = {field: value for field in FIELDS[axis]}
+            cfg.override(changes)  # a bad value fails here, naming the field
+            text = ", ".join(f"{k}={v}" for k, v in {**changes, "train.steps": steps}.items())
+            variants[axis, value] = "" if value == own_value(cfg, axis) else text
+    return variants
+
+
+def variant_table(runs: dict[tuple[str, int], Run], steps: int) -> pd.DataFrame:
+    """Per variant: parameters, plateau and drop steps of L_mask, and the final losses, all within
+    the first ``steps`` steps."""
+    rows = []
+    for (axis, value), run in runs.items():
+        metrics = run.metrics[run.metrics.step <= steps]
+        drop = detect_drop(metrics)
+        final = metrics.iloc[-FINAL_STEPS:].mean()
+        rows.append({"axis": axis, "value": value, "run": run.config.run_id,
+                     "parameters": sum(p.numel() for p in run.checkpoint(run.steps[0]).parameters()),
+                     "plateau": drop.plateau, "drop step": drop.half_step, "10x step": drop.tenfold_step,
+                     "final L": final.L, "final L_mask": final.L_mask})
+    return pd.DataFrame(rows).set_index(["axis", "value"]).astype({"drop step": "Int64", "10x step": "Int64"})
+
+
+def mixture_overrides(sizes: list[int]) -> str:
+    """The overrides that train on a mixture of square ``sizes`` of rank 1 (App. I, Fig. 16)."""
+    n = max(sizes)
+    return f"data.sizes={list(sizes)}, data.rank=1, data.n_rows={n}, data.n_cols={n}"
+
+
+def learning_order(metrics: pd.DataFrame, sizes: list[int], window: int = 5) -> pd.DataFrame:
+    """Per size of a mixture: plateau, drop steps and final value of its eval L_mask (smoothed over
+    ``window`` evaluations), sorted by drop step: the order in which the sizes are learned."""
+    evals = metrics.dropna(subset=["eval_L_mask"])
+    rows = []
+    for n in sizes:
+        table = pd.DataFrame({"step": evals.step, "L_mask": evals[f"eval_L_mask_n{n}"]})
+        drop = detect_drop(table, window=window, skip=0, plateau_steps=max(3, len(table) // 20))
+        rows.append({"size": f"{n}x{n}", "plateau": drop.plateau, "drop step": drop.half_step,
+                     "10x step": drop.tenfold_step, "final L_mask": drop.final})
+    table = pd.DataFrame(rows).astype({"drop step": "Int64", "10x step": "Int64"})
+    return table.sort_values("drop step", na_position="last").set_index("size")
