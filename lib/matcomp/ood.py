@@ -13,7 +13,7 @@ import dataclasses
 import pandas as pd
 
 from matcomp.baselines import bert_completion, completion_metrics, nuclear_norm_min, with_observed_entries
-from matcomp.config import DataConfig
+from matcomp.config import DataConfig, RunConfig
 from matcomp.data import sample_batch, second_moment
 from matcomp.evaluation import analysis_generator
 from matcomp.model import MatrixBert
@@ -78,3 +78,13 @@ def default_axes(data: DataConfig, reach: int = 2) -> dict[str, list[int]]:
 
     return {"rank": list(range(1, min(data.n_rows, data.n_cols) + 1)), "rows": around(data.n_rows),
             "columns": around(data.n_cols)}
+
+
+GAUSSIAN_STEPS = {"cpu": 10000}  # steps of the J.1 run by preset; others: the preset's own
+
+
+def gaussian_training(cfg: RunConfig, steps: int | None = None) -> RunConfig:
+    """``cfg`` trained on N(0, 1) factors instead (App. J.1), clipped to the tokens' range, for
+    ``steps`` steps (None: ``GAUSSIAN_STEPS`` of the preset, else the preset's own)."""
+    steps = steps or GAUSSIAN_STEPS.get(cfg.name, cfg.train.steps)
+    return cfg.override({"data.distribution": "gaussian", "data.scale": 1.0, "data.clamp": True, "train.steps": steps})
