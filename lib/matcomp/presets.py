@@ -46,29 +46,21 @@ SMOKE = RunConfig(
                       checkpoint_steps=()),
 )
 
-PAPER_GPT = RunConfig(
-    name="paper_gpt",
-    data=PAPER.data,
-    model=ModelConfig(hidden=256, layers=2, heads=2, max_positions=99, arch="gpt"),
-    train=TrainConfig(steps=3000, batch=256, lr=1e-4, eval_every=50, eval_batch=64, checkpoint_every=100,
-                      checkpoint_steps=()),
-)
+def gpt_preset(base: RunConfig, hidden: int, steps: int, eval_every: int, checkpoint_every: int) -> RunConfig:
+    """App. G's GPT (2 layers, 2 heads) on ``base``'s task with its batch, lr and eval batch."""
+    t = base.train
+    return RunConfig(
+        name=f"{base.name}_gpt",
+        data=base.data,
+        model=ModelConfig(hidden=hidden, layers=2, heads=2, max_positions=2 * base.data.seq_len + 1, arch="gpt"),
+        train=TrainConfig(steps=steps, batch=t.batch, lr=t.lr, eval_every=eval_every, eval_batch=t.eval_batch,
+                          checkpoint_every=checkpoint_every, checkpoint_steps=()),
+    )
 
-CPU_GPT = RunConfig(
-    name="cpu_gpt",
-    data=CPU.data,
-    model=ModelConfig(hidden=64, layers=2, heads=2, max_positions=33, arch="gpt"),
-    train=TrainConfig(steps=2000, batch=128, lr=1e-3, eval_every=25, eval_batch=64, checkpoint_every=50,
-                      checkpoint_steps=()),
-)
 
-SMOKE_GPT = RunConfig(
-    name="smoke_gpt",
-    data=SMOKE.data,
-    model=ModelConfig(hidden=32, layers=2, heads=2, max_positions=33, arch="gpt"),
-    train=TrainConfig(steps=200, batch=64, lr=1e-3, eval_every=50, eval_batch=32, checkpoint_every=100,
-                      checkpoint_steps=()),
-)
+PAPER_GPT = gpt_preset(PAPER, hidden=256, steps=3000, eval_every=50, checkpoint_every=100)
+CPU_GPT = gpt_preset(CPU, hidden=64, steps=2000, eval_every=25, checkpoint_every=50)
+SMOKE_GPT = gpt_preset(SMOKE, hidden=32, steps=200, eval_every=50, checkpoint_every=100)
 
 PRESETS: dict[str, RunConfig] = {c.name: c for c in (SMOKE, CPU, PAPER, PAPER12, SMOKE_GPT, CPU_GPT, PAPER_GPT)}
 

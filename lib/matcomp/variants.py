@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from matcomp.config import RunConfig
-from matcomp.drop import detect_drop
+from matcomp.drop import detect_drop, leave_step
 from matcomp.run import Run
 
 FIELDS = {"width": ("model.hidden",), "depth": ("model.layers",), "rank": ("data.rank",),
@@ -19,7 +19,7 @@ FIELDS = {"width": ("model.hidden",), "depth": ("model.layers",), "rank": ("data
 # (mixture sizes, ranks, steps); steps None: the preset's own. The paper's lists are §2.12–2.13's.
 SHAPE_DEFAULTS = {
     "smoke": ([16, 32], [1, 2], None),
-    "cpu": ([32, 64, 128], [2, 4, 6], 10000),
+    "cpu": ([64, 128], [2, 4, 6], 10000),
     "paper": ([64, 128, 256, 512, 768, 1024], [4, 6, 8, 12], None),
 }
 MIXTURE_DEFAULTS = {
@@ -61,8 +61,8 @@ def variant_overrides(cfg: RunConfig, axes: dict[str, list[int]], steps: int) ->
 
 
 def variant_table(runs: dict[tuple[str, int], Run], steps: int) -> pd.DataFrame:
-    """Per variant: parameters, plateau and drop steps of L_mask, and the final losses, all within
-    the first ``steps`` steps."""
+    """Per variant: parameters, plateau, the step it leaves the plateau (below 0.9 × its level), drop
+    steps of L_mask, and the final losses, all within the first ``steps`` steps."""
     rows = []
     for (axis, value), run in runs.items():
         metrics = run.metrics[run.metrics.step <= steps]
@@ -70,9 +70,11 @@ def variant_table(runs: dict[tuple[str, int], Run], steps: int) -> pd.DataFrame:
         final = metrics.iloc[-FINAL_STEPS:].mean()
         rows.append({"axis": axis, "value": value, "run": run.config.run_id,
                      "parameters": sum(p.numel() for p in run.checkpoint(run.steps[0]).parameters()),
-                     "plateau": drop.plateau, "drop step": drop.half_step, "10x step": drop.tenfold_step,
+                     "plateau": drop.plateau, "leaves plateau": leave_step(metrics, drop.plateau),
+                     "drop step": drop.half_step, "10x step": drop.tenfold_step,
                      "final L": final.L, "final L_mask": final.L_mask})
-    return pd.DataFrame(rows).set_index(["axis", "value"]).astype({"drop step": "Int64", "10x step": "Int64"})
+    steps_columns = {"leaves plateau": "Int64", "drop step": "Int64", "10x step": "Int64"}
+    return pd.DataFrame(rows).set_index(["axis", "value"]).astype(steps_columns)
 
 
 def mixture_overrides(sizes: list[int]) -> str:
