@@ -28,27 +28,22 @@ from matcomp.components import start_from
 from matcomp.config import RunConfig
 from matcomp.data import sample_batch
 from matcomp.files import RunFolder
-from matcomp.metrics import METRICS
 from matcomp.model import build_model, metric_names
 
 TRAIN_STREAM, EVAL_STREAM = 1, 2  # generator seeds are seed * 1000 + stream
-
-
-def size_columns(n: int, metrics: tuple[str, ...] = METRICS) -> tuple[str, ...]:
-    """The eval columns of size n in a mixture of sizes."""
-    return tuple(f"eval_{k}_n{n}" for k in metrics)
+DISPLAY_EVERY = 25  # steps between progress-bar refreshes of the live losses
 
 
 def eval_columns(cfg: RunConfig) -> tuple[str, ...]:
-    """``eval_<metric>`` for every metric of the model, then one group per size of a mixture."""
+    """``eval_<metric>`` for every metric of the model, then ``eval_<metric>_n<n>`` for every size n
+    of a mixture."""
     metrics = metric_names(cfg.model)
-    return tuple(f"eval_{k}" for k in metrics) + tuple(c for n in cfg.data.sizes for c in size_columns(n, metrics))
+    return tuple(f"eval_{k}" for k in metrics) + tuple(f"eval_{k}_n{n}" for n in cfg.data.sizes for k in metrics)
 
 
 def columns(cfg: RunConfig) -> tuple[str, ...]:
     """The metrics table's columns for ``cfg``: step, the metrics, their eval columns, time_s."""
     return ("step", *metric_names(cfg.model), *eval_columns(cfg), "time_s")
-DISPLAY_EVERY = 25  # steps between progress-bar refreshes of the live losses
 
 
 def resolve_device(device: str | torch.device | None = None) -> torch.device:

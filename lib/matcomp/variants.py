@@ -11,6 +11,7 @@ import pandas as pd
 
 from matcomp.config import RunConfig
 from matcomp.drop import detect_drop, leave_step
+from matcomp.model import build_model, count_parameters
 from matcomp.run import Run
 
 FIELDS = {"width": ("model.hidden",), "depth": ("model.layers",), "rank": ("data.rank",),
@@ -69,7 +70,7 @@ def variant_table(runs: dict[tuple[str, int], Run], steps: int) -> pd.DataFrame:
         drop = detect_drop(metrics)
         final = metrics.iloc[-FINAL_STEPS:].mean()
         rows.append({"axis": axis, "value": value, "run": run.config.run_id,
-                     "parameters": sum(p.numel() for p in run.checkpoint(run.steps[0]).parameters()),
+                     "parameters": count_parameters(build_model(run.config.model, seed=run.config.train.seed)),
                      "plateau": drop.plateau, "leaves plateau": leave_step(metrics, drop.plateau),
                      "drop step": drop.half_step, "10x step": drop.tenfold_step,
                      "final L": final.L, "final L_mask": final.L_mask})
