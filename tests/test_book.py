@@ -2,6 +2,7 @@
 preset, set by the top-level conftest) and fails on any failing cell; widgets and formulas are served
 from the book itself, not from a CDN."""
 
+import re
 import shutil
 import subprocess
 import sys
@@ -18,8 +19,9 @@ def toc_files() -> list[str]:
     return [toc["root"]] + [c["file"] for part in toc["parts"] for c in part["chapters"]]
 
 
-def test_every_chapter_is_in_the_toc_and_starts_with_a_parameters_cell():
+def test_every_chapter_is_in_the_toc_and_starts_with_a_parameters_cell_papermill_can_read():
     import nbformat
+    from papermill.translators import PythonTranslator
 
     listed = set(toc_files())
     for path in sorted((ROOT / "book").glob("*.ipynb")):
@@ -27,6 +29,9 @@ def test_every_chapter_is_in_the_toc_and_starts_with_a_parameters_cell():
         nb = nbformat.read(path, as_version=4)
         first = next(c for c in nb.cells if c.cell_type == "code")
         assert "parameters" in first.metadata.get("tags", []), f"{path.name}: first code cell is not tagged"
+        assigned = re.findall(r"^(\w+)\s*=", first.source, re.M)
+        seen = [p.name for p in PythonTranslator.inspect(first)]
+        assert seen == assigned, f"{path.name}: papermill reads parameters {seen}, the cell sets {assigned}"
         assert not any(c.get("outputs") for c in nb.cells if c.cell_type == "code"), f"{path.name} has outputs"
 
 

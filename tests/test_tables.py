@@ -9,6 +9,13 @@ def test_styled_formats_numbers_leaves_missing_cells_blank_and_captions():
     assert "1.23e-04" in html and "nan" not in html.lower() and "my caption" in html and "padding" in html
 
 
+def test_styled_writes_integer_columns_in_full_even_with_missing_cells():
+    table = pd.DataFrame({"step": pd.array([11000, None], dtype="Int64"), "params": [361_153, 8],
+                          "loss": [11000.0, 0.5]})
+    html = styled(table, "{:.4g}").to_html()
+    assert "11,000" in html and "361,153" in html and "1.1e+04" in html and "<NA>" not in html
+
+
 def test_styled_leaves_text_and_flags_alone():
     html = styled(pd.DataFrame({"family": ["row"], "flag": [True], "x": [0.5]}), "{:.2f}").to_html()
     assert "row" in html and "True" in html and "0.50" in html

@@ -10,9 +10,13 @@ CELL_CSS = [{"selector": "td, th", "props": "padding: 3px 8px; text-align: right
 
 
 def styled(table: pd.DataFrame, fmt: str = "{:.3g}", caption: str | None = None) -> pd.io.formats.style.Styler:
-    """``table``'s numeric columns formatted with ``fmt`` (empty cells blank), captioned and padded."""
+    """``table``'s numeric columns formatted with ``fmt``, its integer columns (steps, counts) in full with
+    thousands separators, empty cells blank; captioned and padded."""
     numeric = table.select_dtypes("number").columns
-    style = table.style.format(fmt, na_rep="", subset=numeric).set_table_styles(CELL_CSS)
+    integer = [c for c in numeric if pd.api.types.is_integer_dtype(table[c])]
+    floats = [c for c in numeric if c not in integer]
+    style = (table.style.format(fmt, na_rep="", subset=floats).format("{:,}", na_rep="", subset=integer)
+             .set_table_styles(CELL_CSS))
     return style.set_caption(caption) if caption else style
 
 

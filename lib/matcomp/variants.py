@@ -20,7 +20,7 @@ FIELDS = {"width": ("model.hidden",), "depth": ("model.layers",), "rank": ("data
 # (mixture sizes, ranks, steps); steps None: the preset's own. The paper's lists are §2.12–2.13's.
 SHAPE_DEFAULTS = {
     "smoke": ([16, 32], [1, 2], None),
-    "cpu": ([64, 128], [2, 4, 6], 10000),
+    "cpu": ([32, 64, 128], [2, 4, 6], 10000),
     "paper": ([64, 128, 256, 512, 768, 1024], [4, 6, 8, 12], None),
 }
 MIXTURE_DEFAULTS = {
