@@ -29,17 +29,25 @@ The modules, each small and named for what it holds:
 - ``plots``, ``tables``, ``widgets``  the chapters' figures, tables and interactive explorers
 """
 
-from matcomp.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from matcomp.data import Batch, sample_batch
-from matcomp.drop import Drop, detect_drop
-from matcomp.metrics import masked_mse
-from matcomp.model import MatrixBert, build_model
-from matcomp.presets import PRESETS, preset
-from matcomp.store import Run, get_or_train, open_run
-from matcomp.tokenizer import Tokenizer
+import importlib
 
-__all__ = [
-    "Batch", "DataConfig", "Drop", "MatrixBert", "ModelConfig", "PRESETS", "Run", "RunConfig",
-    "Tokenizer", "TrainConfig", "build_model", "detect_drop", "get_or_train", "masked_mse",
-    "open_run", "preset", "sample_batch",
-]
+# the package's shortcuts, imported on first use: ``import matcomp.sweep`` (a sweep's kernel) does not
+# pay for torch and transformers
+_SHORTCUTS = {
+    "matcomp.config": ["DataConfig", "ModelConfig", "RunConfig", "TrainConfig"],
+    "matcomp.data": ["Batch", "sample_batch"],
+    "matcomp.drop": ["Drop", "detect_drop"],
+    "matcomp.metrics": ["masked_mse"],
+    "matcomp.model": ["MatrixBert", "build_model"],
+    "matcomp.presets": ["PRESETS", "preset"],
+    "matcomp.store": ["Run", "get_or_train", "open_run"],
+    "matcomp.tokenizer": ["Tokenizer"],
+}
+_HOME = {name: module for module, names in _SHORTCUTS.items() for name in names}
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str):
+    if name not in _HOME:
+        raise AttributeError(f"module 'matcomp' has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOME[name]), name)
