@@ -2,8 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from matcomp.chapter import (chapter_config, drop_comparison, drop_summary, parse_overrides, phases,
-                             shortening_defaults)
+from matcomp.chapter import chapter_config, drop_comparison, drop_summary, parse_overrides, phases, shortening_defaults
 from matcomp.files import RunFolder
 from matcomp.presets import preset
 from matcomp.run import Run

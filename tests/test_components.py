@@ -5,8 +5,14 @@ import pandas as pd
 import pytest
 import torch
 
-from matcomp.components import (COMPONENT_PATTERNS, component_config, component_names, component_steps,
-                                plateau_table, start_from)
+from matcomp.components import (
+    COMPONENT_PATTERNS,
+    component_config,
+    component_names,
+    component_steps,
+    plateau_table,
+    start_from,
+)
 from matcomp.config import ModelConfig
 from matcomp.model import build_model
 from matcomp.presets import preset

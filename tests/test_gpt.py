@@ -6,9 +6,18 @@ import torch
 
 from matcomp.config import RunConfig
 from matcomp.data import make_batch
-from matcomp.gpt import (MISSING_ID, SEP_ID, MatrixGPT, attention_maps, attention_scores, copy_onset, decoded_losses,
-                         gpt_ids,
-                         gpt_values, sequences)
+from matcomp.gpt import (
+    MISSING_ID,
+    SEP_ID,
+    MatrixGPT,
+    attention_maps,
+    attention_scores,
+    copy_onset,
+    decoded_losses,
+    gpt_ids,
+    gpt_values,
+    sequences,
+)
 from matcomp.model import build_model
 from matcomp.presets import preset
 from matcomp.store import get_or_train

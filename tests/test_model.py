@@ -4,7 +4,7 @@ import torch
 from matcomp.config import DataConfig, ModelConfig
 from matcomp.data import sample_batch
 from matcomp.metrics import masked_mse
-from matcomp.model import build_model, count_parameters
+from matcomp.model import build_model, count_parameters, trainable_parameters
 from matcomp.presets import preset
 
 
@@ -32,7 +32,7 @@ def test_mask_row_stays_zero_and_token_type_is_inert():
     emb = model.bert.embeddings
     assert emb.word_embeddings.weight[0].abs().sum() == 0
     assert emb.token_type_embeddings.weight.abs().sum() == 0 and not emb.token_type_embeddings.weight.requires_grad
-    opt = torch.optim.Adam(model.trainable_parameters(), lr=1e-2)
+    opt = torch.optim.Adam(trainable_parameters(model), lr=1e-2)
     gen = torch.Generator().manual_seed(0)
     before = emb.word_embeddings.weight.detach().clone()
     for _ in range(5):

@@ -13,7 +13,8 @@ def model():
 
 def test_variants_change_one_field():
     data = DataConfig(n_rows=4, n_cols=4, rank=1, p_mask=0.3)
-    assert {k: (d.n_rows, d.n_cols) for k, d in axis_variants(data, "columns", [3, 5]).items()} == {3: (4, 3), 5: (4, 5)}
+    columns = axis_variants(data, "columns", [3, 5])
+    assert {k: (d.n_rows, d.n_cols) for k, d in columns.items()} == {3: (4, 3), 5: (4, 5)}
     assert [d.rank for d in axis_variants(data, "rank", [1, 2]).values()] == [1, 2]
     assert default_axes(data) == {"rank": [1, 2, 3, 4], "rows": [2, 3, 4, 5, 6], "columns": [2, 3, 4, 5, 6]}
     assert default_axes(DataConfig(n_rows=2, n_cols=3, rank=1), reach=3)["rows"] == [1, 2, 3, 4, 5]

@@ -144,11 +144,12 @@ def drop_summary(table: pd.DataFrame, budget: int) -> pd.DataFrame:
     rows = {}
     for side in ("plain", "changed"):
         steps = both[side].astype(float)
-        rows[side] = {"budget": budget, "dropped within it": f"{int(table[f'{side} dropped by budget'].sum())}/{len(table)}",
+        dropped = int(table[f"{side} dropped by budget"].sum())
+        rows[side] = {"budget": budget, "dropped within it": f"{dropped}/{len(table)}",
                       "seeds compared": len(both), "mean drop step": steps.mean(), "std": steps.std(),
                       "min": steps.min(), "max": steps.max()}
     change = both["change"].astype(float)
-    rows["change"] = {"budget": budget, "dropped within it": "", "seeds compared": len(both), "mean drop step": change.mean(),
-                      "std": change.std(), "min": change.min(), "max": change.max()}
+    rows["change"] = {"budget": budget, "dropped within it": "", "seeds compared": len(both),
+                      "mean drop step": change.mean(), "std": change.std(), "min": change.min(), "max": change.max()}
     numbers = ["budget", "seeds compared", "mean drop step", "std", "min", "max"]
     return pd.DataFrame.from_dict(rows, orient="index").astype(dict.fromkeys(numbers, float))

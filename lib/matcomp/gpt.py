@@ -98,9 +98,6 @@ class MatrixGPT(nn.Module):
         finally:
             self.gpt.config._attn_implementation = implementation
 
-    def trainable_parameters(self) -> list[nn.Parameter]:
-        return [p for p in self.parameters() if p.requires_grad]
-
     def losses(self, batch: Batch) -> dict[str, torch.Tensor]:
         """``GPT_METRICS`` with teacher forcing; ``L`` is attached to the graph."""
         seq = sequences(batch)

@@ -86,9 +86,6 @@ class MatrixBert(nn.Module):
         self.bert.config._attn_implementation = implementation
         return self
 
-    def trainable_parameters(self) -> list[nn.Parameter]:
-        return [p for p in self.parameters() if p.requires_grad]
-
     def losses(self, batch: Batch) -> dict[str, torch.Tensor]:
         """``METRICS`` of a batch; ``L`` (the training loss) is attached to the graph."""
         return masked_mse(self(batch.ids), batch.values, batch.observed)
@@ -96,6 +93,11 @@ class MatrixBert(nn.Module):
     @torch.no_grad()
     def eval_losses(self, batch: Batch) -> dict[str, torch.Tensor]:
         return self.losses(batch)
+
+
+def trainable_parameters(model: nn.Module) -> list[nn.Parameter]:
+    """The parameters the optimizer updates: all but the frozen ones (token types, a component run's rest)."""
+    return [p for p in model.parameters() if p.requires_grad]
 
 
 def metric_names(cfg: ModelConfig) -> tuple[str, ...]:

@@ -19,7 +19,8 @@ from matcomp.evaluation import analysis_generator
 from matcomp.model import MatrixBert
 
 AXES = {"rank": "rank", "rows": "n_rows", "columns": "n_cols"}  # what Fig. 19 varies -> DataConfig field
-# App. J.2's inference distributions (REF configs/ood.yaml): N(0, 0.5²) and Laplace(0, 0.25) factors; values clipped to the tokens
+# App. J.2's inference distributions (REF configs/ood.yaml): N(0, 0.5²) and Laplace(0, 0.25) factors;
+# values clipped to the tokens
 PAPER_SHIFTS = {"gaussian": {"distribution": "gaussian", "scale": 0.5, "clamp": True},
                 "laplace": {"distribution": "laplace", "scale": 0.25, "clamp": True}}
 

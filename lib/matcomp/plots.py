@@ -235,7 +235,8 @@ def ood_panels(tables: dict[str, pd.DataFrame], trained: dict[str, int],
             ax = axes[i, j]
             for method, rows in table[column].groupby(level="method", sort=False):
                 values = rows.droplevel("method")
-                ax.plot(values.index, values.to_numpy(), "o-", label=method, color="black" if method == "BERT" else None)
+                color = "black" if method == "BERT" else None
+                ax.plot(values.index, values.to_numpy(), "o-", label=method, color=color)
             ax.axvline(trained[axis], color="gray", ls="--", lw=1)
             if column.startswith("L_mask /"):
                 ax.axhline(1, color="gray", ls=":", lw=1)

@@ -147,7 +147,8 @@ def probe_layers(model: MatrixBert, train: Batch, test: Batch, target: str) -> p
         row = {"layer": layer, "train MSE": fit["mse"], "test MSE": held_out["mse"]}
         if target == "element":
             error = ((h_test.double() @ weights - y_test.double()) ** 2).squeeze(-1)
-            row |= {"test MSE missing": error[missing].mean().item(), "test MSE observed": error[~missing].mean().item()}
+            row |= {"test MSE missing": error[missing].mean().item(),
+                    "test MSE observed": error[~missing].mean().item()}
         else:
             row |= {"train |cos|": fit["abs_cos"], "test |cos|": held_out["abs_cos"]}
         rows.append(row)

@@ -28,7 +28,7 @@ from matcomp.components import start_from
 from matcomp.config import RunConfig
 from matcomp.data import sample_batch
 from matcomp.files import RunFolder
-from matcomp.model import build_model, metric_names
+from matcomp.model import build_model, metric_names, trainable_parameters
 
 TRAIN_STREAM, EVAL_STREAM = 1, 2  # generator seeds are seed * 1000 + stream
 DISPLAY_EVERY = 25  # steps between progress-bar refreshes of the live losses
@@ -78,7 +78,7 @@ def init_training(cfg: RunConfig, device: torch.device, attention: str | None = 
         if trained is None:
             raise ValueError(f"train.component {tc.component!r} needs the weights of run {tc.init_from!r}")
         start_from(model, trained, tc.component)
-    optimizer = torch.optim.Adam(model.trainable_parameters(), lr=tc.lr)  # constant lr, no weight decay
+    optimizer = torch.optim.Adam(trainable_parameters(model), lr=tc.lr)  # constant lr, no weight decay
     return model, optimizer, make_generator(tc.seed, TRAIN_STREAM, device), make_generator(tc.seed, EVAL_STREAM, device)
 
 
