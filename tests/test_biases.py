@@ -32,7 +32,7 @@ def test_a_strong_bias_confines_one_layer_to_the_row_and_column():
     assert model.attention == BIASED
     a, b = model(ids), model(changed)
     assert (a[:, 0] - b[:, 0]).abs().max() < 1e-7  # (0, 0) does not see (3, 3)
-    assert (a[:, 3] - b[:, 3]).abs().max() > 1e-5  # (0, 3) shares its column: 100x the bound above
+    assert (a[:, 3] - b[:, 3]).abs().max() > 1e-4  # (0, 3) shares its column
     set_attention_bias(model, None)
     assert model.attention == "sdpa" and torch.allclose(model(ids), plain, atol=1e-6)
 

@@ -17,7 +17,8 @@ from matcomp.run import Run
 FIELDS = {"width": ("model.hidden",), "depth": ("model.layers",), "rank": ("data.rank",),
           "size": ("data.n_rows", "data.n_cols")}
 # by preset: the width/depth chapter's (widths, depths, steps) and the size/rank chapter's
-# (mixture sizes, ranks, steps); steps None: the preset's own. The paper's lists are §2.12–2.13's.
+# (sizes, of the mixture and of the runs alone; ranks; steps of the runs alone); steps None: the
+# preset's own. The paper's lists are §2.12–2.13's.
 SHAPE_DEFAULTS = {
     "smoke": ([16, 32], [1, 2], None),
     "cpu": ([32, 64, 128], [2, 4, 6], 10000),
