@@ -85,3 +85,19 @@ def test_ood_panels_draw_a_line_per_method_per_axis_and_measure():
     lines = {line.get_label(): line for line in top.get_lines() if not line.get_label().startswith("_")}
     assert set(lines) == {"BERT", "nuclear norm min"} and len(fig.axes) == 4
     assert list(lines["BERT"].get_ydata()) == [1.2, 0.9, 0.2] and list(lines["BERT"].get_xdata()) == [2, 3, 4]
+
+
+def test_variant_curves_draw_a_panel_per_axis_with_a_curve_per_value():
+    import matplotlib.pyplot as plt
+
+    from matcomp.plots import variant_curves
+
+    step = np.arange(1, 1001)
+    table = pd.DataFrame({"step": step, "L_mask": np.full(1000, 0.11)})
+    fig = variant_curves({("width", 32): table, ("width", 64): table, ("depth", 2): table}, {"width": "hidden",
+                         "depth": "layers"}, steps=500, level=0.11)
+    left, right = fig.axes
+    assert [line.get_label() for line in left.get_lines()] == ["hidden 32", "hidden 64", "copying plateau (0.11)"]
+    assert [line.get_label() for line in right.get_lines()][0] == "layers 2" and right.get_title().startswith("depth")
+    assert left.get_lines()[0].get_xdata().max() <= 500
+    plt.close(fig)

@@ -223,6 +223,19 @@ def curves_together(curves: dict[str, pd.DataFrame], column: str = "L", level: f
     return ax
 
 
+def variant_curves(runs: dict[tuple[str, int], pd.DataFrame], labels: dict[str, str], steps: int,
+                   level: float | None = None) -> plt.Figure:
+    """One panel per axis of ``labels`` (axis -> curve label prefix): the smoothed L_mask of every
+    variant run (``runs``: (axis, value) -> its metrics table) over its first ``steps`` steps."""
+    fig, axes = plt.subplots(1, len(labels), figsize=(6.5 * len(labels), 4.2), layout="constrained", squeeze=False)
+    for ax, (axis, label) in zip(axes[0], labels.items()):
+        curves = {f"{label} {value}": metrics[metrics.step <= steps]
+                  for (a, value), metrics in runs.items() if a == axis}
+        curves_together(curves, "L_mask", level=level, ax=ax)
+        ax.set_title(f"{axis}: loss at missing entries")
+    return fig
+
+
 def ood_panels(tables: dict[str, pd.DataFrame], trained: dict[str, int],
                columns=("L_mask / E[X²]", "nuclear_norm")) -> plt.Figure:
     """The paper's Fig. 19: one column of panels per varied quantity (``tables``: axis -> a

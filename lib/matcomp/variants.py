@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import pandas as pd
 
+from matcomp.chapter import parse_overrides
 from matcomp.config import RunConfig
 from matcomp.drop import detect_drop, leave_step
 from matcomp.model import build_model, count_parameters
 from matcomp.run import Run
+from matcomp.store import get_or_train
 
 FIELDS = {"width": ("model.hidden",), "depth": ("model.layers",), "rank": ("data.rank",),
           "size": ("data.n_rows", "data.n_cols")}
@@ -60,6 +62,12 @@ def variant_overrides(cfg: RunConfig, axes: dict[str, list[int]], steps: int) ->
             text = ", ".join(f"{k}={v}" for k, v in {**changes, "train.steps": steps}.items())
             variants[axis, value] = "" if value == own_value(cfg, axis) else text
     return variants
+
+
+def variant_runs(cfg: RunConfig, variants: dict[tuple[str, int], str]) -> dict[tuple[str, int], Run]:
+    """The run of every variant (``variant_overrides``'s output), from the store or trained."""
+    return {key: get_or_train(cfg.override(parse_overrides(change)), progress=False)
+            for key, change in variants.items()}
 
 
 def variant_table(runs: dict[tuple[str, int], Run], steps: int) -> pd.DataFrame:

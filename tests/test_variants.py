@@ -1,0 +1,43 @@
+"""One-property variants of a run (App. H, I): their overrides, runs, table and the mixture's learning order."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from matcomp.variants import learning_order, mixture_overrides, variant_overrides, variant_runs, variant_table
+
+
+def test_the_runs_own_value_is_the_run_itself_and_others_change_one_field(micro):
+    variants = variant_overrides(micro, {"depth": [1, 2], "size": [3, 4]}, 30)
+    assert variants == {("depth", 1): "", ("depth", 2): "model.layers=2, train.steps=30",
+                        ("size", 3): "", ("size", 4): "data.n_rows=4, data.n_cols=4, train.steps=30"}
+    with pytest.raises(ValueError, match="model.hidden"):
+        variant_overrides(micro, {"width": [0]}, 30)
+    with pytest.raises(ValueError, match=r"steps must be in \[1, train.steps = 40\]"):
+        variant_overrides(micro, {"depth": [2]}, 41)
+    with pytest.raises(ValueError, match="axis must be one of"):
+        variant_overrides(micro, {"heads": [2]}, 30)
+
+
+def test_variant_table_reads_each_run_within_the_steps(micro, store):
+    cfg = micro.override({"train.steps": 300, "train.checkpoint_every": 300, "train.checkpoint_steps": []})
+    runs = variant_runs(cfg, variant_overrides(cfg, {"depth": [1, 2]}, 200))
+    assert runs["depth", 1].config == cfg and runs["depth", 2].config.model.layers == 2
+    assert runs["depth", 2].config.train.steps == 200
+    table = variant_table(runs, 200)
+    assert list(table.index) == [("depth", 1), ("depth", 2)]
+    assert table.loc[("depth", 2), "parameters"] > table.loc[("depth", 1), "parameters"]
+    own = runs["depth", 1].metrics
+    assert table.loc[("depth", 1), "final L_mask"] == pytest.approx(own[own.step <= 200].L_mask.iloc[-200:].mean())
+
+
+def test_learning_order_sorts_sizes_by_their_drop():
+    step = np.arange(100, 20001, 100)
+    metrics = pd.DataFrame({"step": step, "eval_L_mask": 0.1,
+                            "eval_L_mask_n3": np.where(step < 12000, 0.11, 0.02),
+                            "eval_L_mask_n4": np.where(step < 8000, 0.11, 0.03),
+                            "eval_L_mask_n5": np.full(len(step), 0.11)})
+    order = learning_order(metrics, [3, 4, 5], window=1)
+    assert list(order.index) == ["4x4", "3x3", "5x5"]
+    assert order["drop step"].tolist()[:2] == [8000, 12000] and pd.isna(order["drop step"].iloc[2])
+    assert mixture_overrides([3, 5, 4]) == "data.sizes=[3, 5, 4], data.rank=1, data.n_rows=5, data.n_cols=5"
