@@ -1,4 +1,4 @@
-"""Times the classical baselines of ``matcomp.baselines`` on the chapter's default sweep, and
+"""Times the classical baselines of ``matcomp.analysis.baselines`` on the chapter's default sweep, and
 reproduces the paper's regularised nuclear-norm table (EXPERIMENTS.md §2.4b) beside its numbers.
 
     python benchmarks/baselines.py
@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from matcomp.baselines import (
+from matcomp.analysis.baselines import (
     SOLVER,
     SOLVER_OPTIONS,
     als_complete,

@@ -4,7 +4,7 @@ from functools import partial
 import pytest
 import torch
 
-from matcomp.baselines import (
+from matcomp.analysis.baselines import (
     als_complete,
     complete_all,
     completion_metrics,
@@ -18,7 +18,7 @@ from matcomp.baselines import (
 )
 from matcomp.config import DataConfig, ModelConfig
 from matcomp.data import make_batch, sample_batch
-from matcomp.model import MatrixBert
+from matcomp.models.bert import MatrixBert
 
 PAPER_DATA = DataConfig(n_rows=7, n_cols=7, rank=2, p_mask=0.3)
 

@@ -2,10 +2,11 @@
 
 import torch
 
-from matcomp.biases import BIASED, grid_positions, same_row_or_column, set_attention_bias
 from matcomp.config import ModelConfig
-from matcomp.model import build_model
-from matcomp.store import get_or_train
+from matcomp.models.factory import build_model
+from matcomp.models.hooks import HOOKED
+from matcomp.models.recipe import attention_bias, grid_positions, same_row_or_column
+from matcomp.runs.store import get_or_train
 
 
 def test_grid_positions_are_a_row_part_plus_a_column_part():
@@ -28,13 +29,12 @@ def test_a_strong_bias_confines_one_layer_to_the_row_and_column():
     changed = ids.clone()
     changed[:, 15] = (changed[:, 15] + 50) % 200 + 1  # the entry at (3, 3)
     plain = model(ids)
-    set_attention_bias(model, 1e4 * (same_row_or_column(4, 4) - 1))  # -1e4 outside row and column
-    assert model.attention == BIASED
-    a, b = model(ids), model(changed)
+    with attention_bias(model, 1e4 * (same_row_or_column(4, 4) - 1)):  # -1e4 outside row and column
+        assert model.attention == HOOKED
+        a, b = model(ids), model(changed)
     assert (a[:, 0] - b[:, 0]).abs().max() < 1e-7  # (0, 0) does not see (3, 3)
     assert (a[:, 3] - b[:, 3]).abs().max() > 1e-4  # (0, 3) shares its column
-    set_attention_bias(model, None)
-    assert model.attention == "sdpa" and torch.allclose(model(ids), plain, atol=1e-6)
+    assert model.attention == "sdpa" and torch.allclose(model(ids), plain, atol=1e-6)  # gone after the block
 
 
 def test_training_with_a_bias_ends_on_plain_attention(micro, store):

@@ -37,13 +37,14 @@ def test_every_chapter_is_in_the_toc_and_starts_with_a_parameters_cell_papermill
 
 
 def widget_chapters() -> list[str]:
-    return [f"book/{p.stem}" for p in sorted((ROOT / "book").glob("*.ipynb")) if "matcomp.widgets" in p.read_text()]
+    notebooks = sorted((ROOT / "book").glob("*.ipynb"))
+    return [f"book/{p.stem}" for p in notebooks if "matcomp.book.widgets" in p.read_text()]
 
 
 @pytest.mark.slow
 def test_the_book_builds_and_runs_its_widget_chapters(tmp_path):
     executed = widget_chapters()
-    assert executed, "no chapter imports matcomp.widgets"
+    assert executed, "no chapter imports matcomp.book.widgets"
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     config["execute"]["exclude_patterns"] = [f"{name}.ipynb" for name in toc_files() if name not in executed]
     (tmp_path / "_config.yml").write_text(yaml.safe_dump(config))

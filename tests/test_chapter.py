@@ -2,10 +2,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from matcomp.chapter import chapter_config, drop_comparison, drop_summary, parse_overrides, phases, shortening_defaults
-from matcomp.files import RunFolder
+from matcomp.analysis.phases import phases
+from matcomp.analysis.shortening import drop_comparison, drop_summary, shortening_defaults
+from matcomp.book.chapter import chapter_config
+from matcomp.config import parse_overrides
 from matcomp.presets import preset
-from matcomp.run import Run
+from matcomp.runs.folder import RunFolder
+from matcomp.runs.run import Run
 
 
 def test_parameters_resolve_from_arguments_then_environment_then_default(monkeypatch):
@@ -63,11 +66,10 @@ def test_phases_without_a_drop_say_so(tmp_path):
 
 def test_shortening_defaults_scale_with_the_preset():
     cpu = shortening_defaults(preset("cpu"))
-    assert parse_overrides(cpu["bias, long"]) == {"train.attention_bias": "2.0",
-                                                  "train.attention_bias_steps": "4000", "train.steps": "8000"}
-    assert parse_overrides(cpu["bias, short"])["train.attention_bias_steps"] == "2000"
-    assert parse_overrides(cpu["lr × 2"]) == {"train.lr": "0.002", "train.steps": "6000"}
-    smoke = preset("smoke").override(parse_overrides(shortening_defaults(preset("smoke"))["bias, short"]))
+    assert cpu["bias, long"] == {"train.attention_bias": 2.0, "train.attention_bias_steps": 4000, "train.steps": 8000}
+    assert cpu["bias, short"]["train.attention_bias_steps"] == 2000
+    assert cpu["lr × 2"] == {"train.lr": 0.002, "train.steps": 6000}
+    smoke = preset("smoke").override(shortening_defaults(preset("smoke"))["bias, short"])
     assert (smoke.train.attention_bias_steps, smoke.train.steps) == (30, 200)  # never shorter than the detector needs
 
 

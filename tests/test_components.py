@@ -5,18 +5,12 @@ import pandas as pd
 import pytest
 import torch
 
-from matcomp.components import (
-    COMPONENT_PATTERNS,
-    component_config,
-    component_names,
-    component_steps,
-    plateau_table,
-    start_from,
-)
+from matcomp.analysis.components import component_config, plateau_table
 from matcomp.config import ModelConfig
-from matcomp.model import build_model
-from matcomp.presets import preset
-from matcomp.store import get_or_train
+from matcomp.models.factory import build_model
+from matcomp.models.recipe import COMPONENT_PATTERNS, component_names, start_from
+from matcomp.presets import chapter_sizes, preset
+from matcomp.runs.store import get_or_train
 
 
 def test_groups_split_the_trainable_parameters():
@@ -72,9 +66,10 @@ def test_init_from_an_unknown_run_is_a_clear_error(micro, store):
 
 
 def test_component_config_names_the_group_and_the_trained_run():
-    cfg = component_config(preset("cpu"), "position", "cpu-f603ff8bc5", component_steps(preset("cpu")))
+    steps = chapter_sizes("cpu").steps("component_steps", preset("cpu"))
+    cfg = component_config(preset("cpu"), "position", "cpu-f603ff8bc5", steps)
     assert (cfg.train.component, cfg.train.init_from, cfg.train.steps) == ("position", "cpu-f603ff8bc5", 6000)
-    assert component_steps(preset("smoke")) == preset("smoke").train.steps
+    assert chapter_sizes("smoke").steps("component_steps", preset("smoke")) == preset("smoke").train.steps
     with pytest.raises(ValueError, match="component must be one of"):
         component_config(preset("cpu"), "layernorm", "cpu-f603ff8bc5", 100)
 

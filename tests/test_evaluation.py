@@ -2,10 +2,11 @@ import pandas as pd
 import pytest
 import torch
 
+from matcomp.analysis.evaluation import copy_check, losses
 from matcomp.config import DataConfig, ModelConfig
 from matcomp.data import sample_batch
-from matcomp.evaluation import analysis_generator, copy_check, losses
-from matcomp.model import build_model
+from matcomp.models.factory import build_model
+from matcomp.seeding import analysis_generator
 from matcomp.tokenizer import Tokenizer
 
 DATA = DataConfig(n_rows=4, n_cols=4, rank=1, p_mask=0.3)

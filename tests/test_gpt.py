@@ -4,23 +4,14 @@ import pandas as pd
 import pytest
 import torch
 
+from matcomp.analysis.gpt import attention_maps, attention_scores, copy_onset, decoded_losses
 from matcomp.config import RunConfig
 from matcomp.data import make_batch
-from matcomp.gpt import (
-    MISSING_ID,
-    SEP_ID,
-    MatrixGPT,
-    attention_maps,
-    attention_scores,
-    copy_onset,
-    decoded_losses,
-    gpt_ids,
-    gpt_values,
-    sequences,
-)
-from matcomp.model import build_model
+from matcomp.models.factory import build_model
+from matcomp.models.gpt import MatrixGPT, sequences
 from matcomp.presets import preset
-from matcomp.store import get_or_train
+from matcomp.runs.store import get_or_train
+from matcomp.tokenizer import GPT_TOKENS, MASK_ID
 
 
 def two_by_two():
@@ -31,9 +22,9 @@ def two_by_two():
 
 def test_sequence_is_masked_matrix_sep_full_matrix():
     seq = sequences(two_by_two())
-    assert seq.tolist() == [[251, MISSING_ID, 401, 202, SEP_ID, 251, 101, 401, 202]]
-    with pytest.raises(ValueError, match=r"outside the GPT vocabulary's range \[-2, 2\]"):
-        gpt_ids(torch.tensor([2.5]))
+    assert seq.tolist() == [[251, MASK_ID, 401, 202, GPT_TOKENS.sep_id, 251, 101, 401, 202]]
+    with pytest.raises(ValueError, match=r"outside the vocabulary's range \[-2, 2\]"):
+        GPT_TOKENS.encode(torch.tensor([2.5]))
 
 
 def test_losses_and_greedy_decoding_of_a_model_that_copies():
@@ -54,7 +45,7 @@ def test_losses_and_greedy_decoding_of_a_model_that_copies():
             return logits.scatter(2, back.unsqueeze(-1), 0.0)
 
     copier = Copier(cfg)
-    assert copier.complete(sequences(batch)[:, :5]).tolist() == [[251, MISSING_ID, 401, 202]]
+    assert copier.complete(sequences(batch)[:, :5]).tolist() == [[251, MASK_ID, 401, 202]]
     ev = copier.eval_losses(batch)
     assert ev["acc_obs"].item() == 1.0 and ev["acc_mask"].item() == 0.0
     decoded = decoded_losses(copier, batch)  # MISSING decodes to 0: the missing -1.0 costs 1.0
@@ -101,6 +92,6 @@ def test_attention_scores_find_the_copying_offset_and_sep():
 
 
 def test_decoded_values_and_copy_onset():
-    assert gpt_values(torch.tensor([0, 1, 401, 404])).tolist() == [0.0, -2.0, 2.0, 0.0]
+    assert GPT_TOKENS.decode(torch.tensor([0, 1, 401, 404])).tolist() == [0.0, -2.0, 2.0, 0.0]
     metrics = pd.DataFrame({"step": [1, 2, 3, 4], "eval_acc_obs": [0.1, float("nan"), 0.6, 0.9]})
     assert copy_onset(metrics) == 3 and copy_onset(metrics, 0.95) is None

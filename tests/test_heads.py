@@ -2,10 +2,8 @@ import pandas as pd
 import pytest
 import torch
 
-from matcomp.config import DataConfig, ModelConfig
-from matcomp.data import random_mask, sample_batch
-from matcomp.evaluation import losses
-from matcomp.heads import (
+from matcomp.analysis.evaluation import losses
+from matcomp.analysis.heads import (
     SCORES,
     classify_heads,
     fig5_mask,
@@ -18,7 +16,9 @@ from matcomp.heads import (
     mean_maps,
     score_baselines,
 )
-from matcomp.model import build_model
+from matcomp.config import DataConfig, ModelConfig
+from matcomp.data import random_mask, sample_batch
+from matcomp.models.factory import build_model
 
 M, N_COLS = 4, 5  # a non-square shape catches row/column mix-ups
 S = M * N_COLS

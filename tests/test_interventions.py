@@ -1,10 +1,11 @@
 import pytest
 import torch
 
+from matcomp.analysis.interventions import ablate_heads, heads_by_layer, transplant
 from matcomp.config import DataConfig, ModelConfig
 from matcomp.data import sample_batch
-from matcomp.interventions import ablate_heads, attention_edits, heads_by_layer, transplant
-from matcomp.model import build_model
+from matcomp.models.factory import build_model
+from matcomp.models.hooks import LayerHooks, attention_hooks
 
 CFG = ModelConfig(hidden=32, layers=2, heads=4)
 
@@ -26,7 +27,8 @@ def state(model):
 @torch.no_grad()
 def test_identity_edit_changes_nothing_and_the_model_is_restored(model, ids):
     before, weights = model(ids), state(model)
-    with attention_edits(model, {0: lambda p: p, 1: lambda p: p}, record=True) as record:
+    same = {0: LayerHooks(edit=lambda p: p), 1: LayerHooks(edit=lambda p: p)}
+    with attention_hooks(model, same, record=True) as record:
         inside = model(ids)
     assert torch.allclose(inside, before, atol=1e-5)  # eager inside vs sdpa outside
     assert model.attention == "sdpa"
@@ -43,7 +45,7 @@ def test_identity_edit_changes_nothing_and_the_model_is_restored(model, ids):
 def test_uniform_ablation_sets_chosen_heads_to_one_over_s_only(model, ids):
     for layer in model.bert.encoder.layer:  # at init attention is nearly uniform already: sharpen it
         layer.attention.self.query.weight.mul_(30)
-    with attention_edits(model, record=True) as clean:
+    with attention_hooks(model, record=True) as clean:
         model(ids)
     with ablate_heads(model, [(1, 2)]) as record:
         out = model(ids)
@@ -56,7 +58,7 @@ def test_uniform_ablation_sets_chosen_heads_to_one_over_s_only(model, ids):
 
 @torch.no_grad()
 def test_batch_mean_ablation_gives_every_matrix_the_mean_pattern(model, ids):
-    with attention_edits(model, record=True) as clean:
+    with attention_hooks(model, record=True) as clean:
         model(ids)
     with ablate_heads(model, mode="batch_mean") as record:
         model(ids)
@@ -69,8 +71,8 @@ def test_bad_heads_and_modes_are_named(model):
         heads_by_layer(model, [(2, 0)])
     with pytest.raises(ValueError, match="mode must be one of"):
         ablate_heads(model, mode="zero")
-    with pytest.raises(ValueError, match="edited layer 5"):
-        with attention_edits(model, {5: lambda p: p}):
+    with pytest.raises(ValueError, match="hooked layer 5"):
+        with attention_hooks(model, {5: LayerHooks(edit=lambda p: p)}):
             pass
 
 

@@ -7,8 +7,8 @@ import torch
 
 from matcomp.config import DataConfig, RunConfig
 from matcomp.presets import preset
-from matcomp.store import get_or_train
-from matcomp.training import columns, train_step
+from matcomp.runs.store import get_or_train
+from matcomp.runs.training import columns, train_step
 
 
 def mixture(micro: RunConfig) -> RunConfig:
@@ -26,13 +26,13 @@ def test_every_size_is_evaluated_on_its_own(micro, store):
 
 def test_each_step_draws_one_size_for_the_whole_batch(micro, monkeypatch):
     seen = []
-    import matcomp.training
+    import matcomp.runs.training
 
-    real = matcomp.training.sample_batch
-    monkeypatch.setattr(matcomp.training, "sample_batch",
+    real = matcomp.runs.training.sample_batch
+    monkeypatch.setattr(matcomp.runs.training, "sample_batch",
                         lambda data, *a, **k: seen.append(data.n_rows) or real(data, *a, **k))
     cfg = mixture(micro)
-    model, optimizer, gen, _ = matcomp.training.init_training(cfg, torch.device("cpu"))
+    model, optimizer, gen, _ = matcomp.runs.training.init_training(cfg, torch.device("cpu"))
     for _ in range(40):
         train_step(model, optimizer, cfg, gen, torch.device("cpu"))
     assert set(seen) == {2, 3} and 10 < seen.count(2) < 30

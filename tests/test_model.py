@@ -4,7 +4,7 @@ import torch
 from matcomp.config import DataConfig, ModelConfig
 from matcomp.data import sample_batch
 from matcomp.metrics import masked_mse
-from matcomp.model import build_model, count_parameters, trainable_parameters
+from matcomp.models.factory import build_model, count_parameters, trainable_parameters
 from matcomp.presets import preset
 
 

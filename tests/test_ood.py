@@ -1,9 +1,9 @@
 import pytest
 
+from matcomp.analysis.ood import axis_variants, default_axes, distribution_variants, shifted_losses
 from matcomp.config import DataConfig, ModelConfig
 from matcomp.data import second_moment
-from matcomp.model import build_model
-from matcomp.ood import axis_variants, default_axes, distribution_variants, shifted_losses
+from matcomp.models.factory import build_model
 
 
 @pytest.fixture(scope="module")

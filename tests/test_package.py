@@ -7,7 +7,7 @@ import matcomp
 
 
 def test_shortcuts_resolve_on_first_use_and_unknown_names_fail():
-    from matcomp.store import get_or_train
+    from matcomp.runs.store import get_or_train
 
     assert matcomp.get_or_train is get_or_train and "preset" in matcomp.__all__
     assert all(getattr(matcomp, name) is not None for name in matcomp.__all__)
@@ -16,6 +16,6 @@ def test_shortcuts_resolve_on_first_use_and_unknown_names_fail():
 
 
 def test_a_sweep_kernel_records_without_importing_torch():
-    check = "import sys, matcomp.sweep; assert 'torch' not in sys.modules, 'torch imported'"
+    check = "import sys, matcomp.book.sweep; assert 'torch' not in sys.modules, 'torch imported'"
     result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]

@@ -1,11 +1,8 @@
 import pytest
 import torch
 
-from matcomp.config import DataConfig, ModelConfig
-from matcomp.data import sample_batch
-from matcomp.evaluation import losses, predict
-from matcomp.model import build_model
-from matcomp.patching import (
+from matcomp.analysis.evaluation import losses, predict
+from matcomp.analysis.patching import (
     all_layers,
     head_outputs,
     last_layer,
@@ -15,7 +12,10 @@ from matcomp.patching import (
     per_head,
     per_layer,
 )
-from matcomp.positions import permuted_losses, position_permutation
+from matcomp.analysis.positions import permuted_losses, position_permutation
+from matcomp.config import DataConfig, ModelConfig
+from matcomp.data import sample_batch
+from matcomp.models.factory import build_model
 from matcomp.tokenizer import Tokenizer
 
 CFG = ModelConfig(hidden=32, layers=2, heads=4)

@@ -1,8 +1,8 @@
 import numpy as np
 import pandas as pd
 
+from matcomp.book.plots import curves_together, loss_curves, ood_panels
 from matcomp.drop import detect_drop
-from matcomp.plots import curves_together, loss_curves, ood_panels
 
 
 def test_loss_curves_draws_three_smoothed_losses_and_the_drop():
@@ -20,7 +20,7 @@ def test_loss_curves_draws_three_smoothed_losses_and_the_drop():
 
 
 def test_p_mask_sweep_draws_a_line_per_method_on_two_log_panels():
-    from matcomp.plots import TRUTH, p_mask_sweep
+    from matcomp.book.plots import TRUTH, p_mask_sweep
 
     methods = ["BERT", "nuclear norm min", TRUTH]
     sweep = pd.DataFrame([{"method": m, "p_mask": p, "L": 0.01 * (k + 1) * p, "nuclear_norm": 3.0 + k}
@@ -39,7 +39,7 @@ def test_p_mask_sweep_draws_a_line_per_method_on_two_log_panels():
 def test_l_mask_twin_draws_the_smoothed_loss_on_a_second_axis_and_the_drop():
     import matplotlib.pyplot as plt
 
-    from matcomp.plots import l_mask_twin
+    from matcomp.book.plots import l_mask_twin
 
     step = np.arange(1, 2001)
     metrics = pd.DataFrame({"step": step, "L_mask": np.where(step < 1000, 0.11, 0.01)})
@@ -52,7 +52,7 @@ def test_l_mask_twin_draws_the_smoothed_loss_on_a_second_axis_and_the_drop():
 def test_measure_panels_draws_one_panel_per_measure_with_its_onset():
     import matplotlib.pyplot as plt
 
-    from matcomp.plots import measure_panels
+    from matcomp.book.plots import measure_panels
 
     step = np.arange(1, 2001)
     metrics = pd.DataFrame({"step": step, "L_mask": np.where(step < 1000, 0.11, 0.01)})
@@ -90,7 +90,7 @@ def test_ood_panels_draw_a_line_per_method_per_axis_and_measure():
 def test_variant_curves_draw_a_panel_per_axis_with_a_curve_per_value():
     import matplotlib.pyplot as plt
 
-    from matcomp.plots import variant_curves
+    from matcomp.book.plots import variant_curves
 
     step = np.arange(1, 1001)
     table = pd.DataFrame({"step": step, "L_mask": np.full(1000, 0.11)})

@@ -5,12 +5,12 @@ import pandas as pd
 import pytest
 import torch
 
-import matcomp.progress
+import matcomp.analysis.progress
+from matcomp.analysis.progress import MEASURES, _mean_abs_cos, checkpoint_measures, lead_table, onset, progress_table
 from matcomp.config import DataConfig, ModelConfig
 from matcomp.data import sample_batch
-from matcomp.model import build_model
-from matcomp.progress import MEASURES, _mean_abs_cos, checkpoint_measures, lead_table, onset, progress_table
-from matcomp.store import get_or_train
+from matcomp.models.factory import build_model
+from matcomp.runs.store import get_or_train
 
 
 def test_mean_abs_cos_is_one_for_parallel_and_zero_for_orthogonal_states():
@@ -55,12 +55,12 @@ def test_progress_table_is_cached_beside_the_run(micro, store, monkeypatch):
     first = progress_table(run, samples=16)
     assert list(first.index) == run.steps and list(first.columns) == list(MEASURES)
     assert (store / "progress" / f"{micro.run_id}-n16-s0.csv").exists()
-    monkeypatch.setattr(matcomp.progress, "measures_over_training", lambda *a: pytest.fail("computed twice"))
+    monkeypatch.setattr(matcomp.analysis.progress, "measures_over_training", lambda *a: pytest.fail("computed twice"))
     pd.testing.assert_frame_equal(progress_table(run, samples=16), first, check_exact=False, rtol=1e-12)
 
 
 def test_leads_need_a_drop_and_seeds_without_one_get_an_empty_column(micro, store):
-    from matcomp.progress import leads_over_seeds, run_leads
+    from matcomp.analysis.progress import leads_over_seeds, run_leads
 
     cfg = micro.override({"train.steps": 150, "train.checkpoint_every": 50})
     run = get_or_train(cfg, progress=False)

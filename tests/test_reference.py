@@ -2,16 +2,16 @@
 
 import pytest
 
-import matcomp.reference
+import matcomp.runs.shipped
 from matcomp.drop import Drop
-from matcomp.reference import export_reference, find_reference, reference_steps
-from matcomp.store import get_or_train
+from matcomp.runs.shipped import export_reference, find_reference, reference_steps
+from matcomp.runs.store import get_or_train
 
 
 @pytest.fixture
 def shipped(micro, store, tmp_path, monkeypatch):
     root = tmp_path / "reference"
-    monkeypatch.setattr(matcomp.reference, "REFERENCE_ROOT", root)
+    monkeypatch.setattr(matcomp.runs.shipped, "REFERENCE_ROOT", root)
     run = get_or_train(micro, progress=False)
     return export_reference(run, [0, 20, 40], command="python -m matcomp train ...")
 
@@ -32,7 +32,7 @@ def test_only_an_identical_config_uses_the_shipped_run(shipped, micro, monkeypat
     assert find_reference(micro.override({"name": "renamed"})).path == shipped.path  # the name is a label
     assert find_reference(micro.override({"train.seed": 1})) is None
     assert find_reference(micro.override({"data.p_mask": 0.31})) is None
-    monkeypatch.setattr("matcomp.store.train", lambda *a, **k: pytest.fail("trained a shipped run"))
+    monkeypatch.setattr("matcomp.runs.store.train", lambda *a, **k: pytest.fail("trained a shipped run"))
     assert get_or_train(micro, progress=False).path == shipped.path
 
 

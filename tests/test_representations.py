@@ -2,10 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from matcomp.config import DataConfig, ModelConfig
-from matcomp.data import sample_batch
-from matcomp.model import build_model
-from matcomp.representations import (
+from matcomp.analysis.representations import (
     cluster_score,
     component_correlations,
     fit_probe,
@@ -16,6 +13,9 @@ from matcomp.representations import (
     probe_targets,
     value_embeddings,
 )
+from matcomp.config import DataConfig, ModelConfig
+from matcomp.data import sample_batch
+from matcomp.models.factory import build_model
 
 
 def test_a_probe_recovers_a_planted_linear_map_and_generalises():

@@ -8,15 +8,15 @@ import pandas as pd
 import pytest
 import torch
 
+from matcomp.analysis.progress import MEASURES, checkpoint_measures, progress_table
 from matcomp.data import sample_batch
-from matcomp.evaluation import analysis_generator
-from matcomp.files import RunFolder
-from matcomp.machine import machine
 from matcomp.presets import preset
-from matcomp.progress import MEASURES, checkpoint_measures, progress_table
-from matcomp.reference import REFERENCE_ROOT, find_reference
-from matcomp.run import Run, verify
-from matcomp.training import train
+from matcomp.runs.folder import RunFolder
+from matcomp.runs.machine import machine
+from matcomp.runs.run import Run, verify
+from matcomp.runs.shipped import REFERENCE_ROOT, find_reference
+from matcomp.runs.training import train
+from matcomp.seeding import analysis_generator
 
 REPLAY_STEPS = 200
 REGENERATE = "regenerate the shipped run with the command in its complete.json"

@@ -2,8 +2,8 @@ import nbformat
 import pandas as pd
 import pytest
 
+from matcomp.book.sweep import collect, grid, point_name, run_sweep
 from matcomp.cli import main
-from matcomp.sweep import collect, grid, point_name, run_sweep
 
 
 @pytest.fixture
@@ -11,7 +11,7 @@ def chapter(tmp_path):
     """A two-cell chapter: parameters x and fail, and a cell that records y = 2x (or raises)."""
     params = nbformat.v4.new_code_cell("x = 1\nfail = False")
     params.metadata["tags"] = ["parameters"]
-    body = nbformat.v4.new_code_cell("from matcomp.sweep import record\n"
+    body = nbformat.v4.new_code_cell("from matcomp.book.sweep import record\n"
                                      "assert not fail, 'asked to fail'\nrecord(y=2 * x, label=f'x={x}')")
     path = tmp_path / "chapter.ipynb"
     nbformat.write(nbformat.v4.new_notebook(cells=[params, body], metadata={"kernelspec": {
@@ -54,7 +54,7 @@ def test_sweep_command_writes_the_collected_table(chapter, tmp_path, capsys):
     table = pd.read_csv(out / "results.csv")
     assert table["notebook"].tolist() == [point_name(chapter, {"x": 5}), point_name(chapter, {"x": 7})]
     assert table["y"].tolist() == [10, 14] and table["label"].tolist() == ["x=5", "x=7"]
-    with pytest.raises(SystemExit, match="--fixed takes NAME=VALUE"):
+    with pytest.raises(SystemExit, match="--fixed: expected NAME=VALUE"):
         main(["sweep", str(chapter), "--out", str(out), "--param", "x", "1", "--fixed", "x"])
     with pytest.raises(SystemExit, match="does not exist"):
         main(["sweep", str(tmp_path / "nope.ipynb"), "--out", str(out), "--param", "x", "1"])

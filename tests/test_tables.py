@@ -1,7 +1,7 @@
 import numpy as np
 import pandas as pd
 
-from matcomp.tables import styled
+from matcomp.book.tables import styled
 
 
 def test_styled_formats_numbers_leaves_missing_cells_blank_and_captions():
@@ -22,7 +22,7 @@ def test_styled_leaves_text_and_flags_alone():
 
 
 def test_beside_shows_ours_its_error_the_reference_and_the_relative_difference():
-    from matcomp.tables import beside
+    from matcomp.book.tables import beside
 
     ours = pd.DataFrame({"L": [0.011, 0.02], "L se": [0.0011, 0.001]}, index=["a", "model"])
     reference = pd.DataFrame({"L": [0.01, 0.02, 0.004]}, index=["a", "model", "theirs only"])

@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 import torch
 
-import matcomp.training
-from matcomp.files import RunFolder, atomic_write_bytes
-from matcomp.store import get_or_train, open_run
+import matcomp.runs.training
+from matcomp.runs.folder import RunFolder, atomic_write_bytes
+from matcomp.runs.store import get_or_train, open_run
 
 TIME = ["time_s"]
 
@@ -34,7 +34,7 @@ def test_loss_goes_down_and_run_has_everything(micro, store):
 def test_second_request_loads_instead_of_training(micro, store, monkeypatch):
     first = get_or_train(micro, progress=False)
     stamp = first.folder.complete_path.stat().st_mtime_ns
-    monkeypatch.setattr("matcomp.store.train", lambda *a, **k: pytest.fail("trained twice"))
+    monkeypatch.setattr("matcomp.runs.store.train", lambda *a, **k: pytest.fail("trained twice"))
     second = get_or_train(micro.override({"name": "micro"}), progress=False)
     assert second.path == first.path and second.folder.complete_path.stat().st_mtime_ns == stamp
 
@@ -43,7 +43,7 @@ def test_resume_after_a_crash_is_identical_to_an_uninterrupted_run(micro, tmp_pa
     whole = get_or_train(micro, progress=False, root=tmp_path / "a")
 
     calls = {"n": 0}
-    real = matcomp.training.sample_batch
+    real = matcomp.runs.training.sample_batch
 
     def crash_at_step_27(*args, **kwargs):
         calls["n"] += 1
@@ -51,12 +51,12 @@ def test_resume_after_a_crash_is_identical_to_an_uninterrupted_run(micro, tmp_pa
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(matcomp.training, "sample_batch", crash_at_step_27)
+    monkeypatch.setattr(matcomp.runs.training, "sample_batch", crash_at_step_27)
     with pytest.raises(KeyboardInterrupt):
         get_or_train(micro, progress=False, root=tmp_path / "b")
     folder = RunFolder(tmp_path / "b" / micro.run_id)
     assert folder.read_resume()["step"] == 20 and not folder.complete_path.exists()
-    monkeypatch.setattr(matcomp.training, "sample_batch", real)
+    monkeypatch.setattr(matcomp.runs.training, "sample_batch", real)
 
     resumed = get_or_train(micro, progress=False, root=tmp_path / "b")
     pd.testing.assert_frame_equal(resumed.metrics.drop(columns=TIME), whole.metrics.drop(columns=TIME))

@@ -4,13 +4,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from matcomp.variants import learning_order, mixture_overrides, variant_overrides, variant_runs, variant_table
+from matcomp.analysis.variants import learning_order, mixture_overrides, variant_overrides, variant_runs, variant_table
 
 
 def test_the_runs_own_value_is_the_run_itself_and_others_change_one_field(micro):
     variants = variant_overrides(micro, {"depth": [1, 2], "size": [3, 4]}, 30)
-    assert variants == {("depth", 1): "", ("depth", 2): "model.layers=2, train.steps=30",
-                        ("size", 3): "", ("size", 4): "data.n_rows=4, data.n_cols=4, train.steps=30"}
+    assert variants == {("depth", 1): {}, ("depth", 2): {"model.layers": 2, "train.steps": 30},
+                        ("size", 3): {}, ("size", 4): {"data.n_rows": 4, "data.n_cols": 4, "train.steps": 30}}
     with pytest.raises(ValueError, match="model.hidden"):
         variant_overrides(micro, {"width": [0]}, 30)
     with pytest.raises(ValueError, match=r"steps must be in \[1, train.steps = 40\]"):
@@ -40,4 +40,4 @@ def test_learning_order_sorts_sizes_by_their_drop():
     order = learning_order(metrics, [3, 4, 5], window=1)
     assert list(order.index) == ["4x4", "3x3", "5x5"]
     assert order["drop step"].tolist()[:2] == [8000, 12000] and pd.isna(order["drop step"].iloc[2])
-    assert mixture_overrides([3, 5, 4]) == "data.sizes=[3, 5, 4], data.rank=1, data.n_rows=5, data.n_cols=5"
+    assert mixture_overrides([3, 5, 4]) == {"data.sizes": [3, 5, 4], "data.rank": 1, "data.n_rows": 5, "data.n_cols": 5}

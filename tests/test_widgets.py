@@ -2,8 +2,8 @@ import matplotlib
 import pytest
 import torch
 
-from matcomp.store import get_or_train
-from matcomp.widgets import AttentionExplorer, CheckpointExplorer
+from matcomp.book.widgets import AttentionExplorer, CheckpointExplorer
+from matcomp.runs.store import get_or_train
 
 matplotlib.use("Agg")
 

@@ -1,7 +1,8 @@
 """Command line: ``python -m matcomp train --preset cpu [--set train.lr=3e-4 ...]``,
 ``python -m matcomp bench [--preset cpu]``, ``python -m matcomp ship --preset cpu``,
-``python -m matcomp sweep book/X.ipynb --out DIR --param NAME V1 V2 ...``, ``python -m matcomp presets``
-and ``python -m matcomp runs``."""
+``python -m matcomp plan --preset cpu`` (every run the book needs), ``python -m matcomp prepare --preset cpu``
+(train them in parallel on Ray), ``python -m matcomp sweep book/X.ipynb --out DIR --param NAME V1 V2 ...``,
+``python -m matcomp presets`` and ``python -m matcomp runs``."""
 
 from __future__ import annotations
 
@@ -11,19 +12,18 @@ import sys
 
 import torch
 
+from matcomp.config import parse_assignment
 from matcomp.presets import PRESETS, preset
-from matcomp.training import resolve_device
+from matcomp.runs.training import resolve_device
 
 
 def _assignments(pairs: list[str], option: str = "--set", form: str = "FIELD=VALUE",
                  example: str = "train.lr=3e-4") -> dict[str, str]:
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise SystemExit(f"{option} takes {form} (e.g. {example}); got {pair!r}")
-        out[key.strip()] = value.strip()
-    return out
+    """Repeated ``option`` values as a dict; a malformed one stops with a message naming ``option``."""
+    try:
+        return dict(parse_assignment(pair, form, example) for pair in pairs)
+    except ValueError as err:
+        raise SystemExit(f"{option}: {err}") from None
 
 
 def _config(args):
@@ -34,8 +34,8 @@ def _config(args):
 
 
 def cmd_train(args) -> None:
-    from matcomp.run import final_metrics
-    from matcomp.store import get_or_train, runs_root
+    from matcomp.runs.run import final_metrics
+    from matcomp.runs.store import get_or_train, runs_root
 
     cfg = _config(args)
     print(f"run {cfg.run_id} (working store: {runs_root()})", flush=True)
@@ -51,7 +51,7 @@ def cmd_train(args) -> None:
 
 def cmd_bench(args) -> None:
     from matcomp.bench import REPORT_HEADER, benchmark, report
-    from matcomp.machine import describe
+    from matcomp.runs.machine import describe
 
     cfg = _config(args)
     if cfg.model.arch != "bert":
@@ -65,8 +65,8 @@ def cmd_bench(args) -> None:
 
 
 def cmd_ship(args) -> None:
-    from matcomp.reference import export_reference, find_reference, reference_steps
-    from matcomp.store import get_or_train
+    from matcomp.runs.shipped import export_reference, find_reference, reference_steps
+    from matcomp.runs.store import get_or_train
 
     cfg = _config(args)
     shipped = find_reference(cfg)
@@ -86,9 +86,9 @@ def cmd_ship(args) -> None:
 
 
 def cmd_runs(args) -> None:
-    from matcomp.reference import REFERENCE_ROOT
-    from matcomp.run import summarize
-    from matcomp.store import runs_root
+    from matcomp.runs.run import summarize
+    from matcomp.runs.shipped import REFERENCE_ROOT
+    from matcomp.runs.store import runs_root
 
     for root in (REFERENCE_ROOT, runs_root()):
         print(f"{root}:")
@@ -105,18 +105,99 @@ def _literal(text: str):
 
 
 def cmd_sweep(args) -> None:
-    from matcomp.sweep import collect, grid, run_sweep
+    from matcomp.book.sweep import collect, grid, run_sweep
 
     try:
         points = grid(**{name: [_literal(v) for v in values] for name, *values in args.param})
         fixed = {k: _literal(v) for k, v in _assignments(args.fixed, "--fixed", "NAME=VALUE", "preset=smoke").items()}
-        notebooks = run_sweep(args.notebook, points, args.out, fixed=fixed, progress=not args.quiet)
+        notebooks = run_sweep(args.notebook, points, args.out, fixed=fixed, progress=not args.quiet,
+                              workers=args.workers, address=args.address)
     except (ValueError, RuntimeError) as err:
         raise SystemExit(f"error: {err}") from None
     table = collect(args.out, notebooks)
     table.to_csv(f"{args.out}/results.csv", index=False)
     print(table.to_string(index=False))
     print(f"{len(table)} notebooks collected into {args.out}/results.csv")
+
+
+def _plan(args):
+    from matcomp.book.plan import plan, plan_table
+    from matcomp.runs.cost import CostBook
+    from matcomp.runs.store import runs_root
+
+    try:
+        planned = plan(args.preset, args.chapter or None)
+    except ValueError as err:
+        raise SystemExit(f"error: {err}") from None
+    device = resolve_device(args.device)
+    costs = CostBook(runs_root(), device, torch.get_num_threads())
+    if getattr(args, "measure", False):
+        for p in planned:
+            costs.measure(p.cfg)
+    return planned, plan_table(planned, runs_root(), costs), device
+
+
+def _short(chapters: str, shown: int = 2) -> str:
+    names = chapters.split(", ")
+    return chapters if len(names) <= shown + 1 else f"{', '.join(names[:shown])} and {len(names) - shown} more"
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 2 * 86400:
+        return f"{seconds / 86400:,.0f} days"
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
+
+
+def cmd_plan(args) -> None:
+    planned, table, device = _plan(args)
+    shown = table.assign(**{"chapters": table.chapters.map(_short), "s/step": table["s/step"].map("{:.3g}".format),
+                            "seconds left": table["seconds left"].map("{:,.0f}".format)})
+    print(shown.to_string())
+    todo = table[table.state.isin(["missing", "partial"])]
+    print(f"\n{len(table)} runs at preset {args.preset}: " + ", ".join(
+        f"{n} {state}" for state, n in table.state.value_counts().items()))
+    whole = (table.steps * table["s/step"]).sum()
+    print(f"the whole plan from scratch: {int(table.steps.sum()):,} steps, about {_duration(whole)}")
+    print(f"to train: {len(todo)} runs, {int((todo.steps - todo.done).sum()):,} steps, about "
+          f"{_duration(todo['seconds left'].sum())} on one {device.type} process with {torch.get_num_threads()} "
+          f"threads ({(table['s/step is'] == 'measured').sum()} of {len(table)} step costs measured, the others "
+          f"estimated from FLOPs; --measure measures them)")
+
+
+def cmd_prepare(args) -> None:
+    from tqdm.auto import tqdm
+
+    from matcomp.runs.parallel import train_all
+    from matcomp.runs.store import runs_root
+
+    planned, table, _ = _plan(args)
+    todo = [p.cfg for p in planned if table.loc[p.cfg.run_id, "state"] in ("missing", "partial")]
+    print(f"{len(planned)} runs at preset {args.preset}; {len(todo)} to train into {runs_root()} "
+          f"({args.threads_per_run} thread(s) per run)", flush=True)
+    if not todo:
+        return
+    left = {cfg.run_id: table.loc[cfg.run_id, "seconds left"] for cfg in todo}
+    bar = tqdm(total=len(todo), unit="run", disable=args.quiet)
+
+    def report(outcome, finished, total):
+        left.pop(outcome.run_id, None)
+        status = f"failed: {outcome.error}" if outcome.error else f"done in {_duration(outcome.seconds)}"
+        bar.write(f"{outcome.run_id}: {status}")
+        bar.set_postfix_str(f"about {_duration(sum(left.values()))} of training left (serial estimate)")
+        bar.update(1)
+
+    try:
+        outcomes = train_all(todo, runs_root(), address=args.address, threads_per_run=args.threads_per_run,
+                             gpus_per_run=args.gpus_per_run, report=report)
+    except ValueError as err:
+        raise SystemExit(f"error: {err}") from None
+    bar.close()
+    failed = [o for o in outcomes if o.error]
+    for o in failed:
+        print(f"FAILED {o.run_id}: {o.error}")
+    if failed:
+        raise SystemExit(f"{len(failed)} of {len(outcomes)} runs failed")
+    print(f"all {len(outcomes)} runs trained")
 
 
 def cmd_presets(args) -> None:
@@ -155,13 +236,32 @@ def main(argv: list[str] | None = None) -> None:
     sweep.add_argument("--fixed", action="append", default=[], metavar="NAME=VALUE",
                        help="a parameter held at one value, e.g. --fixed preset=smoke (repeatable)")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
+    sweep.add_argument("--workers", type=int, default=1,
+                       help="points executed at once, as Ray tasks on an embedded instance (default 1: one by one)")
+    sweep.add_argument("--address", default=None, help="a running Ray cluster (HOST:PORT) to execute the points on")
+    for name, helptext in (("plan", "list every run the book's chapters need at a preset, its state and cost"),
+                           ("prepare", "train every missing run of the plan in parallel on Ray")):
+        p = sub.add_parser(name, help=helptext)
+        p.add_argument("--preset", default="cpu", choices=sorted(PRESETS))
+        p.add_argument("--chapter", action="append", default=[], help="only this chapter's runs (repeatable)")
+        p.add_argument("--device", default="auto", help="where step costs are measured: auto, cpu, cuda, ...")
+        p.add_argument("--threads", type=int, default=None, help="CPU threads of this process")
+    sub.choices["plan"].add_argument("--measure", action="store_true",
+                                     help="time a few steps of every shape not measured yet (cached)")
+    prepare = sub.choices["prepare"]
+    prepare.add_argument("--address", default=None, help="a running Ray cluster, HOST:PORT (default: $RAY_ADDRESS, "
+                                                         "else an embedded instance on this machine)")
+    prepare.add_argument("--threads-per-run", type=int, default=1, help="CPU threads (and Ray CPUs) of each run")
+    prepare.add_argument("--gpus-per-run", type=float, default=None,
+                         help="GPUs of each run (default: 1 where CUDA is present, else 0)")
+    prepare.add_argument("--quiet", action="store_true", help="no progress bar")
     sub.add_parser("presets", help="list the presets")
     sub.add_parser("runs", help="list stored runs (finished or not) with their progress and drop")
     args = parser.parse_args(argv)
     if getattr(args, "threads", None):
         torch.set_num_threads(args.threads)
     commands = {"train": cmd_train, "bench": cmd_bench, "ship": cmd_ship, "presets": cmd_presets, "runs": cmd_runs,
-                "sweep": cmd_sweep}
+                "sweep": cmd_sweep, "plan": cmd_plan, "prepare": cmd_prepare}
     commands[args.command](args)
 
 

@@ -1,4 +1,4 @@
-"""Frozen, validated run configuration (EXPERIMENTS.md §1).
+"""Frozen, validated run configuration (NeurIPS §2; App. A of the workshop version).
 
 A run is fully described by a ``RunConfig`` made of three parts: ``DataConfig`` (what matrices
 and masks are sampled), ``ModelConfig`` (the BERT's shape) and ``TrainConfig`` (the optimiser and
@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 import typing
 from dataclasses import dataclass, field
 
@@ -112,7 +113,7 @@ class DataConfig:
 @dataclass(frozen=True)
 class ModelConfig:
     """The BERT encoder (EXPERIMENTS.md §1.4), or with ``arch`` "gpt" the autoregressive GPT-2 of
-    App. G (``matcomp.gpt``). ``intermediate`` 0 means 4 · hidden."""
+    App. G (``matcomp.models.gpt``). ``intermediate`` 0 means 4 · hidden."""
 
     hidden: int = 768
     layers: int = 4
@@ -149,11 +150,11 @@ class TrainConfig:
     ``checkpoint_steps`` and at the last step; "step s" means after s updates.
 
     The last four fields change the paper's recipe (the training-dynamics chapters):
-    ``position_init`` "grid" starts position (i, j) at r_i + c_j (``matcomp.biases``);
+    ``position_init`` "grid" starts position (i, j) at r_i + c_j (``matcomp.models.recipe``);
     ``attention_bias`` b > 0 adds b · (1 - (s-1)/``attention_bias_steps``) to the attention score of
     every same-row or same-column pair at step s until the bias reaches 0; ``component`` other than
     "all" trains only that group of parameters, starting from the final weights of the run
-    ``init_from`` (a run id) with the group re-initialised (``matcomp.components``).
+    ``init_from`` (a run id) with the group re-initialised (``matcomp.analysis.components``).
     """
 
     steps: int = 50000
@@ -312,3 +313,29 @@ def _parse(text: str):
         return json.loads(text)
     except json.JSONDecodeError:
         return text
+
+
+def parse_assignment(item: str, form: str = "FIELD=VALUE", example: str = "train.lr=3e-4") -> tuple[str, str]:
+    """``"train.lr=3e-4"`` -> ``("train.lr", "3e-4")``; ValueError naming ``form`` otherwise.
+
+    >>> parse_assignment("data.p_mask = 0.2")
+    ('data.p_mask', '0.2')
+    """
+    key, sep, value = item.partition("=")
+    if not sep or not key.strip():
+        raise ValueError(f"expected {form} (e.g. {example}); got {item!r}")
+    return key.strip(), value.strip()
+
+
+def parse_overrides(text: str) -> dict[str, str]:
+    """``"train.lr=3e-4, model.hidden=32"`` -> ``{"train.lr": "3e-4", "model.hidden": "32"}``: the
+    one parser of override strings (chapters' parameters, ``$MATCOMP_SET``); a comma starts a new
+    pair only before ``FIELD=``, so list values keep theirs.
+
+    >>> parse_overrides("train.lr=3e-4, data.p_mask=0.2")
+    {'train.lr': '3e-4', 'data.p_mask': '0.2'}
+    >>> parse_overrides("data.sizes=[3, 4], data.rank=1")
+    {'data.sizes': '[3, 4]', 'data.rank': '1'}
+    """
+    items = filter(None, (part.strip() for part in re.split(r",(?=\s*[\w.]+\s*=)", text)))
+    return dict(parse_assignment(item, "comma-separated FIELD=VALUE pairs") for item in items)

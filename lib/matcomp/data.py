@@ -13,9 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from matcomp.config import DataConfig
-from matcomp.tokenizer import DECIMALS, VALUE_MAX, VALUE_MIN, Tokenizer
-
-TOKENIZER = Tokenizer()
+from matcomp.tokenizer import BERT_TOKENS, DECIMALS, VALUE_MAX, VALUE_MIN
 
 
 @dataclass(frozen=True)
@@ -98,7 +96,7 @@ def make_batch(values: torch.Tensor, observed: torch.Tensor, clamp: bool = False
         values = values.clamp(VALUE_MIN, VALUE_MAX)
     values = torch.round(values, decimals=DECIMALS)
     observed = observed.expand_as(values)
-    ids = TOKENIZER.encode_masked(values, observed, clamp=clamp).flatten(1)
+    ids = BERT_TOKENS.encode_masked(values, observed, clamp=clamp).flatten(1)
     return Batch(ids=ids, values=values, observed=observed, U=U, V=V)
 
 

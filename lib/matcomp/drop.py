@@ -1,4 +1,4 @@
-"""Finding the plateau and the sudden drop of L_mask in a metrics table (EXPERIMENTS.md §2.1).
+"""Finding the plateau and the sudden drop of L_mask in a metrics table (NeurIPS §2, Fig. 2).
 
 One definition, used by every chapter and by the presets' acceptance:
 
@@ -6,7 +6,11 @@ One definition, used by every chapter and by the presets' acceptance:
 * the **plateau** is the median of the smoothed curve over the ``plateau_steps`` steps after the
   first ``skip`` steps (the model reaches the copying plateau within ~40 steps);
 * the **drop step** is the first step after ``skip`` where the smoothed curve is below half the
-  plateau, and the **ten-fold step** the first where it is below a tenth of it.
+  plateau, and the **ten-fold step** the first where it is below a tenth of it;
+* a run's **final** losses are the means over its last ``FINAL_STEPS`` steps (``final_losses``).
+
+It is built for a mean-squared error that sits on a plateau and falls; cross-entropies and
+accuracies (the GPT of App. G) have their own measures.
 """
 
 from __future__ import annotations
@@ -15,10 +19,12 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+FINAL_STEPS = 200  # a run's final losses are means over its last this many steps
+
 
 @dataclass(frozen=True)
 class Drop:
-    """Plateau level, drop steps (None if not reached) and the final smoothed level."""
+    """Plateau level, drop steps (None if not reached) and the final level (``final_losses``)."""
 
     plateau: float
     half_step: int | None
@@ -48,6 +54,17 @@ def smooth(metrics: pd.DataFrame, column: str = "L_mask", window: int = 101) -> 
     return series.rolling(window, center=True, min_periods=window // 2 + 1).mean()
 
 
+def final_losses(metrics: pd.DataFrame, steps: int = FINAL_STEPS) -> pd.Series:
+    """The mean of every numeric column over the rows of the last ``steps`` steps of a table with a
+    ``step`` column (rows without a value, such as unevaluated steps, are skipped).
+
+    >>> float(final_losses(pd.DataFrame({"step": range(1, 11), "L": range(10)}), steps=4)["L"])
+    7.5
+    """
+    last = metrics["step"].max()
+    return metrics[metrics["step"] > last - steps].mean(numeric_only=True)
+
+
 def detect_drop(metrics: pd.DataFrame, column: str = "L_mask", window: int = 101, skip: int = 100,
                 plateau_steps: int = 400) -> Drop:
     """The plateau and drop of ``column`` in a metrics table with a ``step`` column."""
@@ -67,7 +84,7 @@ def detect_drop(metrics: pd.DataFrame, column: str = "L_mask", window: int = 101
         return int(below.index[0]) if len(below) else None
 
     return Drop(plateau=plateau, half_step=first_below(plateau / 2), tenfold_step=first_below(plateau / 10),
-                final=float(after.iloc[-1]), column=column)
+                final=float(final_losses(metrics)[column]), column=column)
 
 
 def leave_step(metrics: pd.DataFrame, level: float, near: float = 0.9, column: str = "L_mask",

@@ -1,4 +1,5 @@
-"""Named run configurations. ``benchmarks/presets.md`` holds the measurements behind the CPU ones.
+"""Named run configurations, and the sizes of the chapters' experiments at each.
+``benchmarks/presets.md`` holds the measurements behind the CPU ones.
 
 - ``paper``:   the paper's main run, exactly (4 layers, 8 heads, hidden 768, 7×7 rank 2, lr 1e-4,
                batch 256, 50,000 steps). For GPUs: ~13 s/step in fp32 on a 2-core CPU.
@@ -7,12 +8,14 @@
                4 heads), batch 128, lr 1e-3. Copying plateau at r/9, drop near step 5,000 (~5 min on
                2 cores); 20,000 steps with a checkpoint every 250.
 - ``smoke``:   a tiny run for CI that exercises every code path in seconds (it does not drop).
-- ``paper_gpt``, ``cpu_gpt``, ``smoke_gpt``: the autoregressive GPT of App. G (EXPERIMENTS.md §2.11)
-               at the paper's size (7×7 rank 2, hidden 256, 2 layers, 2 heads, lr 1e-4, batch 256)
+- ``paper_gpt``, ``cpu_gpt``, ``smoke_gpt``: the autoregressive GPT of App. G at the paper's size
+               (7×7 rank 2, hidden 256, 2 layers, 2 heads, lr 1e-4, batch 256)
                and at the CPU and CI scales of the BERT presets' task.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from matcomp.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 
@@ -70,3 +73,47 @@ def preset(name: str, overrides: dict[str, object] | None = None) -> RunConfig:
     if name not in PRESETS:
         raise ValueError(f"preset must be one of {sorted(PRESETS)}; got {name!r}")
     return PRESETS[name].override(overrides or {})
+
+
+@dataclass(frozen=True)
+class ChapterSizes:
+    """How big the chapters' experiments are at one preset; a step count of None means the preset's
+    own ``train.steps``. The paper's lists are those of App. H and I."""
+
+    seeds: int  # seeds of the chapters that read several (the drop over seeds, embeddings, progress, shortening)
+    component_steps: int | None  # each group trained alone (Fig. 8)
+    widths: tuple[int, ...]  # App. H
+    depths: tuple[int, ...]
+    shape_steps: int | None  # each width or depth variant
+    mixture_sizes: tuple[int, ...]  # App. I, Fig. 16 (rank 1)
+    ranks: tuple[int, ...]
+    size_steps: int | None  # each size or rank run alone
+    gaussian_steps: int | None  # the run on Gaussian factors (App. J.1)
+    completion_samples: int  # matrices per method of the nuclear-norm comparison (Fig. 3)
+    lambda_samples: int  # matrices per lambda of the regularised nuclear norm (App. B)
+
+    def steps(self, field: str, cfg: RunConfig) -> int:
+        """The steps ``field`` names for a run of ``cfg``: its own steps if None, never more."""
+        return min(getattr(self, field) or cfg.train.steps, cfg.train.steps)
+
+
+_PAPER_SIZES = ChapterSizes(seeds=3, component_steps=None, widths=(64, 128, 256, 512, 768, 1024), depths=(4, 6, 8, 12),
+                            shape_steps=None, mixture_sizes=(5, 7, 9), ranks=(1, 2, 3, 4), size_steps=None,
+                            gaussian_steps=None, completion_samples=512, lambda_samples=256)
+CHAPTER_SIZES: dict[str, ChapterSizes] = {
+    "smoke": ChapterSizes(seeds=3, component_steps=None, widths=(16, 32), depths=(1, 2), shape_steps=None,
+                          mixture_sizes=(3, 4), ranks=(1, 2), size_steps=None, gaussian_steps=None,
+                          completion_samples=32, lambda_samples=32),
+    "cpu": ChapterSizes(seeds=3, component_steps=6000, widths=(32, 64, 128), depths=(2, 4, 6), shape_steps=10000,
+                        mixture_sizes=(3, 4, 5), ranks=(1, 2), size_steps=10000, gaussian_steps=10000,
+                        completion_samples=512, lambda_samples=256),
+    "paper": _PAPER_SIZES,
+    "paper12": _PAPER_SIZES,
+}
+
+
+def chapter_sizes(name: str) -> ChapterSizes:
+    """The chapters' experiment sizes at preset ``name``."""
+    if name not in CHAPTER_SIZES:
+        raise ValueError(f"chapter sizes exist for the presets {sorted(CHAPTER_SIZES)}; got {name!r}")
+    return CHAPTER_SIZES[name]

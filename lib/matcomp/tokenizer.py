@@ -1,7 +1,9 @@
-"""The paper's value <-> token-id map (EXPERIMENTS.md §1.3).
+"""The paper's value <-> token-id maps, for both of its models (NeurIPS §2; App. G).
 
-Values on the grid [-10, 10] in steps of 0.01 are tokens 1..2001; MASK is id 0; the vocabulary
-has 2002 ids. A value x (rounded to 2 decimals) has id ``1001 + 100·x``:
+A value x, rounded to 2 decimals, on a grid [-v, v] has id ``zero_id + 100·x`` with
+``zero_id = 1 + 100·v``; id 0 is MASK (a missing entry). The BERT's grid is [-10, 10] (ids
+1..2001, 2002 ids: ``BERT_TOKENS``); the GPT's is [-2, 2] (ids 1..401, and [SEP] = 404 in a
+vocabulary of 405, as in the authors' GPT code: ``GPT_TOKENS``).
 
 >>> tok = Tokenizer()
 >>> tok.encode(torch.tensor([0.0, 0.44, -0.24, -10.0, 10.0])).tolist()
@@ -10,55 +12,70 @@ has 2002 ids. A value x (rounded to 2 decimals) has id ``1001 + 100·x``:
 tensor([ 0.4400, -0.2400,  0.0000])
 >>> tok.negate(torch.tensor([1045, 0])).tolist()   # id(-x) = 2002 - id(x); MASK stays MASK
 [957, 0]
+>>> GPT_TOKENS.encode(torch.tensor([0.0, -2.0, 2.0, 0.44])).tolist()
+[201, 1, 401, 245]
 """
 
 from __future__ import annotations
 
 import torch
 
-VALUE_MIN, VALUE_MAX = -10.0, 10.0
+VALUE_MIN, VALUE_MAX = -10.0, 10.0  # the BERT's grid
 DECIMALS = 2
 STEPS_PER_UNIT = 10 ** DECIMALS  # 100 tokens per unit value
 MASK_ID = 0
-ZERO_ID = 1001  # id of the value 0.0
-VOCAB_SIZE = 2002
+ROUNDING = 0.5 / STEPS_PER_UNIT  # a value this far beyond the grid still rounds onto its end
 
 
 class Tokenizer:
-    """Encodes real values (or matrices with a mask) into token ids and back."""
+    """Encodes real values (or matrices with a mask) on the grid [-``value_max``, ``value_max``]
+    into token ids and back; ``sep_id`` and ``vocab_size`` add ids beyond the value ids (the GPT's
+    [SEP])."""
 
     mask_id = MASK_ID
-    vocab_size = VOCAB_SIZE
+
+    def __init__(self, value_max: float = VALUE_MAX, sep_id: int | None = None, vocab_size: int | None = None):
+        self.value_max = value_max
+        self.zero_id = 1 + round(value_max * STEPS_PER_UNIT)  # id of the value 0.0
+        self.max_id = 2 * self.zero_id - 1  # id of +value_max
+        self.sep_id = sep_id
+        self.vocab_size = vocab_size or self.max_id + 1
 
     def encode(self, values: torch.Tensor, clamp: bool = False) -> torch.Tensor:
         """Ids of ``values`` (any shape) after rounding to 2 decimals; same shape, int64.
 
-        A value outside [-10, 10] raises ``ValueError`` unless ``clamp=True`` clips it to the range.
+        A value outside the grid raises ``ValueError`` unless ``clamp=True`` clips it to the range.
         """
         if clamp:
-            values = values.clamp(VALUE_MIN, VALUE_MAX)
-        else:
+            values = values.clamp(-self.value_max, self.value_max)
+        elif values.numel():
             lo, hi = values.min().item(), values.max().item()
-            if lo < VALUE_MIN - 0.005 or hi > VALUE_MAX + 0.005:
-                bad = lo if lo < VALUE_MIN else hi
+            if lo < -self.value_max - ROUNDING or hi > self.value_max + ROUNDING:
+                bad = lo if lo < -self.value_max else hi
                 raise ValueError(f"value {bad:.4g} is outside the vocabulary's range "
-                                 f"[{VALUE_MIN}, {VALUE_MAX}]; pass clamp=True to clip it")
-        ids = torch.round(values * STEPS_PER_UNIT).long() + ZERO_ID
-        return ids.clamp(1, VOCAB_SIZE - 1)  # +-10.004 rounds onto the grid's ends
+                                 f"[{-self.value_max:g}, {self.value_max:g}]; pass clamp=True to clip it")
+        ids = torch.round(values * STEPS_PER_UNIT).long() + self.zero_id
+        return ids.clamp(1, self.max_id)  # values within ROUNDING of the ends round onto them
 
     def encode_masked(self, values: torch.Tensor, observed: torch.Tensor, clamp: bool = False) -> torch.Tensor:
         """Ids of ``values`` with every missing entry (``observed`` False) set to MASK."""
         return torch.where(observed, self.encode(values, clamp=clamp), MASK_ID)
 
     def decode(self, ids: torch.Tensor) -> torch.Tensor:
-        """Values of ``ids`` (float32); MASK decodes to 0."""
-        values = (ids - ZERO_ID).float() / STEPS_PER_UNIT
-        return torch.where(ids == MASK_ID, 0.0, values)
+        """Values of ``ids`` (float32); MASK and any id that is not a value ([SEP]) decode to 0, the
+        answer that costs E[X²] in the MSE."""
+        values = (ids - self.zero_id).float() / STEPS_PER_UNIT
+        return torch.where((ids >= 1) & (ids <= self.max_id), values, 0.0)
 
     def replace_masked(self, ids: torch.Tensor, value: float) -> torch.Tensor:
-        """``ids`` with every MASK replaced by the id of ``value`` (the copy check, §2.2)."""
+        """``ids`` with every MASK replaced by the id of ``value`` (the copy check of NeurIPS §3.1)."""
         return torch.where(ids == MASK_ID, self.encode(torch.tensor(float(value))), ids)
 
     def negate(self, ids: torch.Tensor) -> torch.Tensor:
-        """Ids of the negated values, MASK kept: the corrupted input of activation patching (§2.6)."""
-        return torch.where(ids == MASK_ID, MASK_ID, VOCAB_SIZE - ids)
+        """Ids of the negated values, MASK kept: the corrupted input of activation patching (App. F)."""
+        return torch.where(ids == MASK_ID, MASK_ID, 2 * self.zero_id - ids)
+
+
+BERT_TOKENS = Tokenizer()
+GPT_TOKENS = Tokenizer(value_max=2.0, sep_id=404, vocab_size=405)
+VOCAB_SIZE = BERT_TOKENS.vocab_size

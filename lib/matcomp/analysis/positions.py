@@ -13,9 +13,10 @@ from collections.abc import Iterable
 import pandas as pd
 import torch
 
+from matcomp.analysis.evaluation import losses
 from matcomp.data import Batch
-from matcomp.evaluation import losses
-from matcomp.model import MatrixBert
+from matcomp.models.bert import MatrixBert
+from matcomp.seeding import permutation_generator
 
 
 def position_permutation(n: int, seed: int) -> torch.Tensor:
@@ -26,7 +27,7 @@ def position_permutation(n: int, seed: int) -> torch.Tensor:
     """
     if n < 1:
         raise ValueError(f"n must be >= 1; got {n}")
-    return torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+    return torch.randperm(n, generator=permutation_generator(seed))
 
 
 def permuted_losses(model: MatrixBert, batch: Batch, seeds: Iterable[int] = range(5)) -> pd.DataFrame:

@@ -37,10 +37,10 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from matcomp.analysis.evaluation import predict
 from matcomp.data import Batch
-from matcomp.evaluation import predict
 from matcomp.metrics import masked_mse
-from matcomp.model import MatrixBert
+from matcomp.models.bert import MatrixBert
 
 # Clarabel (interior point) solves these tiny SDPs to 1e-8 in ~11 iterations, about 2x faster than SCS at
 # eps 1e-9. Its default tolerances, pinned: on 128 paper matrices, 1e-9 or 1e-10 instead move pooled L by

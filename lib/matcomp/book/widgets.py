@@ -16,11 +16,12 @@ import matplotlib.pyplot as plt
 import torch
 from IPython.display import display
 
+from matcomp.analysis.evaluation import predict
+from matcomp.analysis.heads import fig5_mask, mean_maps
+from matcomp.book.plots import completion_figure, matrix_panel
 from matcomp.data import sample_batch
-from matcomp.evaluation import analysis_generator, predict
-from matcomp.heads import fig5_mask, mean_maps
-from matcomp.plots import completion_figure, matrix_panel
-from matcomp.run import Run
+from matcomp.runs.run import Run
+from matcomp.seeding import analysis_generator
 
 
 class FigureExplorer:

@@ -1,5 +1,5 @@
 """The paper's model: a Hugging Face ``BertModel`` and a linear read-out on every position
-(EXPERIMENTS.md §1.4).
+(NeurIPS §2).
 
 Post-LN BERT, learned absolute positions, no dropout, BERT initialisation. The token-type
 embedding is zeroed and frozen (the reference code deleted it from the installed library; we
@@ -9,7 +9,8 @@ LayerNorm(position embedding) only.
 
 The attention implementation can be switched on the same weights: ``sdpa`` (fast, to train),
 ``eager`` (returns attention probabilities) or any function registered with
-``transformers.AttentionInterface`` (how later chapters hook into attention).
+``transformers.AttentionInterface``; the analyses reach inside attention only through the scoped
+hooks of ``matcomp.models.hooks``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from transformers import BertConfig, BertModel
 
 from matcomp.config import ModelConfig
 from matcomp.data import Batch
-from matcomp.gpt import MatrixGPT
 from matcomp.metrics import METRICS, masked_mse
 from matcomp.tokenizer import MASK_ID, VOCAB_SIZE
 
@@ -93,27 +93,3 @@ class MatrixBert(nn.Module):
     @torch.no_grad()
     def eval_losses(self, batch: Batch) -> dict[str, torch.Tensor]:
         return self.losses(batch)
-
-
-def trainable_parameters(model: nn.Module) -> list[nn.Parameter]:
-    """The parameters the optimizer updates: all but the frozen ones (token types, a component run's rest)."""
-    return [p for p in model.parameters() if p.requires_grad]
-
-
-def metric_names(cfg: ModelConfig) -> tuple[str, ...]:
-    """The per-step metrics of a model of ``cfg`` (``METRICS``, or ``GPT_METRICS`` for the GPT)."""
-    return MatrixGPT.metrics if cfg.arch == "gpt" else MatrixBert.metrics
-
-
-def build_model(cfg: ModelConfig, seed: int, attention: str = "sdpa",
-                device: torch.device | str = "cpu") -> nn.Module:
-    """A freshly initialised model (``MatrixBert``, or ``MatrixGPT`` for ``arch`` "gpt"); the same
-    ``seed`` gives the same weights on every call."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = (MatrixGPT if cfg.arch == "gpt" else MatrixBert)(cfg, attention)
-    return model.to(device)
-
-
-def count_parameters(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())

@@ -14,10 +14,11 @@ import warnings
 from pathlib import Path
 
 from matcomp.config import RunConfig
-from matcomp.files import RunFolder
-from matcomp.run import Run, verify
+from matcomp.runs.folder import RunFolder
+from matcomp.runs.run import Run, verify
 
-REFERENCE_ROOT = Path(__file__).resolve().parents[2] / "runs" / "reference"
+REPO = Path(__file__).resolve().parents[3]  # the repository: lib/matcomp/runs/shipped.py -> .
+REFERENCE_ROOT = REPO / "runs" / "reference"
 
 
 def find_reference(cfg: RunConfig, root: Path | None = None) -> Run | None:

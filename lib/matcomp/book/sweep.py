@@ -50,34 +50,55 @@ def point_name(notebook: Path, params: dict) -> str:
 
 
 def run_sweep(notebook: Path | str, points: list[dict], out: Path | str, fixed: dict | None = None,
-              kernel: str = "python3", progress: bool = False) -> list[Path]:
+              kernel: str = "python3", progress: bool = False, workers: int = 1,
+              address: str | None = None) -> list[Path]:
     """Execute ``notebook`` once per parameter dict in ``points`` (each merged over ``fixed``) into
     ``out``; returns the output notebooks. A point whose output exists (from a finished execution) is
-    not run again; a failed point raises papermill's error naming the cell, after the others ran."""
-    import papermill
+    not run again; a failed point raises papermill's error naming the cell, after the others ran.
 
+    With ``workers`` > 1 or a Ray cluster's ``address``, the points run as Ray tasks, each in a
+    worker process of its own (papermill changes the working directory, so points never share a
+    process), on an embedded instance of ``workers`` CPUs or on the cluster."""
     notebook, out = Path(notebook).resolve(), Path(out)
     if not notebook.exists():
         raise ValueError(f"notebook {notebook} does not exist")
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1; got {workers}")
     out.mkdir(parents=True, exist_ok=True)
-    done, failures = [], []
+    targets = {}
     for point in points:
         params = {**(fixed or {}), **point}
-        target = out / point_name(notebook, params)
-        if not target.exists():
-            partial = target.with_suffix(".running.ipynb")
-            try:
-                papermill.execute_notebook(notebook, partial, parameters=params, kernel_name=kernel,
-                                           cwd=str(notebook.parent), progress_bar=progress)
-            except papermill.PapermillExecutionError as error:
-                failures.append(f"{params}: {error.ename}: {error.evalue}")
-                continue
-            os.replace(partial, target)  # only a finished execution takes the point's name
-        done.append(target)
+        targets[out / point_name(notebook, params)] = params
+    todo = [(target, params) for target, params in targets.items() if not target.exists()]
+    if workers > 1 or address:
+        from matcomp.runs.parallel import start_ray
+
+        ray = start_ray(address, num_cpus=workers)
+        task = ray.remote(num_cpus=1)(execute_point)
+        failures = ray.get([task.remote(str(notebook), str(t), p, kernel, False) for t, p in todo])
+    else:
+        failures = [execute_point(notebook, t, p, kernel, progress) for t, p in todo]
+    failures = [f for f in failures if f]
     if failures:
         raise RuntimeError(f"{len(failures)} of {len(points)} sweep points failed (their partial outputs "
                            f"are in {out}):\n" + "\n".join(failures))
-    return done
+    return list(targets)
+
+
+def execute_point(notebook: Path | str, target: Path | str, params: dict, kernel: str, progress: bool) -> str | None:
+    """Execute one grid point into ``target`` (via a partial file, so only a finished execution takes
+    the point's name); returns None, or what failed."""
+    import papermill
+
+    notebook, target = Path(notebook), Path(target)
+    partial = target.with_suffix(".running.ipynb")
+    try:
+        papermill.execute_notebook(notebook, partial, parameters=params, kernel_name=kernel,
+                                   cwd=str(notebook.parent), progress_bar=progress)
+    except papermill.PapermillExecutionError as error:
+        return f"{params}: {error.ename}: {error.evalue}"
+    os.replace(partial, target)
+    return None
 
 
 def collect(out: Path | str, notebooks: list[Path] | None = None) -> pd.DataFrame:

@@ -12,17 +12,16 @@ import dataclasses
 
 import pandas as pd
 
-from matcomp.baselines import bert_completion, completion_metrics, nuclear_norm_min, with_observed_entries
+from matcomp.analysis.baselines import bert_completion, completion_metrics, nuclear_norm_min, with_observed_entries
 from matcomp.config import DataConfig, RunConfig
 from matcomp.data import sample_batch, second_moment
-from matcomp.evaluation import analysis_generator
-from matcomp.model import MatrixBert
+from matcomp.drop import detect_drop, final_losses
+from matcomp.models.bert import MatrixBert
+from matcomp.paper import OOD_SHIFTS
+from matcomp.runs.run import Run
+from matcomp.seeding import analysis_generator
 
 AXES = {"rank": "rank", "rows": "n_rows", "columns": "n_cols"}  # what Fig. 19 varies -> DataConfig field
-# App. J.2's inference distributions (REF configs/ood.yaml): N(0, 0.5²) and Laplace(0, 0.25) factors;
-# values clipped to the tokens
-PAPER_SHIFTS = {"gaussian": {"distribution": "gaussian", "scale": 0.5, "clamp": True},
-                "laplace": {"distribution": "laplace", "scale": 0.25, "clamp": True}}
 
 
 def axis_variants(data: DataConfig, axis: str, values) -> dict[int, DataConfig]:
@@ -35,7 +34,7 @@ def axis_variants(data: DataConfig, axis: str, values) -> dict[int, DataConfig]:
 def distribution_variants(data: DataConfig, shifts: dict[str, dict] | None = None) -> dict[str, DataConfig]:
     """``data`` itself ("trained") and ``data`` with each shift's fields (default: App. J.2's two)."""
     return {"trained": data} | {name: dataclasses.replace(data, **fields)
-                                for name, fields in (shifts or PAPER_SHIFTS).items()}
+                                for name, fields in (shifts or OOD_SHIFTS).items()}
 
 
 def shifted_losses(model: MatrixBert, variants: dict, samples: int = 256, seed: int = 0,
@@ -81,11 +80,21 @@ def default_axes(data: DataConfig, reach: int = 2) -> dict[str, list[int]]:
             "columns": around(data.n_cols)}
 
 
-GAUSSIAN_STEPS = {"cpu": 10000}  # steps of the J.1 run by preset; others: the preset's own
-
-
-def gaussian_training(cfg: RunConfig, steps: int | None = None) -> RunConfig:
+def gaussian_training(cfg: RunConfig, steps: int) -> RunConfig:
     """``cfg`` trained on N(0, 1) factors instead (App. J.1), clipped to the tokens' range, for
-    ``steps`` steps (None: ``GAUSSIAN_STEPS`` of the preset, else the preset's own)."""
-    steps = steps or GAUSSIAN_STEPS.get(cfg.name, cfg.train.steps)
+    ``steps`` steps."""
     return cfg.override({"data.distribution": "gaussian", "data.scale": 1.0, "data.clamp": True, "train.steps": steps})
+
+
+def training_table(runs: dict[str, Run], steps: int) -> pd.DataFrame:
+    """Per run (one row per key of ``runs``, with its id): E[X²] of its factors, its plateau, drop
+    step and final losses within its first ``steps`` steps, and the final L_mask / E[X²] (1 means no
+    better than answering 0), so that runs on different distributions compare."""
+    rows = {}
+    for name, run in runs.items():
+        metrics = run.metrics[run.metrics.step <= steps]
+        drop, final, moment = detect_drop(metrics), final_losses(metrics), second_moment(run.config.data)
+        rows[f"{name} ({run.config.run_id})"] = {"E[X²]": moment, "plateau": drop.plateau, "drop step": drop.half_step,
+                                                "final L": final.L, "final L_mask": final.L_mask,
+                                                "final L_mask / E[X²]": final.L_mask / moment}
+    return pd.DataFrame(rows).T.astype({"drop step": "Int64"})

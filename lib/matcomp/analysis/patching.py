@@ -1,4 +1,4 @@
-"""Activation patching of per-head attention outputs (EXPERIMENTS.md §2.6; NeurIPS §3.2.2 + App. F).
+"""Activation patching of per-head attention outputs (NeurIPS §3.2.2 and App. F).
 
 The patched quantity is each head's z_h = softmax(Q_h K_hᵀ/√d) V_h: the output of
 ``encoder.layer[i].attention.self``, shape (B, S, H·d), before the output projection. The clean
@@ -14,54 +14,35 @@ construction; partial sites (a layer, a head) are the informative ones.
 
 A site is a bool mask (L, H) of heads, counted from 0. ``all_layers`` is the paper's text,
 ``last_layer`` the released ``patch.py``; ``per_layer`` and ``per_head`` localise the effect.
-Hooks live only inside ``with`` blocks and are removed on exit, also on error.
+The hooks (``matcomp.models.hooks``) live only inside ``with`` blocks and are removed on exit, also on error.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from contextlib import contextmanager
 
 import pandas as pd
 import torch
 
-from matcomp.data import TOKENIZER, Batch
-from matcomp.evaluation import predict
-from matcomp.model import MatrixBert
+from matcomp.analysis.evaluation import predict
+from matcomp.data import Batch
+from matcomp.models.bert import MatrixBert
+from matcomp.models.hooks import LayerHooks, attention_hooks
+from matcomp.tokenizer import BERT_TOKENS
 
-HeadHook = Callable[[int, torch.Tensor], torch.Tensor | None]  # (layer, z (B, S, H, d)) -> new z or None
 COLUMNS = ("L_mask(X)", "L_mask(-X)", "L_obs(X)", "L_obs(-X)")
-
-
-@contextmanager
-def head_hooks(model: MatrixBert, hook: HeadHook):
-    """Within the block, ``hook(layer, z)`` sees every layer's per-head output z (B, S, H, d) and
-    may return a replacement; the hooks are removed on leaving the block."""
-    n_heads = model.cfg.heads
-
-    def forward_hook(layer: int):
-        def fn(module, args, output):
-            B, S, D = output[0].shape
-            z = hook(layer, output[0].view(B, S, n_heads, D // n_heads))
-            if z is not None:
-                return (z.reshape(B, S, D),) + tuple(output[1:])
-        return fn
-
-    handles = []
-    try:
-        for i, layer in enumerate(model.bert.encoder.layer):
-            handles.append(layer.attention.self.register_forward_hook(forward_hook(i)))
-        yield
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 @torch.no_grad()
 def head_outputs(model: MatrixBert, ids: torch.Tensor) -> torch.Tensor:
     """Every head's attention output z for token ids (B, S): a tensor (L, B, S, H, d)."""
     cache: dict[int, torch.Tensor] = {}
-    with head_hooks(model, lambda layer, z: cache.__setitem__(layer, z.detach())):
+
+    def keep(layer: int):
+        return lambda z: cache.__setitem__(layer, z.detach())
+
+    with attention_hooks(model, {i: LayerHooks(output=keep(i)) for i in range(model.cfg.layers)}):
         predict(model, ids)
     return torch.stack([cache[i] for i in range(model.cfg.layers)])
 
@@ -81,15 +62,16 @@ def patched_heads(model: MatrixBert, states: torch.Tensor, heads: torch.Tensor):
     (e.g. from ``head_outputs``) at every position instead of their own z."""
     heads = check_site(model, "heads", heads)
 
-    def hook(layer: int, z: torch.Tensor) -> torch.Tensor | None:
-        chosen = heads[layer]
-        if not chosen.any():
-            return None
-        z = z.clone()
-        z[:, :, chosen] = states[layer][:, :, chosen].to(z)
-        return z
+    def replace(chosen: torch.Tensor, clean: torch.Tensor):
+        def output(z: torch.Tensor) -> torch.Tensor:
+            z = z.clone()
+            z[:, :, chosen] = clean[:, :, chosen].to(z)
+            return z
+        return output
 
-    with head_hooks(model, hook):
+    hooks = {layer: LayerHooks(output=replace(chosen, states[layer]))
+             for layer, chosen in enumerate(heads) if chosen.any()}
+    with attention_hooks(model, hooks):
         yield
 
 
@@ -141,7 +123,7 @@ def negation_patching(model: MatrixBert, batch: Batch, sites: dict[Hashable, tor
     Returns ``patching_table`` of the sites, preceded (if ``references``) by the unpatched
     ``clean`` (X) and ``corrupted`` (−X) runs.
     """
-    corrupt = TOKENIZER.negate(batch.ids)
+    corrupt = BERT_TOKENS.negate(batch.ids)
     predictions = {"clean": predict(model, batch.ids), "corrupted": predict(model, corrupt)} if references else {}
     predictions.update(patch_heads(model, batch.ids, corrupt, sites))
     return patching_table(predictions, batch)

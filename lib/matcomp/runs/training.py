@@ -1,4 +1,4 @@
-"""Online Adam training of the paper's BERT (EXPERIMENTS.md §1.5–1.7).
+"""Online Adam training of the paper's models (NeurIPS §2; App. A of the workshop version).
 
 Every step draws a fresh batch on the training device, takes one Adam step on the MSE over all
 entries, and logs L, L_obs, L_mask and mask_value *from that same forward pass* (the reference
@@ -23,14 +23,13 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from matcomp.biases import bias_strength, grid_positions, same_row_or_column, set_attention_bias
-from matcomp.components import start_from
 from matcomp.config import RunConfig
 from matcomp.data import sample_batch
-from matcomp.files import RunFolder
-from matcomp.model import build_model, metric_names, trainable_parameters
+from matcomp.models.factory import build_model, metric_names, trainable_parameters
+from matcomp.models.recipe import attention_bias, bias_strength, grid_positions, same_row_or_column, start_from
+from matcomp.runs.folder import RunFolder
+from matcomp.seeding import EVAL, TRAIN, stream
 
-TRAIN_STREAM, EVAL_STREAM = 1, 2  # generator seeds are seed * 1000 + stream
 DISPLAY_EVERY = 25  # steps between progress-bar refreshes of the live losses
 
 
@@ -51,10 +50,6 @@ def resolve_device(device: str | torch.device | None = None) -> torch.device:
     if device in (None, "auto"):
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(device)
-
-
-def make_generator(seed: int, stream: int, device: torch.device) -> torch.Generator:
-    return torch.Generator(device=device).manual_seed(seed * 1000 + stream)
 
 
 def autocast(precision: str, device: torch.device):
@@ -79,7 +74,7 @@ def init_training(cfg: RunConfig, device: torch.device, attention: str | None = 
             raise ValueError(f"train.component {tc.component!r} needs the weights of run {tc.init_from!r}")
         start_from(model, trained, tc.component)
     optimizer = torch.optim.Adam(trainable_parameters(model), lr=tc.lr)  # constant lr, no weight decay
-    return model, optimizer, make_generator(tc.seed, TRAIN_STREAM, device), make_generator(tc.seed, EVAL_STREAM, device)
+    return model, optimizer, stream(tc.seed, TRAIN, device), stream(tc.seed, EVAL, device)
 
 
 def train(cfg: RunConfig, folder: RunFolder, device: str | torch.device | None = None,
@@ -112,10 +107,9 @@ def train(cfg: RunConfig, folder: RunFolder, device: str | torch.device | None =
                mininterval=1.0)
     t0 = time.perf_counter() - elapsed
     for step in range(start + 1, tc.steps + 1):
-        if grid is not None:
-            strength = bias_strength(tc, step)
-            set_attention_bias(model, strength * grid if strength else None, plain=tc.attention)
-        latest = train_step(model, optimizer, cfg, train_gen, device)
+        strength = bias_strength(tc, step) if grid is not None else 0.0
+        with attention_bias(model, strength * grid) if strength else contextlib.nullcontext():
+            latest = train_step(model, optimizer, cfg, train_gen, device)
         pending.append(latest)
 
         if step % tc.eval_every == 0:

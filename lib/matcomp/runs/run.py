@@ -10,8 +10,9 @@ import torch
 
 from matcomp.config import RunConfig
 from matcomp.drop import Drop, detect_drop
-from matcomp.files import RunFolder
-from matcomp.model import MatrixBert, build_model, metric_names
+from matcomp.models.bert import MatrixBert
+from matcomp.models.factory import build_model, metric_names
+from matcomp.runs.folder import RunFolder
 
 
 class Run:

@@ -5,7 +5,7 @@ the Loss Plateau?").
 ``checkpoint_measures`` computes, on one fixed batch:
 
 ===========================  ==============================================================
-``row attention``            the largest same-row score of any head (``matcomp.heads``)
+``row attention``            the largest same-row score of any head (``matcomp.analysis.heads``)
 ``column attention``         the largest same-column score of any head
 ``collapse``                 mean |cos| between last-layer hidden states of two positions of a
                              matrix (all pairs of distinct positions)
@@ -14,7 +14,7 @@ the Loss Plateau?").
                              (matrices with ≥ 2 missing), averaged: 0 = one repeated output
 ``column clustering``        silhouette of the position embeddings grouped by column
 ``row clustering``           the same grouped by row
-``‖attention‖`` … ``‖token‖``  L2 norm of each parameter group (``matcomp.components``)
+``‖attention‖`` … ``‖token‖``  L2 norm of each parameter group (``matcomp.analysis.components``)
 ===========================  ==============================================================
 
 ``onset`` says when a measure "starts to move", with one definition for all (see there), and
@@ -30,17 +30,18 @@ import numpy as np
 import pandas as pd
 import torch
 
-from matcomp.components import COMPONENT_PATTERNS, component_names
+from matcomp.analysis.heads import head_scores
+from matcomp.analysis.representations import cluster_score, position_groups
+from matcomp.analysis.seeds import seed_configs
 from matcomp.config import RunConfig
 from matcomp.data import Batch, sample_batch
 from matcomp.drop import smooth
-from matcomp.evaluation import analysis_generator
-from matcomp.files import atomic_write_bytes
-from matcomp.heads import head_scores
-from matcomp.model import MatrixBert
-from matcomp.representations import cluster_score, position_groups
-from matcomp.run import Run
-from matcomp.store import get_or_train
+from matcomp.models.bert import MatrixBert
+from matcomp.models.recipe import COMPONENT_PATTERNS, component_names
+from matcomp.runs.folder import atomic_write_bytes
+from matcomp.runs.run import Run
+from matcomp.runs.store import get_or_train
+from matcomp.seeding import analysis_generator
 
 L_MASK = "L_mask (smoothed)"
 
@@ -172,8 +173,8 @@ def leads_over_seeds(cfg: RunConfig, seeds, samples: int = 256) -> pd.DataFrame:
     step as the first row and, last, the measure that moved first (ties listed together; weight
     norms aside, since they grow from step 0). Seeds without a drop get an empty column."""
     columns = {}
-    for seed in seeds:
-        run = get_or_train(cfg.override({"train.seed": seed}), progress=False)
+    for seed, seed_cfg in seed_configs(cfg, seeds).items():
+        run = get_or_train(seed_cfg, progress=False)
         if not run.drop.dropped:
             columns[f"seed {seed}"] = pd.Series({"drop step": None}, dtype=object)
             continue

@@ -7,9 +7,11 @@ import pandas as pd
 import torch
 
 from matcomp.config import DataConfig
-from matcomp.data import TOKENIZER, Batch, sample_batch
+from matcomp.data import Batch, sample_batch
 from matcomp.metrics import masked_mse
-from matcomp.model import MatrixBert
+from matcomp.models.bert import MatrixBert
+from matcomp.seeding import analysis_generator
+from matcomp.tokenizer import BERT_TOKENS
 
 COPY_VALUES = (None, 0.44, -0.24)  # the paper's Table 1: MASK kept (None), or replaced by 0.44 or -0.24
 
@@ -17,11 +19,6 @@ COPY_VALUES = (None, 0.44, -0.24)  # the paper's Table 1: MASK kept (None), or r
 def copy_label(m: float | None) -> str:
     """How the copy table names a replacement: "MASK" (kept) or the value, e.g. "0.44"."""
     return "MASK" if m is None else f"{m:g}"
-
-
-def analysis_generator(seed: int) -> torch.Generator:
-    """The CPU generator of an analysis; seeded apart from the training streams (seed·1000 + 1, 2)."""
-    return torch.Generator().manual_seed(10**6 + seed)
 
 
 @torch.no_grad()
@@ -53,7 +50,7 @@ def copy_check(model: MatrixBert, data: DataConfig, samples: int = 512, seed: in
     for inputs, full_rank in ((f"rank-{data.rank}", False), ("random", True)):
         batch = sample_batch(data, samples, analysis_generator(seed), full_rank=full_rank)
         for m in values:
-            ids = batch.ids if m is None else TOKENIZER.replace_masked(batch.ids, m)
+            ids = batch.ids if m is None else BERT_TOKENS.replace_masked(batch.ids, m)
             shown = torch.where(batch.observed, batch.values, 0.0 if m is None else float(m))
             result = losses(model, batch, ids=ids, target=shown)
             rows.append({"inputs": inputs, "m": copy_label(m),

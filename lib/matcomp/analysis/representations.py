@@ -18,7 +18,7 @@ from sklearn.decomposition import PCA
 from sklearn.metrics import silhouette_score
 
 from matcomp.data import Batch
-from matcomp.model import MatrixBert
+from matcomp.models.bert import MatrixBert
 from matcomp.tokenizer import Tokenizer
 
 

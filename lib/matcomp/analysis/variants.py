@@ -1,4 +1,4 @@
-"""Runs that change one property of the chapter's run (App. H and I, EXPERIMENTS.md §2.12–2.13):
+"""Runs that change one property of the chapter's run (App. H and I):
 width, depth, rank or matrix size, and the table of their drops.
 
 Every variant changes one property and trains ``steps`` steps; the chapter's own value of the
@@ -9,36 +9,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from matcomp.chapter import parse_overrides
 from matcomp.config import RunConfig
-from matcomp.drop import detect_drop, leave_step
-from matcomp.model import build_model, count_parameters
-from matcomp.run import Run
-from matcomp.store import get_or_train
+from matcomp.drop import detect_drop, final_losses, leave_step
+from matcomp.models.factory import build_model, count_parameters
+from matcomp.runs.run import Run
+from matcomp.runs.store import get_or_train
 
 FIELDS = {"width": ("model.hidden",), "depth": ("model.layers",), "rank": ("data.rank",),
           "size": ("data.n_rows", "data.n_cols")}
-# by preset: the width/depth chapter's (widths, depths, steps) and the size/rank chapter's
-# (sizes, of the mixture and of the runs alone; ranks; steps of the runs alone); steps None: the
-# preset's own. The paper's lists are §2.12–2.13's.
-SHAPE_DEFAULTS = {
-    "smoke": ([16, 32], [1, 2], None),
-    "cpu": ([32, 64, 128], [2, 4, 6], 10000),
-    "paper": ([64, 128, 256, 512, 768, 1024], [4, 6, 8, 12], None),
-}
-MIXTURE_DEFAULTS = {
-    "smoke": ([3, 4], [1, 2], None),
-    "cpu": ([3, 4, 5], [1, 2], 10000),
-    "paper": ([5, 7, 9], [1, 2, 3, 4], None),
-}
-FINAL_STEPS = 200  # the final losses are means over the last this many steps
-
-
-def defaults(table: dict, cfg: RunConfig) -> tuple[list[int], list[int], int]:
-    """The two lists and the steps of ``table`` for ``cfg``'s preset (the cpu ones for any other),
-    steps capped at ``cfg``'s."""
-    first, second, steps = table.get(cfg.name, table["cpu"])
-    return first, second, min(steps or cfg.train.steps, cfg.train.steps)
 
 
 def own_value(cfg: RunConfig, axis: str) -> int:
@@ -46,8 +24,8 @@ def own_value(cfg: RunConfig, axis: str) -> int:
     return getattr(getattr(cfg, part), name)
 
 
-def variant_overrides(cfg: RunConfig, axes: dict[str, list[int]], steps: int) -> dict[tuple[str, int], str]:
-    """``{(axis, value): overrides}`` for every value of every axis (``FIELDS``): "" for ``cfg``'s
+def variant_overrides(cfg: RunConfig, axes: dict[str, list[int]], steps: int) -> dict[tuple[str, int], dict]:
+    """``{(axis, value): overrides}`` for every value of every axis (``FIELDS``): {} for ``cfg``'s
     own value, else the changed field(s) and ``train.steps``. A bad value raises ``ValueError``
     naming the field."""
     if not 1 <= steps <= cfg.train.steps:
@@ -59,14 +37,13 @@ def variant_overrides(cfg: RunConfig, axes: dict[str, list[int]], steps: int) ->
         for value in values:
             changes = {field: value for field in FIELDS[axis]}
             cfg.override(changes)  # a bad value fails here, naming the field
-            text = ", ".join(f"{k}={v}" for k, v in {**changes, "train.steps": steps}.items())
-            variants[axis, value] = "" if value == own_value(cfg, axis) else text
+            variants[axis, value] = {} if value == own_value(cfg, axis) else {**changes, "train.steps": steps}
     return variants
 
 
-def variant_runs(cfg: RunConfig, variants: dict[tuple[str, int], str]) -> dict[tuple[str, int], Run]:
+def variant_runs(cfg: RunConfig, variants: dict[tuple[str, int], dict]) -> dict[tuple[str, int], Run]:
     """The run of every variant (``variant_overrides``'s output), from the store or trained."""
-    return {key: get_or_train(cfg.override(parse_overrides(change)), progress=False)
+    return {key: get_or_train(cfg.override(change), progress=False)
             for key, change in variants.items()}
 
 
@@ -77,7 +54,7 @@ def variant_table(runs: dict[tuple[str, int], Run], steps: int) -> pd.DataFrame:
     for (axis, value), run in runs.items():
         metrics = run.metrics[run.metrics.step <= steps]
         drop = detect_drop(metrics)
-        final = metrics.iloc[-FINAL_STEPS:].mean()
+        final = final_losses(metrics)
         rows.append({"axis": axis, "value": value, "run": run.config.run_id,
                      "parameters": count_parameters(build_model(run.config.model, seed=run.config.train.seed)),
                      "plateau": drop.plateau, "leaves plateau": leave_step(metrics, drop.plateau),
@@ -87,10 +64,10 @@ def variant_table(runs: dict[tuple[str, int], Run], steps: int) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index(["axis", "value"]).astype(steps_columns)
 
 
-def mixture_overrides(sizes: list[int]) -> str:
+def mixture_overrides(sizes: list[int]) -> dict:
     """The overrides that train on a mixture of square ``sizes`` of rank 1 (App. I, Fig. 16)."""
     n = max(sizes)
-    return f"data.sizes={list(sizes)}, data.rank=1, data.n_rows={n}, data.n_cols={n}"
+    return {"data.sizes": list(sizes), "data.rank": 1, "data.n_rows": n, "data.n_cols": n}
 
 
 def learning_order(metrics: pd.DataFrame, sizes: list[int], window: int = 5) -> pd.DataFrame:

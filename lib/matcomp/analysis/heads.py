@@ -36,11 +36,12 @@ from collections.abc import Iterable
 import pandas as pd
 import torch
 
+from matcomp.analysis.evaluation import losses, predict
+from matcomp.analysis.interventions import ablate_heads
 from matcomp.data import Batch, structured_mask
-from matcomp.evaluation import losses, predict
-from matcomp.interventions import AttentionRecord, ablate_heads, attention_edits
-from matcomp.model import MatrixBert
-from matcomp.run import Run
+from matcomp.models.bert import MatrixBert
+from matcomp.models.hooks import AttentionRecord, attention_hooks
+from matcomp.runs.run import Run
 
 SCORES = ("row", "column", "self", "observed", "mask", "masked_row", "longest_column")
 FAMILIES = ("identity", "row", "column", "masked-row", "longest-contiguous-column", "mask-ignore", "other")
@@ -128,7 +129,7 @@ def score_baselines(observed: torch.Tensor) -> dict[str, float]:
 
 
 def _record(model: MatrixBert, batch: Batch) -> AttentionRecord:
-    with attention_edits(model, record=True) as record:
+    with attention_hooks(model, record=True) as record:
         predict(model, batch.ids)
     return record
 
@@ -210,9 +211,10 @@ def group_ablation(model: MatrixBert, batch: Batch, groups: dict[str, Iterable[t
     """NeurIPS App. L: L, L_obs and L_mask without and with ablation of each group of heads
     (``interventions.ablate_heads``), and the ratio with / without; one row per group.
 
-    Both runs use the same attention function, so an empty group has ratio exactly 1.
+    Both runs use the same attention path (explicit softmax, recorded), so an empty group has ratio
+    exactly 1.
     """
-    with attention_edits(model):
+    with attention_hooks(model, record=True):
         base = losses(model, batch)
     rows = {}
     for name, heads in groups.items():

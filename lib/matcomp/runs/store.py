@@ -6,8 +6,11 @@ for the same run train it once. A folder that cannot be trusted (a missing or tr
 config that does not match) is never loaded: it is moved aside to ``<run_id>.broken-<time>``
 (nothing is deleted) and the run is trained again.
 
+With ``$MATCOMP_NO_TRAINING`` set, a run that is not stored (or only partly) raises instead of
+training: a build after ``python -m matcomp prepare`` can prove it trains nothing.
+
 Runs live in ``$MATCOMP_RUNS`` if set, else in ``runs/`` at the top of the repository
-(git-ignored), else in ``./runs``. A reference run shipped with the book (``matcomp.reference``)
+(git-ignored), else in ``./runs``. A reference run shipped with the book (``matcomp.runs.shipped``)
 whose config matches exactly is used before any of these.
 """
 
@@ -23,16 +26,16 @@ import torch
 from filelock import FileLock
 
 from matcomp.config import RunConfig
-from matcomp.files import RunFolder
-from matcomp.machine import machine
-from matcomp.reference import REFERENCE_ROOT, find_reference
-from matcomp.run import Run, open_run, verify
-from matcomp.training import resolve_device, train
+from matcomp.runs.folder import RunFolder
+from matcomp.runs.machine import machine
+from matcomp.runs.run import Run, open_run, verify
+from matcomp.runs.shipped import REFERENCE_ROOT, REPO, find_reference
+from matcomp.runs.training import resolve_device, train
 
 __all__ = ["Run", "get_or_train", "open_run", "runs_root"]
 
 ENV_RUNS = "MATCOMP_RUNS"
-REPO = Path(__file__).resolve().parents[2]
+ENV_NO_TRAINING = "MATCOMP_NO_TRAINING"  # set (to anything): a run that would have to train is an error
 
 
 def runs_root() -> Path:
@@ -61,6 +64,9 @@ def get_or_train(cfg: RunConfig, device: str | torch.device | None = None, progr
                 return Run(folder.path)
             if problem is not None:
                 _move_aside(folder, problem)
+        if os.environ.get(ENV_NO_TRAINING):
+            raise RuntimeError(f"run {cfg.run_id} is not in the store {root} and ${ENV_NO_TRAINING} is set: train it "
+                               f"first (python -m matcomp prepare, or get_or_train without that variable)")
         started = time.perf_counter()
         metrics = train(cfg, folder, device=device, progress=progress, trained=_initial_weights(cfg, root))
         _finish(folder, cfg, device, time.perf_counter() - started, metrics)

@@ -1,0 +1,73 @@
+"""Interventions on a trained model (NeurIPS §3.1–3.2), through the scoped attention hooks of
+``matcomp.models.hooks``:
+
+- ``ablate_heads``: uniform attention 1/S in chosen heads (the paper's ablation) or the head's
+  pattern averaged over the batch (what the released code did).
+- ``transplant``: a copy of a model with some weights taken from another (model switching).
+
+Heads are (layer, head) pairs counted from 0; the paper's (l, h) is ``(l - 1, h - 1)`` here.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Iterable
+
+import torch
+
+from matcomp.models.bert import MatrixBert
+from matcomp.models.hooks import Edit, LayerHooks, attention_hooks
+
+ABLATION_MODES = ("uniform", "batch_mean")
+QKV = r"encoder\.layer\.\d+\.attention\.self\.(query|key|value)\."
+
+
+def heads_by_layer(model: MatrixBert, heads: Iterable[tuple[int, int]] | None) -> dict[int, list[int]]:
+    """``{layer: [head, ...]}`` for (layer, head) pairs (all heads if None), each checked against the model."""
+    n_layers, n_heads = model.cfg.layers, model.cfg.heads
+    pairs = [(i, h) for i in range(n_layers) for h in range(n_heads)] if heads is None else list(heads)
+    out: dict[int, list[int]] = {}
+    for layer, head in pairs:
+        if not (0 <= layer < n_layers and 0 <= head < n_heads):
+            raise ValueError(f"head {(layer, head)} must have layer in [0, {n_layers}) and head in [0, {n_heads}) "
+                             f"(counted from 0)")
+        out.setdefault(layer, []).append(head)
+    return out
+
+
+def ablate_heads(model: MatrixBert, heads: Iterable[tuple[int, int]] | None = None, mode: str = "uniform"):
+    """Context manager: the chosen heads (all if None) attend uniformly, 1/S to every position
+    (``mode="uniform"``, the paper's definition), or with their pattern averaged over the batch
+    (``"batch_mean"``, the released code's). Yields an ``AttentionRecord``."""
+    if mode not in ABLATION_MODES:
+        raise ValueError(f"mode must be one of {ABLATION_MODES}; got {mode!r}")
+
+    def edit_for(head_list: list[int]) -> Edit:
+        index = torch.tensor(head_list)
+
+        def edit(probs: torch.Tensor) -> torch.Tensor:
+            probs = probs.clone()
+            if mode == "uniform":
+                probs[:, index] = 1.0 / probs.size(-1)
+            else:
+                probs[:, index] = probs[:, index].mean(0, keepdim=True)
+            return probs
+        return edit
+
+    return attention_hooks(model, {layer: LayerHooks(edit=edit_for(hs))
+                                   for layer, hs in heads_by_layer(model, heads).items()}, record=True)
+
+
+def transplant(model: MatrixBert, donor: MatrixBert, pattern: str = QKV) -> MatrixBert:
+    """A copy of ``model`` whose parameters matching ``pattern`` (a regex on state-dict names; by
+    default the query, key and value weights and biases of every layer) come from ``donor``."""
+    if model.cfg != donor.cfg:
+        raise ValueError(f"models differ in shape: {model.cfg} vs {donor.cfg}")
+    regex = re.compile(pattern)
+    taken = {name: value for name, value in donor.state_dict().items() if regex.search(name)}
+    if not taken:
+        raise ValueError(f"pattern {pattern!r} matches no parameter name")
+    switched = copy.deepcopy(model)
+    switched.load_state_dict(taken, strict=False)
+    return switched

@@ -1,0 +1,62 @@
+"""What every chapter of the book does first: turn its papermill parameters into a run config, get
+the run, and pick the checkpoints it analyses from the run's own drop (``open_chapter``, one line).
+
+A chapter's ``parameters`` cell holds literals (``preset = None``, ``seed = None``, ``overrides = ""``);
+``chapter_config`` resolves ``None`` from the environment, so that one variable switches every
+chapter (``MATCOMP_PRESET=smoke`` in CI), and papermill's ``-p preset smoke -p seed 3`` switches one.
+"""
+
+from __future__ import annotations
+
+import os
+
+from matcomp.analysis.phases import Phases, phases
+from matcomp.config import RunConfig, parse_overrides
+from matcomp.presets import ChapterSizes, chapter_sizes
+from matcomp.presets import preset as named_preset
+from matcomp.runs.run import Run
+from matcomp.runs.store import get_or_train
+
+ENV_PRESET, ENV_SEED, ENV_SET = "MATCOMP_PRESET", "MATCOMP_SEED", "MATCOMP_SET"
+DEFAULT_PRESET = "cpu"
+
+
+def preset_name(preset: str | None = None) -> str:
+    """The chapter's preset: ``preset``, else ``$MATCOMP_PRESET``, else ``cpu``."""
+    return preset or os.environ.get(ENV_PRESET) or DEFAULT_PRESET
+
+
+def sizes(preset: str | None = None) -> ChapterSizes:
+    """The experiment sizes of the chapter's preset (``matcomp.presets.CHAPTER_SIZES``)."""
+    return chapter_sizes(preset_name(preset))
+
+
+def chapter_config(preset: str | None = None, seed: int | None = None,
+                   overrides: str | dict | None = None, variant: str = "") -> RunConfig:
+    """The run config of a chapter's parameters.
+
+    ``preset`` None -> ``$MATCOMP_PRESET``, else ``cpu``; ``seed`` None -> ``$MATCOMP_SEED``, else the
+    preset's; ``overrides`` (a dict or ``"field=value,..."``) are applied after those of ``$MATCOMP_SET``.
+    A ``variant`` ("gpt") takes the preset of that name at the same scale (``cpu`` -> ``cpu_gpt``).
+    """
+    name = preset_name(preset)
+    if variant and not name.endswith(f"_{variant}"):
+        name = f"{name}_{variant}"
+    changes: dict[str, object] = parse_overrides(os.environ.get(ENV_SET, ""))
+    changes.update(parse_overrides(overrides) if isinstance(overrides, str) else overrides or {})
+    if seed is None and os.environ.get(ENV_SEED):
+        seed = os.environ[ENV_SEED]
+    if seed is not None:
+        changes["train.seed"] = seed
+    return named_preset(name, changes)
+
+
+def open_chapter(preset: str | None = None, seed: int | None = None, overrides: str | dict | None = None,
+                 variant: str = "") -> tuple[RunConfig, Run, Phases]:
+    """A chapter's config, its run (shipped or stored; trained only if neither) and the run's
+    phases; prints the phases' note, which says what "pre-" and "post-shift" mean for this run."""
+    cfg = chapter_config(preset, seed, overrides, variant)
+    run = get_or_train(cfg, progress=False)
+    shift = phases(run)
+    print(shift.note)
+    return cfg, run, shift

@@ -1,0 +1,184 @@
+"""Attention hooks: the one way this package reaches inside a BERT layer's attention, always scoped
+to a ``with`` block (the library's files are never edited).
+
+Inside ``attention_hooks(model, ...)`` every layer's self-attention runs through one function
+registered with ``transformers.AttentionInterface`` (registered on first use, not at import), which
+reads what to do from the ``LayerHooks`` of that layer:
+
+- ``bias`` (S, S): added to the attention scores (the attention-bias recipe, ``matcomp.models.recipe``);
+- ``edit``: attention probabilities (B, H, S, S) -> probabilities (head ablations);
+- ``record``: a list the probabilities are appended to (attention maps);
+- ``output``: the per-head outputs z (B, S, H, d) before the output projection -> a replacement or
+  None (activation patching).
+
+With no ``edit`` or ``record`` the scores go through ``F.scaled_dot_product_attention`` (the fast
+path training uses); otherwise through an explicit softmax. On leaving the block, also on error,
+the model's attention implementation and every module are exactly as before: a test checks that no
+hook survives its block. Blocks nest: an inner block's hooks act after the enclosing block's.
+Heads are (layer, head) pairs counted from 0; the paper's (l, h) is ``(l - 1, h - 1)`` here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+HOOKED = "matcomp_hooks"  # the name the hooked attention function is registered under
+HOOKS = "_matcomp_hooks"  # attribute holding a LayerHooks on each hooked BertSelfAttention
+
+Edit = Callable[[torch.Tensor], torch.Tensor]  # probabilities (B, H, S, S) -> probabilities
+OutputHook = Callable[[torch.Tensor], torch.Tensor | None]  # z (B, S, H, d) -> new z or None
+
+
+@dataclass
+class LayerHooks:
+    """What the hooked attention does in one layer (see the module docstring)."""
+
+    bias: torch.Tensor | None = None
+    edit: Edit | None = None
+    record: list[torch.Tensor] | None = None
+    output: OutputHook | None = None
+
+    def within(self, outer: LayerHooks | None) -> LayerHooks:
+        """These hooks applied inside an enclosing block's ``outer`` ones: biases add, edits and
+        output hooks run outer first, and both records see the final probabilities."""
+        if outer is None:
+            return self
+        return LayerHooks(bias=_add(outer.bias, self.bias), edit=_chain(outer.edit, self.edit),
+                          record=self.record if outer.record is None else _Both(outer.record, self.record),
+                          output=_chain(outer.output, self.output))
+
+
+def _add(a: torch.Tensor | None, b: torch.Tensor | None) -> torch.Tensor | None:
+    return b if a is None else a if b is None else a + b
+
+
+def _chain(first, then):
+    """``then`` after ``first``; a hook returning None leaves its input as it was."""
+    if first is None or then is None:
+        return then or first
+
+    def both(x):
+        y = first(x)
+        y = x if y is None else y
+        z = then(y)
+        return y if z is None else z
+    return both
+
+
+class _Both(list):
+    """A record that appends to an enclosing block's record as well (and to none if ``inner`` is None)."""
+
+    def __init__(self, outer: list, inner: list | None):
+        super().__init__()
+        self.outer, self.inner = outer, inner
+
+    def append(self, item) -> None:
+        self.outer.append(item)
+        if self.inner is not None:
+            self.inner.append(item)
+
+
+@dataclass
+class AttentionRecord:
+    """Attention probabilities recorded by ``attention_hooks(..., record=True)``, one list per layer."""
+
+    calls: list[list[torch.Tensor]] = field(default_factory=list)
+
+    def maps(self, layer: int) -> torch.Tensor:
+        """(N, H, S, S) probabilities of ``layer`` for every matrix of every recorded forward pass."""
+        if not self.calls[layer]:
+            raise ValueError(f"nothing was recorded for layer {layer}: run the model inside the with block")
+        return torch.cat(self.calls[layer])
+
+    def mean(self) -> torch.Tensor:
+        """(L, H, S, S): each head's map averaged over the recorded matrices (query = row index)."""
+        return torch.stack([self.maps(layer).mean(0) for layer in range(len(self.calls))])
+
+
+def _hooked_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """Attention (query, key, value: (B, H, S, d)) with the module's ``LayerHooks`` applied."""
+    hooks: LayerHooks = getattr(module, HOOKS)
+    mask = attention_mask
+    if hooks.bias is not None:
+        mask = hooks.bias.to(query.dtype) if mask is None else hooks.bias.to(query.dtype) + mask
+    probs = None
+    if hooks.edit is None and hooks.record is None:
+        out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout, scale=scaling)
+    else:
+        scaling = query.size(-1) ** -0.5 if scaling is None else scaling
+        scores = torch.matmul(query, key.transpose(2, 3)) * scaling
+        if mask is not None:
+            scores = scores + mask
+        probs = F.softmax(scores, dim=-1)
+        if hooks.edit is not None:
+            probs = hooks.edit(probs)
+        if hooks.record is not None:
+            hooks.record.append(probs.detach())
+        out = torch.matmul(F.dropout(probs, p=dropout, training=module.training), value)
+    out = out.transpose(1, 2).contiguous()  # (B, S, H, d)
+    if hooks.output is not None:
+        replaced = hooks.output(out)
+        out = out if replaced is None else replaced
+    return out, probs
+
+
+def _register() -> None:
+    from transformers import AttentionInterface
+
+    if HOOKED not in AttentionInterface._global_mapping:
+        AttentionInterface.register(HOOKED, _hooked_attention)
+
+
+def attention_modules(model: nn.Module) -> list[nn.Module]:
+    """The ``BertSelfAttention`` module of every layer of a ``MatrixBert``."""
+    return [layer.attention.self for layer in model.bert.encoder.layer]
+
+
+@contextmanager
+def attention_hooks(model: nn.Module, hooks: dict[int, LayerHooks] | None = None,
+                    record: bool = False) -> Iterator[AttentionRecord | None]:
+    """Within the block, layer ``l`` runs with ``hooks[l]`` (every layer hooked, unhooked ones
+    plainly); yields an ``AttentionRecord`` of every layer if ``record`` (else None). The model is
+    unchanged after the block."""
+    modules = attention_modules(model)
+    hooks = dict(hooks or {})
+    for layer in hooks:
+        if not 0 <= layer < len(modules):
+            raise ValueError(f"hooked layer {layer} must be in [0, {len(modules)})")
+    recorded = AttentionRecord([[] for _ in modules]) if record else None
+    _register()
+    previous = model.bert.config._attn_implementation
+    saved = [module.__dict__.get(HOOKS) for module in modules]  # an enclosing block's hooks, if any
+    try:
+        for i, module in enumerate(modules):
+            layer_hooks = hooks.get(i, LayerHooks())
+            if record:
+                layer_hooks = LayerHooks(layer_hooks.bias, layer_hooks.edit, recorded.calls[i], layer_hooks.output)
+            setattr(module, HOOKS, layer_hooks.within(saved[i]))
+        model.bert.config._attn_implementation = HOOKED
+        yield recorded
+    finally:
+        model.bert.config._attn_implementation = previous
+        for module, outer in zip(modules, saved):
+            if outer is None:
+                module.__dict__.pop(HOOKS, None)
+            else:
+                setattr(module, HOOKS, outer)
+
+
+@contextmanager
+def attention_implementation(config, implementation: str) -> Iterator[None]:
+    """Within the block, the ``transformers`` model config ``config`` runs ``implementation``
+    (e.g. "eager", whose layers return their attention probabilities)."""
+    previous = config._attn_implementation
+    config._attn_implementation = implementation
+    try:
+        yield
+    finally:
+        config._attn_implementation = previous

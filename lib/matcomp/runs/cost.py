@@ -1,0 +1,110 @@
+"""What a run costs on this machine: seconds per training step, measured for its shape and cached,
+or estimated from its FLOPs where it was never measured (the plan of ``matcomp.book.plan``).
+
+A step's cost depends on the shape of the work (matrix size, model, batch, precision), the device
+and the threads, not on the seed or the learning rate: measurements are cached by that key in
+``<run store>/.step_costs.json`` (written atomically). An estimate divides the step's matmul FLOPs
+by half the device's measured matmul peak: close for large models, optimistic for small ones, where
+per-step overheads dominate; ``python -m matcomp plan --measure`` replaces estimates by measurements.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from matcomp.config import RunConfig
+from matcomp.runs.folder import atomic_write_bytes
+from matcomp.runs.training import evaluate, init_training, train_step
+
+COSTS_FILE = ".step_costs.json"
+EFFICIENCY = 0.5  # fraction of the matmul peak an estimate assumes a step reaches
+
+
+@dataclass(frozen=True)
+class StepCost:
+    seconds: float
+    measured: bool  # False: estimated from FLOPs
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def matmul_peak(device: torch.device, dtype: torch.dtype = torch.float32, size: int = 2048, repeats: int = 5) -> float:
+    """Measured FLOP/s of a square matmul: the practical peak of this device."""
+    a = torch.randn(size, size, device=device, dtype=dtype)
+    a @ a  # warm-up
+    sync(device)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        a @ a
+    sync(device)
+    return 2 * size ** 3 * repeats / (time.perf_counter() - start)
+
+
+def step_flops(cfg: RunConfig) -> float:
+    """Matmul FLOPs of one training step (forward + backward = 3 × forward), embeddings excluded;
+    for the GPT, whose sequence is twice the matrix plus [SEP], the longer sequence."""
+    b, h, layers = cfg.train.batch, cfg.model.hidden, cfg.model.layers
+    s = 2 * cfg.data.seq_len if cfg.model.arch == "gpt" else cfg.data.seq_len
+    tokens = b * s
+    linear = 2 * tokens * layers * (4 * h * h + 2 * h * cfg.model.intermediate_size)  # QKV, O, MLP
+    attention = 2 * 2 * b * layers * s * s * h  # scores and weighted values
+    readout = 2 * tokens * h
+    return 3 * (linear + attention + readout)
+
+
+def time_steps(cfg: RunConfig, device: torch.device, steps: int, warmup: int) -> float:
+    """Seconds per step of the training engine (``matcomp.runs.training``), eval amortised."""
+    model, optimizer, train_gen, eval_gen = init_training(cfg, device)
+    for step in range(1, warmup + steps + 1):
+        if step == warmup + 1:
+            sync(device)
+            start = time.perf_counter()
+        train_step(model, optimizer, cfg, train_gen, device)
+        if step % cfg.train.eval_every == 0:
+            evaluate(model, cfg, eval_gen, cfg.train.eval_batch, device)
+    sync(device)
+    return (time.perf_counter() - start) / steps
+
+
+def shape_key(cfg: RunConfig, device: torch.device, threads: int) -> str:
+    """What a step's cost depends on, as one string."""
+    d, m, t = cfg.data, cfg.model, cfg.train
+    return (f"{device.type} threads={threads} | {d.n_rows}x{d.n_cols} sizes={list(d.sizes)} | {m.arch} "
+            f"{m.hidden}/{m.layers}/{m.heads}/{m.intermediate_size} | batch={t.batch} {t.precision} {t.attention} "
+            f"bias={t.attention_bias > 0}")
+
+
+class CostBook:
+    """Step costs of shapes on one device, cached in ``root``/``COSTS_FILE``."""
+
+    def __init__(self, root: Path, device: torch.device, threads: int):
+        self.path, self.device, self.threads = Path(root) / COSTS_FILE, device, threads
+        self.measured: dict[str, float] = json.loads(self.path.read_text()) if self.path.exists() else {}
+        self._peak: float | None = None
+
+    def cost(self, cfg: RunConfig) -> StepCost:
+        """The cached measurement of ``cfg``'s shape, else an estimate from its FLOPs."""
+        key = shape_key(cfg, self.device, self.threads)
+        if key in self.measured:
+            return StepCost(self.measured[key], True)
+        if self._peak is None:
+            self._peak = matmul_peak(self.device)
+        return StepCost(step_flops(cfg) / (EFFICIENCY * self._peak), False)
+
+    def measure(self, cfg: RunConfig, steps: int = 10, warmup: int = 3) -> StepCost:
+        """Time ``steps`` steps of ``cfg`` (after ``warmup``) and cache the figure for its shape."""
+        key = shape_key(cfg, self.device, self.threads)
+        if key not in self.measured:
+            cfg = cfg.override({"train.component": "all", "train.init_from": ""})  # an upper bound, no parent run
+            self.measured[key] = time_steps(cfg, self.device, steps, warmup)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(self.path, json.dumps(self.measured, indent=1, sort_keys=True).encode())
+        return StepCost(self.measured[key], True)

@@ -1,0 +1,45 @@
+"""Every random stream of the package, in one place, so that no two uses share one by accident.
+
+A run of seed s initialises its model from ``torch.manual_seed(s)`` (``seeded``), draws its training
+batches from stream s·1000 + 1, its evaluation batches from s·1000 + 2 and, with the grid
+position initialisation, that grid from s·1000 + 3 (``stream``). Analyses of a trained model draw
+from 10⁶ + s (``analysis_generator``), apart from every training stream of seeds below 1000;
+position permutations from their own seed (``permutation_generator``).
+
+>>> stream(2, TRAIN).initial_seed(), analysis_generator(2).initial_seed()
+(2001, 1000002)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+
+TRAIN, EVAL, GRID = 1, 2, 3  # the streams of a training run: generator seed = seed * 1000 + stream
+ANALYSIS_OFFSET = 10**6
+
+
+def stream(seed: int, k: int, device: torch.device | str = "cpu") -> torch.Generator:
+    """Generator ``k`` (``TRAIN``, ``EVAL``, ``GRID``) of a run of seed ``seed``, on ``device``."""
+    return torch.Generator(device=device).manual_seed(seed * 1000 + k)
+
+
+def analysis_generator(seed: int) -> torch.Generator:
+    """The CPU generator of an analysis of a trained model."""
+    return torch.Generator().manual_seed(ANALYSIS_OFFSET + seed)
+
+
+def permutation_generator(seed: int) -> torch.Generator:
+    """The CPU generator of the position permutation of seed ``seed``."""
+    return torch.Generator().manual_seed(seed)
+
+
+@contextmanager
+def seeded(seed: int) -> Iterator[None]:
+    """Within the block, PyTorch's global CPU generator starts from ``seed`` (a model's
+    initialisation); outside it, the global stream is as if the block had not run."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield

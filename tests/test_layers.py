@@ -1,0 +1,60 @@
+"""The package's layers (``matcomp/__init__.py``): every module imports only its own layer or those
+before it, so that, e.g., training never depends on an analysis."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "lib" / "matcomp"
+ORDER = ["core", "models", "runs", "analysis", "book", "top"]
+TOP = {"cli", "bench", "__main__"}
+
+
+def layer(module: str) -> str:
+    """The layer of a dotted module name inside ``matcomp``."""
+    parts = module.split(".")[1:]
+    if not parts:
+        return "core"  # the package's lazy shortcuts
+    if parts[0] in ORDER:
+        return parts[0]
+    return "top" if parts[0] in TOP else "core"
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
+        name = ".".join(p for p in rel.parts if p != "__init__")
+        out[name] = path
+    return out
+
+
+def imported(path: Path) -> set[str]:
+    """Every ``matcomp`` module ``path`` imports, at the top or inside a function."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("matcomp"):
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names |= {a.name for a in node.names if a.name.startswith("matcomp")}
+    return names
+
+
+def test_every_module_has_a_layer_and_its_folder_says_which():
+    found = modules()
+    assert {layer(m) for m in found} == set(ORDER)
+    assert "matcomp.runs.training" in found and layer("matcomp.runs.training") == "runs"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in modules() if m != "matcomp"))
+def test_imports_go_only_to_the_same_or_a_lower_layer(module):
+    own = ORDER.index(layer(module))
+    upward = sorted(m for m in imported(modules()[module]) if ORDER.index(layer(m)) > own)
+    assert not upward, f"{module} ({layer(module)}) imports higher layers: {upward}"
+
+
+def test_the_check_catches_an_upward_import(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("from matcomp.analysis.heads import head_scores\n")
+    assert ORDER.index(layer(next(iter(imported(bad))))) > ORDER.index(layer("matcomp.runs.training"))
