@@ -1,0 +1,148 @@
+"""Every run the book's chapters need at a preset, known without executing a notebook
+(``python -m matcomp plan``; ``prepare`` trains what is missing).
+
+Each chapter's runs come from one function here, built from the library functions the chapter
+itself calls with its default parameters: ``seed_configs``, ``component_config``,
+``shortening_defaults``, ``variant_overrides``, ``mixture_overrides``, ``gaussian_training`` and the
+preset's ``ChapterSizes``. A test executes every chapter at the ``smoke`` preset after ``prepare``
+and checks that none of them trains, so the plan and the chapters cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from matcomp.analysis.components import component_config
+from matcomp.analysis.ood import gaussian_training
+from matcomp.analysis.seeds import seed_configs
+from matcomp.analysis.shortening import shortening_defaults
+from matcomp.analysis.variants import mixture_overrides, variant_overrides
+from matcomp.book.chapter import chapter_config, preset_name, sizes
+from matcomp.config import RunConfig
+from matcomp.models.recipe import COMPONENT_PATTERNS
+from matcomp.runs.cost import CostBook
+from matcomp.runs.folder import RunFolder
+from matcomp.runs.shipped import find_reference
+
+
+def _own(preset: str) -> list[RunConfig]:
+    return [chapter_config(preset)]
+
+
+def _seeds(preset: str) -> list[RunConfig]:
+    cfg = chapter_config(preset)
+    return list(seed_configs(cfg, range(cfg.train.seed, cfg.train.seed + sizes(preset).seeds)).values())
+
+
+def _components(preset: str) -> list[RunConfig]:
+    cfg = chapter_config(preset)
+    steps = sizes(preset).steps("component_steps", cfg)
+    return [cfg] + [component_config(cfg, c, cfg.run_id, steps) for c in COMPONENT_PATTERNS]
+
+
+def _shortening(preset: str) -> list[RunConfig]:
+    plain = _seeds(preset)
+    changes = shortening_defaults(plain[0]).values()
+    return plain + [c.override(change) for change in changes for c in plain]
+
+
+def _gpt(preset: str) -> list[RunConfig]:
+    return [chapter_config(preset, variant="gpt"), chapter_config(preset)]
+
+
+def _variants(cfg: RunConfig, axes: dict[str, list[int]], steps: int) -> list[RunConfig]:
+    return [cfg.override(change) for change in variant_overrides(cfg, axes, steps).values()]
+
+
+def _width_depth(preset: str) -> list[RunConfig]:
+    cfg, size = chapter_config(preset), sizes(preset)
+    return _variants(cfg, {"width": list(size.widths), "depth": list(size.depths)}, size.steps("shape_steps", cfg))
+
+
+def _sizes_ranks(preset: str) -> list[RunConfig]:
+    cfg, size = chapter_config(preset), sizes(preset)
+    mixture = cfg.override(mixture_overrides(list(size.mixture_sizes)))
+    axes = {"size": list(size.mixture_sizes), "rank": list(size.ranks)}
+    return [mixture] + _variants(cfg, axes, size.steps("size_steps", cfg))
+
+
+def _ood(preset: str) -> list[RunConfig]:
+    cfg = chapter_config(preset)
+    return [cfg, gaussian_training(cfg, sizes(preset).steps("gaussian_steps", cfg))]
+
+
+# the chapters in the book's order (``_toc.yml``) -> the runs each reads at a preset
+CHAPTER_RUNS: dict[str, Callable[[str], list[RunConfig]]] = {
+    "task": lambda preset: [],
+    "sudden_drop": _seeds,
+    "copying_phase": _own,
+    "nuclear_norm": _own,
+    "observed_entries": _own,
+    "attention_patching": _own,
+    "head_taxonomy": _own,
+    "embeddings": _seeds,
+    "probing": _own,
+    "components": _components,
+    "progress": _seeds,
+    "shortening": _shortening,
+    "gpt": _gpt,
+    "width_depth": _width_depth,
+    "sizes_ranks": _sizes_ranks,
+    "ood": _ood,
+}
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run of the plan and the chapters that read it."""
+
+    cfg: RunConfig
+    chapters: tuple[str, ...]
+
+
+def plan(preset: str | None = None, chapters: list[str] | None = None) -> list[PlannedRun]:
+    """The runs of ``chapters`` (all by default) at ``preset``, each once, in the order the book
+    first needs them; a run a component run starts from comes before it."""
+    preset = preset_name(preset)
+    unknown = sorted(set(chapters or []) - set(CHAPTER_RUNS))
+    if unknown:
+        raise ValueError(f"chapters must be among {list(CHAPTER_RUNS)}; got {unknown}")
+    users: dict[str, list[str]] = {}
+    configs: dict[str, RunConfig] = {}
+    for chapter in chapters or CHAPTER_RUNS:
+        for cfg in CHAPTER_RUNS[chapter](preset):
+            configs.setdefault(cfg.run_id, cfg)
+            if chapter not in users.setdefault(cfg.run_id, []):
+                users[cfg.run_id].append(chapter)
+    return [PlannedRun(configs[run_id], tuple(users[run_id])) for run_id in configs]
+
+
+def run_state(cfg: RunConfig, root: Path) -> tuple[str, int]:
+    """Where a run stands: ("shipped" | "stored" | "partial" | "missing", steps trained)."""
+    if find_reference(cfg) is not None:
+        return "shipped", cfg.train.steps
+    folder = RunFolder(Path(root) / cfg.run_id)
+    if folder.complete_path.exists():
+        return "stored", cfg.train.steps
+    resume = folder.read_resume() if folder.resume_path.exists() else None
+    if resume is not None:
+        return "partial", int(resume["step"])
+    return "missing", 0
+
+
+def plan_table(planned: list[PlannedRun], root: Path, costs: CostBook) -> pd.DataFrame:
+    """One row per run: id, chapters, state, steps done and to train, s/step (measured or
+    estimated on this device) and the estimated seconds left."""
+    rows = []
+    for p in planned:
+        state, done = run_state(p.cfg, root)
+        cost = costs.cost(p.cfg)
+        left = p.cfg.train.steps - done
+        rows.append({"run": p.cfg.run_id, "chapters": ", ".join(p.chapters), "state": state, "steps": p.cfg.train.steps,
+                     "done": done, "s/step": cost.seconds, "s/step is": "measured" if cost.measured else "estimated",
+                     "seconds left": left * cost.seconds})
+    return pd.DataFrame(rows).set_index("run")

@@ -1,0 +1,109 @@
+"""The book's runs as a plan, trained in parallel on a local Ray instance (2 CPUs, tiny runs)."""
+
+import os
+import time
+
+import pandas as pd
+import pytest
+
+from matcomp.book.plan import CHAPTER_RUNS, plan, plan_table, run_state
+from matcomp.cli import main
+from matcomp.runs.cost import CostBook
+from matcomp.runs.parallel import train_all
+from matcomp.runs.store import ENV_NO_TRAINING, get_or_train, runs_root
+
+ray = pytest.importorskip("ray")
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+def finished_at(root, cfg) -> float:
+    return (root / cfg.run_id / "complete.json").stat().st_mtime_ns
+
+
+def test_a_plan_trains_each_run_once_and_leaves_a_stored_run_alone(local_ray, micro, store):
+    configs = [micro.override({"train.seed": s}) for s in range(3)]
+    get_or_train(configs[0], progress=False)
+    before = finished_at(store, configs[0])
+    outcomes = train_all(configs, store)
+    assert [o.run_id for o in outcomes] == [c.run_id for c in configs] and not any(o.error for o in outcomes)
+    assert finished_at(store, configs[0]) == before  # loaded, not retrained
+    stamps = [finished_at(store, c) for c in configs]
+    train_all(configs, store)  # everything is there now: nothing trains again
+    assert [finished_at(store, c) for c in configs] == stamps
+
+
+def test_a_run_whose_worker_is_killed_resumes_to_the_uninterrupted_metrics(local_ray, micro, store, tmp_path):
+    cfg = micro.override({"train.steps": 2000, "train.checkpoint_every": 50, "train.checkpoint_steps": []})
+    from matcomp.runs.parallel import _train
+
+    ref = ray.remote(_train).options(num_cpus=1, max_retries=0).remote(cfg.to_json(), str(store), 1)
+    resume = store / cfg.run_id / "resume.pt"
+    deadline = time.time() + 120
+    while not resume.exists() and time.time() < deadline:
+        time.sleep(0.2)
+    ray.cancel(ref, force=True)  # kills the worker process mid-training
+    with pytest.raises(Exception):
+        ray.get(ref)
+    assert run_state(cfg, store)[0] == "partial"
+    (outcome,) = train_all([cfg], store)
+    assert outcome.error is None
+    resumed = get_or_train(cfg, progress=False, root=store).metrics
+    straight = get_or_train(cfg, progress=False, root=tmp_path / "other").metrics
+    columns = ["step", "L", "L_obs", "L_mask", "eval_L_mask"]
+    pd.testing.assert_frame_equal(resumed[columns], straight[columns])
+
+
+def test_a_failing_run_is_reported_by_name_and_the_others_finish(local_ray, micro, store):
+    broken = micro.override({"train.component": "position", "train.init_from": "micro-0000000000"})
+    good = [micro.override({"train.seed": s}) for s in (5, 6)]
+    outcomes = {o.run_id: o for o in train_all([good[0], broken, good[1]], store)}
+    assert "init_from" in outcomes[broken.run_id].error and "micro-0000000000" in outcomes[broken.run_id].error
+    assert all(outcomes[c.run_id].error is None and run_state(c, store)[0] == "stored" for c in good)
+
+
+def test_the_paper_plan_lists_runs_of_the_papers_shapes_without_training(store):
+    planned = plan("paper")
+    assert {p.cfg.model.hidden for p in planned} >= {64, 768, 1024}
+    assert {p.cfg.name for p in planned} == {"paper", "paper_gpt"}
+    main_run = next(p for p in planned if p.cfg.model == plan("paper", ["copying_phase"])[0].cfg.model)
+    assert (main_run.cfg.data.n_rows, main_run.cfg.data.rank, main_run.cfg.train.lr) == (7, 2, 1e-4)
+    table = plan_table(planned, store, CostBook(store, __import__("torch").device("cpu"), 1))
+    assert set(table.state) == {"missing"} and (table["seconds left"] > 0).all()
+    assert not any(store.glob("paper-*"))  # nothing trained, nothing started
+    with pytest.raises(ValueError, match="chapters must be among"):
+        plan("paper", ["nope"])
+
+
+def test_plan_command_prints_every_run_with_state_and_cost(capsys):
+    main(["plan", "--preset", "cpu"])
+    out = capsys.readouterr().out
+    assert "cpu-f603ff8bc5" in out and "shipped" in out and "the whole plan from scratch" in out
+    assert len(plan("cpu")) == sum(1 for line in out.splitlines() if line.startswith(("cpu-", "cpu_gpt-")))
+
+
+@pytest.mark.slow
+def test_after_prepare_the_smoke_chapters_train_nothing(local_ray, monkeypatch, tmp_path):
+    """``prepare`` trains the smoke plan (into the session's store, which the chapters executed after
+    this test then find full); a chapter executed with training forbidden then runs through."""
+    main(["prepare", "--preset", "smoke", "--quiet"])
+    states = {run_state(p.cfg, runs_root())[0] for p in plan("smoke")}
+    assert states <= {"stored", "shipped"}
+    papermill = pytest.importorskip("papermill")
+    monkeypatch.setenv(ENV_NO_TRAINING, "1")
+    book = os.path.join(os.path.dirname(__file__), "..", "book")
+    for chapter in ("components", "sudden_drop"):
+        assert CHAPTER_RUNS[chapter]("smoke")
+        papermill.execute_notebook(f"{book}/{chapter}.ipynb", str(tmp_path / f"{chapter}.ipynb"),
+                                   parameters={"preset": "smoke"}, cwd=book, progress_bar=False)
+
+
+def test_without_prepare_a_forbidden_training_names_the_run(micro, store, monkeypatch):
+    monkeypatch.setenv(ENV_NO_TRAINING, "1")
+    with pytest.raises(RuntimeError, match=f"run {micro.run_id} is not in the store"):
+        get_or_train(micro, progress=False)
