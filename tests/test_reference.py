@@ -36,10 +36,29 @@ def test_only_an_identical_config_uses_the_shipped_run(shipped, micro, monkeypat
     assert get_or_train(micro, progress=False).path == shipped.path
 
 
-def test_a_damaged_shipped_run_is_not_used(shipped, micro):
+def flip_last_bytes(path, n: int = 64) -> None:
+    """Overwrite the last ``n`` bytes of ``path`` with others: the size stays the same."""
+    data = bytearray(path.read_bytes())
+    data[-n:] = bytes((b + 1) % 256 for b in data[-n:])
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damaged", ["checkpoints/step_000020.safetensors", "metrics.csv", "config.json"])
+def test_a_same_size_change_to_any_shipped_file_fails_loudly_with_the_regenerating_command(shipped, micro, damaged):
+    if damaged == "config.json":  # a change that still parses and keeps the size: seed 0 -> 1
+        text = shipped.folder.config_path.read_text()
+        shipped.folder.config_path.write_text(text.replace('"seed": 0', '"seed": 1'))
+        assert len(shipped.folder.config_path.read_text()) == len(text)
+    else:
+        flip_last_bytes(shipped.path / damaged)
+    with pytest.raises(ValueError, match=r"damaged .*regenerate it: rm -r .* && python -m matcomp train \.\.\."):
+        get_or_train(micro, progress=False)
+
+
+def test_a_truncated_shipped_file_fails_loudly(shipped, micro):
     shipped.folder.checkpoint_path(20).write_bytes(b"")
-    with pytest.warns(UserWarning, match="cannot be used"):
-        assert find_reference(micro) is None
+    with pytest.raises(ValueError, match="wrong size"):
+        find_reference(micro)
 
 
 def test_reference_steps_fit_the_budget(micro, store):

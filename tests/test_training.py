@@ -79,6 +79,22 @@ def test_damaged_run_is_moved_aside_and_redone(micro, store):
     assert len(broken) == 1 and (broken[0] / "checkpoints" / path.name).stat().st_size == 100
 
 
+@pytest.mark.parametrize("damaged", ["checkpoints/step_000020.safetensors", "metrics.csv"])
+def test_a_same_size_change_moves_a_stored_run_aside(micro, store, damaged):
+    run = get_or_train(micro, progress=False)
+    weights = {k: v for k, v in run.folder.read_complete()["sha256"].items() if k.startswith("checkpoints/")}
+    data = bytearray((run.path / damaged).read_bytes())
+    data[-64:] = bytes((b + 1) % 256 for b in data[-64:])  # the last 64 bytes changed, the size kept
+    (run.path / damaged).write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="SHA-256 differs"):
+        open_run(run.path)
+    with pytest.warns(UserWarning, match="has changed since the run finished"):
+        again = get_or_train(micro, progress=False)
+    redone = open_run(again.path).summary["sha256"]
+    assert {k: v for k, v in redone.items() if k.startswith("checkpoints/")} == weights  # retrained to the same bytes
+    assert len([p for p in store.iterdir() if ".broken-" in p.name]) == 1
+
+
 def test_folder_with_another_config_is_never_loaded(micro, store):
     run = get_or_train(micro, progress=False)
     other = micro.override({"train.lr": 1e-3})

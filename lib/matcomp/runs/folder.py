@@ -14,6 +14,7 @@ Every file is written to a temporary name in the same folder and moved into plac
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -42,6 +43,14 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 class RunFolder:
@@ -101,11 +110,21 @@ class RunFolder:
     def write_complete(self, summary: dict) -> None:
         atomic_write_bytes(self.complete_path, json.dumps(summary, indent=2).encode())
 
+    def files(self) -> list[Path]:
+        """The files a finished run consists of: the config, the metrics and every checkpoint."""
+        return sorted([self.config_path, self.metrics_path, *self.checkpoint_dir.glob("*.safetensors")])
+
     def sizes(self) -> dict[str, int]:
-        """Size in bytes of the config, the metrics and every checkpoint, keyed by path in the folder
-        (kept in complete.json to detect damage later)."""
-        files = [self.config_path, self.metrics_path, *self.checkpoint_dir.glob("*.safetensors")]
-        return {str(p.relative_to(self.path)): p.stat().st_size for p in sorted(files)}
+        """Size in bytes of every file of the run, keyed by its path in the folder."""
+        return {str(p.relative_to(self.path)): p.stat().st_size for p in self.files()}
+
+    def digests(self) -> dict[str, str]:
+        """SHA-256 of every file of the run, keyed by its path in the folder."""
+        return {str(p.relative_to(self.path)): sha256_file(p) for p in self.files()}
+
+    def fingerprint(self) -> dict[str, dict]:
+        """What complete.json records to detect any later change: every file's size and SHA-256."""
+        return {"files": self.sizes(), "sha256": self.digests()}
 
     def read_complete(self) -> dict | None:
         if not self.complete_path.exists():

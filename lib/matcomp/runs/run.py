@@ -12,7 +12,7 @@ from matcomp.config import RunConfig
 from matcomp.drop import Drop, detect_drop
 from matcomp.models.bert import MatrixBert
 from matcomp.models.factory import build_model, metric_names
-from matcomp.runs.folder import RunFolder
+from matcomp.runs.folder import RunFolder, sha256_file
 
 
 class Run:
@@ -60,7 +60,8 @@ def drop_column(cfg: RunConfig) -> str:
 
 
 def verify(folder: RunFolder, cfg: RunConfig | None = None) -> str | None:
-    """Why a finished run folder cannot be trusted, or None if it can."""
+    """Why a finished run folder cannot be trusted, or None if it can: complete.json must list every
+    file with its size and SHA-256, and every byte must still match."""
     summary = folder.read_complete()
     if summary is None:
         return "complete.json is missing"
@@ -74,6 +75,14 @@ def verify(folder: RunFolder, cfg: RunConfig | None = None) -> str | None:
         path = folder.path / name
         if not path.exists() or path.stat().st_size != size:
             return f"{name} is missing or has the wrong size"
+    recorded = summary.get("sha256")
+    if recorded is None:
+        return "complete.json records no SHA-256 of its files"
+    if set(recorded) != set(summary["files"]):
+        return "complete.json lists different files by size and by SHA-256"
+    for name, digest in recorded.items():
+        if sha256_file(folder.path / name) != digest:
+            return f"{name} has changed since the run finished (its SHA-256 differs)"
     return None
 
 

@@ -10,7 +10,6 @@ regenerates it.
 from __future__ import annotations
 
 import shutil
-import warnings
 from pathlib import Path
 
 from matcomp.config import RunConfig
@@ -22,12 +21,18 @@ REFERENCE_ROOT = REPO / "runs" / "reference"
 
 
 def find_reference(cfg: RunConfig, root: Path | None = None) -> Run | None:
-    """The shipped reference run whose config equals ``cfg`` (name aside), if there is a whole one."""
+    """The shipped reference run whose config equals ``cfg`` (name aside), if one is shipped.
+
+    Every byte of it is checked against its complete.json; a shipped run that fails the check is
+    an error (naming the command that regenerates it), never silently replaced by training."""
     for path in sorted((root or REFERENCE_ROOT).glob(f"*-{cfg.hash}")):
-        problem = verify(RunFolder(path), cfg)
-        if problem is None:
-            return Run(path)
-        warnings.warn(f"shipped run {path} cannot be used ({problem}); using the working store")
+        folder = RunFolder(path)
+        problem = verify(folder, cfg)
+        if problem is not None:
+            command = (folder.read_complete() or {}).get("command", "python -m matcomp train ... && ... ship ...")
+            raise ValueError(f"the shipped run {path} is damaged ({problem}); restore it from git "
+                             f"(git checkout -- {path}) or regenerate it: rm -r {path} && {command}")
+        return Run(path)
     return None
 
 
@@ -85,6 +90,6 @@ def export_reference(run: Run, steps: list[int], command: str, root: Path | None
         shutil.copy2(path, staging.path / path.name)
     for step in sorted(steps):
         shutil.copy2(run.folder.checkpoint_path(step), staging.checkpoint_path(step))
-    staging.write_complete({**run.summary, "command": command, "files": staging.sizes()})
+    staging.write_complete({**run.summary, "command": command, **staging.fingerprint()})
     staging.path.rename(target.path)  # appears whole or not at all
     return Run(target.path)

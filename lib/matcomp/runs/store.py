@@ -108,14 +108,15 @@ def _move_aside(folder: RunFolder, problem: str) -> None:
 
 
 def _finish(folder: RunFolder, cfg: RunConfig, device, seconds: float, metrics: pd.DataFrame) -> None:
-    """Write complete.json (with the size of every file, to detect damage later) and drop resume.pt."""
+    """Write complete.json (with the size and SHA-256 of every file, to detect any later change) and
+    drop resume.pt."""
     summary = {
         "run_id": cfg.run_id,
         "device": str(resolve_device(device)),
         "machine": machine(),
         "wall_s_this_session": round(seconds, 1),
         "train_s": float(metrics["time_s"].dropna().iloc[-1]),
-        "files": folder.sizes(),
+        **folder.fingerprint(),
     }
     folder.write_complete(summary)
     folder.resume_path.unlink(missing_ok=True)
