@@ -1,5 +1,6 @@
 """Times the classical baselines of ``matcomp.analysis.baselines`` on the chapter's default sweep, and
-reproduces the paper's regularised nuclear-norm table (EXPERIMENTS.md §2.4b) beside its numbers.
+reproduces the paper's regularised nuclear-norm table (NeurIPS App. B; its numbers are those of the workshop
+version's App. D) beside its numbers.
 
     python benchmarks/baselines.py
 

@@ -57,7 +57,7 @@ def _check_types(obj, prefix: str) -> None:
 
 @dataclass(frozen=True)
 class DataConfig:
-    """The matrices X = U Vᵀ (m × n, rank r) and the random masks (EXPERIMENTS.md §1.1–1.2).
+    """The matrices X = U Vᵀ (m × n, rank r) and the random masks (NeurIPS §2.1).
 
     ``scale`` is the half-width of the uniform factor distribution, or the standard deviation
     (gaussian) / scale (laplace) of the others. ``clamp`` clips values to the vocabulary's
@@ -112,7 +112,7 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """The BERT encoder (EXPERIMENTS.md §1.4), or with ``arch`` "gpt" the autoregressive GPT-2 of
+    """The BERT encoder (NeurIPS §2.2, App. D), or with ``arch`` "gpt" the autoregressive GPT-2 of
     App. G (``matcomp.models.gpt``). ``intermediate`` 0 means 4 · hidden."""
 
     hidden: int = 768
@@ -144,7 +144,7 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Online Adam training (EXPERIMENTS.md §1.5–1.7).
+    """Online Adam training (NeurIPS §2.2, App. D).
 
     Checkpoints are saved at step 0, every ``checkpoint_every`` steps, at the extra
     ``checkpoint_steps`` and at the last step; "step s" means after s updates.

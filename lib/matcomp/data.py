@@ -1,4 +1,4 @@
-"""Samplers for the matrices and masks of the task (EXPERIMENTS.md §1.1–1.3, §2.2, §2.7c).
+"""Samplers for the matrices and masks of the task (NeurIPS §2.1; the structured masks of Fig. 5).
 
 Everything is drawn from an explicit ``torch.Generator`` on the generator's device, so a stream
 of batches is reproducible and can be resumed from the generator's state. A mask entry is True
@@ -67,7 +67,7 @@ def random_mask(batch: int, n_rows: int, n_cols: int, p_mask: float,
 
 
 def structured_mask(n_rows: int, n_cols: int, missing_rows=(), missing_cols=(), keep=()) -> torch.Tensor:
-    """(m, n) bool mask shared by a batch (§2.7c): the chosen rows and columns are missing except
+    """(m, n) bool mask shared by a batch (NeurIPS Fig. 5): the chosen rows and columns are missing except
     the entries listed in ``keep`` as (row, col) pairs, counted from 0.
 
     >>> structured_mask(3, 3, missing_rows=[1], keep=[(1, 2)]).int().tolist()

@@ -1,4 +1,4 @@
-"""The paper's losses (EXPERIMENTS.md §1.5), pooled over every (matrix, entry) pair of a batch.
+"""The paper's losses (NeurIPS §2.1), pooled over every (matrix, entry) pair of a batch.
 
 L is the MSE over all entries (the training loss); L_obs and L_mask are the same squared error
 averaged over observed or missing entries only, pooled over the batch as the reference code does

@@ -63,7 +63,7 @@ class MatrixBert(nn.Module):
         token_type.requires_grad_(False)
 
     def forward(self, ids: torch.Tensor, position_ids: torch.Tensor | None = None) -> torch.Tensor:
-        """Predictions (B, S); ``position_ids`` (1 or B, S) replaces positions 0..S-1 (§2.5c)."""
+        """Predictions (B, S); ``position_ids`` (1 or B, S) replaces positions 0..S-1 (NeurIPS §3.2.1)."""
         hidden = self.bert(input_ids=ids, position_ids=position_ids).last_hidden_state  # (B, S, hidden)
         return self.readout(hidden).squeeze(-1)  # (B, S)
 
