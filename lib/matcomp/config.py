@@ -303,7 +303,7 @@ class RunConfig:
         return RunConfig.from_dict(d)
 
 
-LATER_FIELDS = {"data": {"sizes": ()}, "model": {"arch": "bert"},
+LATER_FIELDS: dict[str, dict[str, object]] = {"data": {"sizes": ()}, "model": {"arch": "bert"},
                 "train": {"position_init": "bert", "attention_bias": 0.0, "attention_bias_steps": 0,
                           "component": "all", "init_from": ""}}
 

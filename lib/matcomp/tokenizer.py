@@ -77,5 +77,6 @@ class Tokenizer:
 
 
 BERT_TOKENS = Tokenizer()
-GPT_TOKENS = Tokenizer(value_max=2.0, sep_id=404, vocab_size=405)
+GPT_SEP_ID = 404  # [SEP] in the authors' GPT vocabulary
+GPT_TOKENS = Tokenizer(value_max=2.0, sep_id=GPT_SEP_ID, vocab_size=405)
 VOCAB_SIZE = BERT_TOKENS.vocab_size

@@ -42,12 +42,12 @@ def chapter_config(preset: str | None = None, seed: int | None = None,
     name = preset_name(preset)
     if variant and not name.endswith(f"_{variant}"):
         name = f"{name}_{variant}"
-    changes: dict[str, object] = parse_overrides(os.environ.get(ENV_SET, ""))
+    changes: dict[str, object] = dict(parse_overrides(os.environ.get(ENV_SET, "")))
     changes.update(parse_overrides(overrides) if isinstance(overrides, str) else overrides or {})
-    if seed is None and os.environ.get(ENV_SEED):
-        seed = os.environ[ENV_SEED]
     if seed is not None:
         changes["train.seed"] = seed
+    elif os.environ.get(ENV_SEED):
+        changes["train.seed"] = os.environ[ENV_SEED]
     return named_preset(name, changes)
 
 

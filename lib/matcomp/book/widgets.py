@@ -69,7 +69,7 @@ class CheckpointExplorer(FigureExplorer):
     def prediction(self, step: int) -> torch.Tensor:
         """Predictions (B, m, n) of the checkpoint at ``step`` on the explorer's matrices."""
         if step not in self._predictions:
-            pred = predict(self.run.checkpoint(step), self.batch.ids)
+            pred = predict(self.run.bert(step), self.batch.ids)
             self._predictions[step] = pred.reshape(self.batch.values.shape)
         return self._predictions[step]
 
@@ -106,7 +106,7 @@ class AttentionExplorer(FigureExplorer):
     def maps(self, step: int, mask: str) -> torch.Tensor:
         """(L, H, S, S) maps of the checkpoint at ``step`` averaged over the batch of ``mask``."""
         if (step, mask) not in self._maps:
-            self._maps[step, mask] = mean_maps(self.run.checkpoint(step), self.batches[mask])
+            self._maps[step, mask] = mean_maps(self.run.bert(step), self.batches[mask])
         return self._maps[step, mask]
 
     def figure(self, step: int, layer: int, head: int, mask: str) -> plt.Figure:

@@ -11,6 +11,8 @@ from matcomp.models.bert import MatrixBert
 from matcomp.models.gpt import MatrixGPT
 from matcomp.seeding import seeded
 
+Model = MatrixBert | MatrixGPT  # what build_model returns and a run's checkpoint loads
+
 
 def trainable_parameters(model: nn.Module) -> list[nn.Parameter]:
     """The parameters the optimizer updates: all but the frozen ones (token types, a component run's rest)."""
@@ -23,7 +25,7 @@ def metric_names(cfg: ModelConfig) -> tuple[str, ...]:
 
 
 def build_model(cfg: ModelConfig, seed: int, attention: str = "sdpa",
-                device: torch.device | str = "cpu") -> nn.Module:
+                device: torch.device | str = "cpu") -> Model:
     """A freshly initialised model (``MatrixBert``, or ``MatrixGPT`` for ``arch`` "gpt"); the same
     ``seed`` gives the same weights on every call."""
     with seeded(seed):

@@ -23,7 +23,7 @@ from transformers import GPT2Config, GPT2LMHeadModel
 from matcomp.config import ModelConfig
 from matcomp.data import Batch
 from matcomp.models.hooks import attention_implementation
-from matcomp.tokenizer import GPT_TOKENS, MASK_ID
+from matcomp.tokenizer import GPT_SEP_ID, GPT_TOKENS, MASK_ID
 
 GPT_METRICS = ("L", "L_full", "acc_obs", "acc_mask")
 
@@ -32,7 +32,7 @@ def sequences(batch: Batch) -> torch.Tensor:
     """(B, 2·m·n + 1) ids: the masked matrix, [SEP], the full matrix (row-major)."""
     full = GPT_TOKENS.encode(batch.values).flatten(1)
     masked = torch.where(batch.observed.flatten(1), full, MASK_ID)
-    sep = torch.full((len(batch), 1), GPT_TOKENS.sep_id, dtype=full.dtype, device=full.device)
+    sep = torch.full((len(batch), 1), GPT_SEP_ID, dtype=full.dtype, device=full.device)
     return torch.cat([masked, sep, full], dim=1)
 
 
@@ -43,8 +43,8 @@ def gpt2_config(cfg: ModelConfig, attention: str = "sdpa") -> GPT2Config:
     config = GPT2Config(vocab_size=GPT_TOKENS.vocab_size, n_positions=cfg.max_positions, n_embd=cfg.hidden,
                         n_layer=cfg.layers, n_head=cfg.heads, n_inner=cfg.intermediate_size,
                         activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-                        tie_word_embeddings=False, bos_token_id=GPT_TOKENS.sep_id,
-                        eos_token_id=GPT_TOKENS.sep_id)
+                        tie_word_embeddings=False, bos_token_id=GPT_SEP_ID,
+                        eos_token_id=GPT_SEP_ID)
     config._attn_implementation = attention
     return config
 

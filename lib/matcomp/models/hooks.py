@@ -25,8 +25,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
-from torch import nn
 from torch.nn import functional as F
+from transformers import PretrainedConfig
+
+from matcomp.models.bert import MatrixBert
 
 HOOKED = "matcomp_hooks"  # the name the hooked attention function is registered under
 HOOKS = "_matcomp_hooks"  # attribute holding a LayerHooks on each hooked BertSelfAttention
@@ -135,13 +137,13 @@ def _register() -> None:
         AttentionInterface.register(HOOKED, _hooked_attention)
 
 
-def attention_modules(model: nn.Module) -> list[nn.Module]:
+def attention_modules(model: MatrixBert) -> list[torch.nn.Module]:
     """The ``BertSelfAttention`` module of every layer of a ``MatrixBert``."""
     return [layer.attention.self for layer in model.bert.encoder.layer]
 
 
 @contextmanager
-def attention_hooks(model: nn.Module, hooks: dict[int, LayerHooks] | None = None,
+def attention_hooks(model: MatrixBert, hooks: dict[int, LayerHooks] | None = None,
                     record: bool = False) -> Iterator[AttentionRecord | None]:
     """Within the block, layer ``l`` runs with ``hooks[l]`` (every layer hooked, unhooked ones
     plainly); yields an ``AttentionRecord`` of every layer if ``record`` (else None). The model is
@@ -151,7 +153,7 @@ def attention_hooks(model: nn.Module, hooks: dict[int, LayerHooks] | None = None
     for layer in hooks:
         if not 0 <= layer < len(modules):
             raise ValueError(f"hooked layer {layer} must be in [0, {len(modules)})")
-    recorded = AttentionRecord([[] for _ in modules]) if record else None
+    recorded = AttentionRecord([[] for _ in modules])
     _register()
     previous = model.bert.config._attn_implementation
     saved = [module.__dict__.get(HOOKS) for module in modules]  # an enclosing block's hooks, if any
@@ -162,7 +164,7 @@ def attention_hooks(model: nn.Module, hooks: dict[int, LayerHooks] | None = None
                 layer_hooks = LayerHooks(layer_hooks.bias, layer_hooks.edit, recorded.calls[i], layer_hooks.output)
             setattr(module, HOOKS, layer_hooks.within(saved[i]))
         model.bert.config._attn_implementation = HOOKED
-        yield recorded
+        yield recorded if record else None
     finally:
         model.bert.config._attn_implementation = previous
         for module, outer in zip(modules, saved):
@@ -173,7 +175,7 @@ def attention_hooks(model: nn.Module, hooks: dict[int, LayerHooks] | None = None
 
 
 @contextmanager
-def attention_implementation(config, implementation: str) -> Iterator[None]:
+def attention_implementation(config: PretrainedConfig, implementation: str) -> Iterator[None]:
     """Within the block, the ``transformers`` model config ``config`` runs ``implementation``
     (e.g. "eager", whose layers return their attention probabilities)."""
     previous = config._attn_implementation

@@ -99,7 +99,8 @@ def train_all(configs: list[RunConfig], root: Path, *, address: str | None = Non
         gpus_per_run = 1 if torch.cuda.is_available() else 0
     task = ray.remote(_train).options(num_cpus=threads_per_run, num_gpus=gpus_per_run, max_retries=retries,
                                       retry_exceptions=True)
-    refs, ids = {}, {cfg.run_id for cfg in configs}
+    refs: dict[str, object] = {}
+    ids = {cfg.run_id for cfg in configs}
     for cfg in configs:  # parents come first in a plan; a parent outside the batch must exist already
         parents = [refs[cfg.train.init_from]] if cfg.train.init_from in ids else []
         refs[cfg.run_id] = task.remote(cfg.to_json(), str(root), threads_per_run, *parents)

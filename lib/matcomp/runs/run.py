@@ -11,7 +11,7 @@ import torch
 from matcomp.config import RunConfig
 from matcomp.drop import Drop, detect_drop
 from matcomp.models.bert import MatrixBert
-from matcomp.models.factory import build_model, metric_names
+from matcomp.models.factory import Model, build_model, metric_names
 from matcomp.runs.folder import RunFolder, sha256_file
 
 
@@ -22,7 +22,10 @@ class Run:
         self.folder = RunFolder(path)
         self.path = self.folder.path
         self.config = self.folder.read_config()
-        self.summary = self.folder.read_complete()
+        summary = self.folder.read_complete()
+        if summary is None:
+            raise ValueError(f"{self.path} is not a finished run: complete.json is missing")
+        self.summary: dict = summary
 
     def __repr__(self) -> str:
         return f"Run({self.config.run_id}, steps={self.config.train.steps}, path={self.path})"
@@ -37,12 +40,19 @@ class Run:
         """Steps with a saved checkpoint."""
         return self.folder.checkpoint_steps()
 
-    def checkpoint(self, step: int, device: str | torch.device = "cpu", attention: str | None = None) -> MatrixBert:
+    def checkpoint(self, step: int, device: str | torch.device = "cpu", attention: str | None = None) -> Model:
         """The model after ``step`` updates, in eval mode (``step`` must be in ``self.steps``)."""
         cfg = self.config
         model = build_model(cfg.model, seed=cfg.train.seed, attention=attention or cfg.train.attention)
         model.load_state_dict(self.folder.read_checkpoint(step))
         return model.to(device).eval()
+
+    def bert(self, step: int, device: str | torch.device = "cpu", attention: str | None = None) -> MatrixBert:
+        """The checkpoint at ``step`` of a BERT run (the analyses' model); ValueError for a GPT run."""
+        model = self.checkpoint(step, device, attention)
+        if not isinstance(model, MatrixBert):
+            raise ValueError(f"{self.config.run_id} is a {self.config.model.arch} run; this analysis needs a BERT")
+        return model
 
     def nearest_step(self, step: int) -> int:
         """The checkpointed step closest to ``step``."""

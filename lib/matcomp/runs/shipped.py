@@ -51,9 +51,10 @@ def reference_steps(run: Run, max_bytes: int) -> list[int]:
         drop = run.drop
     except ValueError:  # a run too short to have a plateau has no drop to keep
         drop = None
-    if drop is not None and drop.dropped:
-        margin = drop.half_step // 4
-        lo, hi = drop.half_step - margin, (drop.tenfold_step or drop.half_step) + margin
+    half = drop.half_step if drop is not None else None
+    if drop is not None and half is not None:
+        margin = half // 4
+        lo, hi = half - margin, (drop.tenfold_step or half) + margin
         share = min(capacity // 2, capacity - len(chosen))
         chosen |= set(_evenly([s for s in steps if lo <= s <= hi], share))
     rest = [s for s in steps if s not in chosen]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from typing import cast
 
 import pandas as pd
 import torch
@@ -25,7 +26,8 @@ from tqdm.auto import tqdm
 
 from matcomp.config import RunConfig
 from matcomp.data import sample_batch
-from matcomp.models.factory import build_model, metric_names, trainable_parameters
+from matcomp.models.bert import MatrixBert
+from matcomp.models.factory import Model, build_model, metric_names, trainable_parameters
 from matcomp.models.recipe import attention_bias, bias_strength, grid_positions, same_row_or_column, start_from
 from matcomp.runs.folder import RunFolder
 from matcomp.seeding import EVAL, TRAIN, stream
@@ -67,12 +69,13 @@ def init_training(cfg: RunConfig, device: torch.device, attention: str | None = 
     supplies every other parameter, frozen."""
     tc = cfg.train
     model = build_model(cfg.model, seed=tc.seed, attention=attention or tc.attention, device=device)
-    if tc.position_init == "grid":
-        grid_positions(model, cfg.data.n_rows, cfg.data.n_cols, tc.seed)
-    if tc.component != "all":
-        if trained is None:
-            raise ValueError(f"train.component {tc.component!r} needs the weights of run {tc.init_from!r}")
-        start_from(model, trained, tc.component)
+    if isinstance(model, MatrixBert):  # RunConfig allows the recipe changes for the BERT only
+        if tc.position_init == "grid":
+            grid_positions(model, cfg.data.n_rows, cfg.data.n_cols, tc.seed)
+        if tc.component != "all":
+            if trained is None:
+                raise ValueError(f"train.component {tc.component!r} needs the weights of run {tc.init_from!r}")
+            start_from(model, trained, tc.component)
     optimizer = torch.optim.Adam(trainable_parameters(model), lr=tc.lr)  # constant lr, no weight decay
     return model, optimizer, stream(tc.seed, TRAIN, device), stream(tc.seed, EVAL, device)
 
@@ -107,8 +110,9 @@ def train(cfg: RunConfig, folder: RunFolder, device: str | torch.device | None =
                mininterval=1.0)
     t0 = time.perf_counter() - elapsed
     for step in range(start + 1, tc.steps + 1):
-        strength = bias_strength(tc, step) if grid is not None else 0.0
-        with attention_bias(model, strength * grid) if strength else contextlib.nullcontext():
+        strength = bias_strength(tc, step)
+        biased = attention_bias(cast(MatrixBert, model), strength * grid) if grid is not None and strength else None
+        with biased or contextlib.nullcontext():
             latest = train_step(model, optimizer, cfg, train_gen, device)
         pending.append(latest)
 
@@ -126,7 +130,7 @@ def train(cfg: RunConfig, folder: RunFolder, device: str | torch.device | None =
     return pd.DataFrame(rows, columns=columns(cfg))
 
 
-def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, cfg: RunConfig,
+def train_step(model: Model, optimizer: torch.optim.Optimizer, cfg: RunConfig,
                generator: torch.Generator, device: torch.device) -> torch.Tensor:
     """One online Adam step on a fresh batch; returns its metrics (``model.metrics`` order, on the device)."""
     data = cfg.data
@@ -143,7 +147,7 @@ def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, cfg: Ru
 
 
 @torch.no_grad()
-def evaluate(model: torch.nn.Module, cfg: RunConfig, generator: torch.Generator, batch_size: int,
+def evaluate(model: Model, cfg: RunConfig, generator: torch.Generator, batch_size: int,
              device: torch.device) -> torch.Tensor:
     """Metrics (in ``model.metrics`` order) on a fresh batch drawn from ``generator``; for a mixture
     of sizes, those of the largest size followed by those of every size in ``data.sizes`` order."""
@@ -173,7 +177,7 @@ def _rows(start_step: int, pending: list[torch.Tensor], evals: dict[int, torch.T
     return rows
 
 
-def _save(folder: RunFolder, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+def _save(folder: RunFolder, model: Model, optimizer: torch.optim.Optimizer,
           train_gen: torch.Generator, eval_gen: torch.Generator, step: int, rows: list[dict],
           table_columns: tuple[str, ...]) -> None:
     """Checkpoint, metrics, then the resume state, in that order: whatever a crash leaves behind,
