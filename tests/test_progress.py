@@ -69,3 +69,17 @@ def test_leads_need_a_drop_and_seeds_without_one_get_an_empty_column(micro, stor
         run_leads(run)
     table = leads_over_seeds(cfg, [0], samples=16)
     assert list(table.columns) == ["seed 0"] and table["seed 0"].isna().all()
+
+
+def test_measures_of_a_shipped_run_are_cached_in_the_working_store_not_beside_it(micro, store, tmp_path,
+                                                                               monkeypatch):
+    import matcomp.runs.shipped
+    from matcomp.runs.shipped import export_reference
+
+    monkeypatch.setattr(matcomp.runs.shipped, "REFERENCE_ROOT", tmp_path / "reference")
+    shipped = export_reference(get_or_train(micro, progress=False), [0, 20, 40], command="python -m matcomp ...")
+    progress_table(shipped, samples=8)
+    assert not (tmp_path / "reference" / "progress").exists()  # the repository's folder is left alone
+    assert (store / "progress" / f"{micro.run_id}-n8-s0.csv").exists()
+    monkeypatch.setattr(matcomp.analysis.progress, "measures_over_training", lambda *a: pytest.fail("computed twice"))
+    progress_table(shipped, samples=8)  # found in the working store

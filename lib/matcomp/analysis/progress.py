@@ -40,7 +40,7 @@ from matcomp.models.bert import MatrixBert
 from matcomp.models.recipe import COMPONENT_PATTERNS, component_names
 from matcomp.runs.folder import atomic_write_bytes
 from matcomp.runs.run import Run
-from matcomp.runs.store import get_or_train
+from matcomp.runs.store import get_or_train, runs_root
 from matcomp.seeding import analysis_generator
 
 L_MASK = "L_mask (smoothed)"
@@ -97,24 +97,27 @@ def measures_over_training(run: Run, steps, batch: Batch) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("step")
 
 
-def cache_path(run: Run, samples: int, seed: int) -> Path:
-    """Where the measures of ``run`` on ``samples`` matrices of analysis seed ``seed`` are cached."""
-    return run.path.parent / "progress" / f"{run.path.name}-n{samples}-s{seed}.csv"
+def cache_path(run: Run, samples: int, seed: int, root: Path | None = None) -> Path:
+    """Where the measures of ``run`` on ``samples`` matrices of analysis seed ``seed`` are cached in the
+    store at ``root`` (default: the run's own: ``runs/reference/progress/`` for a shipped run)."""
+    return (root or run.path.parent) / "progress" / f"{run.path.name}-n{samples}-s{seed}.csv"
 
 
 def progress_table(run: Run, samples: int = 256, seed: int = 0) -> pd.DataFrame:
     """The measures of every checkpoint of ``run`` (one row per step), on ``samples`` matrices of
-    the run's task drawn from ``analysis_generator(seed)``. Read from the cache when it holds at
-    least the run's checkpoints (a shipped table may hold more steps than the shipped run keeps),
-    else computed and cached."""
-    path = cache_path(run, samples, seed)
-    if path.exists():
-        table = pd.read_csv(path, index_col="step")
-        if set(run.steps) <= set(table.index) and list(table.columns) == list(MEASURES):
-            return table
+    the run's task drawn from ``analysis_generator(seed)``. Read from the cache beside the run (shipped
+    with it) or in the working store when one holds at least the run's checkpoints (a shipped table
+    may hold more steps than the shipped run keeps); else computed and cached in the working store,
+    never beside a shipped run (the book's build writes nothing into the repository)."""
+    written = cache_path(run, samples, seed, runs_root())
+    for path in dict.fromkeys((cache_path(run, samples, seed), written)):
+        if path.exists():
+            table = pd.read_csv(path, index_col="step")
+            if set(run.steps) <= set(table.index) and list(table.columns) == list(MEASURES):
+                return table
     batch = sample_batch(run.config.data, samples, analysis_generator(seed))
     table = measures_over_training(run, run.steps, batch)
-    atomic_write_bytes(path, table.to_csv().encode())  # a crash never leaves half a table
+    atomic_write_bytes(written, table.to_csv().encode())  # a crash never leaves half a table
     return table
 
 

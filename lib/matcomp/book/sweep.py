@@ -13,6 +13,9 @@ import hashlib
 import itertools
 import json
 import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import nbformat
@@ -20,15 +23,20 @@ import pandas as pd
 
 RESULT_MIME = "application/json"
 RESULT_KEY = "matcomp_result"  # output metadata key that marks a recorded result
+# MyST-NB's glue convention: an output whose metadata names it in "scrapbook" and whose mime types carry
+# this prefix is data, not display, and never rendered; the book's readers do not see what a sweep collects
+HIDDEN_PREFIX = "application/papermill.record/"
+_recorded = itertools.count()
 
 
 def record(**values) -> None:
-    """Show ``values`` (JSON-serialisable) as this notebook's result for ``collect``."""
+    """Store ``values`` (JSON-serialisable) as this notebook's result for ``collect``, invisibly."""
     from IPython.display import display
 
     text = json.dumps(values)  # fails here, naming the offending value, rather than in the sweep
-    display({RESULT_MIME: values, "text/plain": f"recorded for sweeps: {text}"}, raw=True,
-            metadata={RESULT_KEY: True})
+    name = f"{RESULT_KEY}_{next(_recorded)}"  # glue names must be unique within a notebook
+    display({HIDDEN_PREFIX + RESULT_MIME: text}, raw=True,  # a prefixed mime type holds text (nbformat)
+            metadata={RESULT_KEY: True, "scrapbook": {"name": name, "mime_prefix": HIDDEN_PREFIX}})
 
 
 def grid(**axes: list) -> list[dict]:
@@ -93,12 +101,29 @@ def execute_point(notebook: Path | str, target: Path | str, params: dict, kernel
     notebook, target = Path(notebook), Path(target)
     partial = target.with_suffix(".running.ipynb")
     try:
-        papermill.execute_notebook(notebook, partial, parameters=params, kernel_name=kernel,
-                                   cwd=str(notebook.parent), progress_bar=progress)
+        with stderr_to(target.with_suffix(".log")):  # the kernel's own warnings: kept, not shown
+            papermill.execute_notebook(notebook, partial, parameters=params, kernel_name=kernel,
+                                       cwd=str(notebook.parent), progress_bar=progress)
     except papermill.PapermillExecutionError as error:
         return f"{params}: {error.ename}: {error.evalue}"
     os.replace(partial, target)
     return None
+
+
+@contextmanager
+def stderr_to(path: Path) -> Iterator[None]:
+    """Within the block, this process's file descriptor 2 (inherited by the kernels it starts) writes
+    to ``path``: a sweep run from inside a chapter shows its readers no kernel start-up warnings."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(path, "ab") as log:
+            os.dup2(log.fileno(), 2)
+            yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def collect(out: Path | str, notebooks: list[Path] | None = None) -> pd.DataFrame:
@@ -113,7 +138,7 @@ def collect(out: Path | str, notebooks: list[Path] | None = None) -> pd.DataFram
         for cell in nb.cells:
             for output in cell.get("outputs", []):
                 if output.get("metadata", {}).get(RESULT_KEY):
-                    row.update(output["data"][RESULT_MIME])
+                    row.update(json.loads(output["data"][HIDDEN_PREFIX + RESULT_MIME]))
         rows.append(row)
     if not rows:
         raise ValueError(f"no executed notebooks in {out}")
