@@ -7,6 +7,7 @@ import torch
 from matcomp.analysis.gpt import attention_maps, attention_scores, copy_onset, decoded_losses
 from matcomp.config import RunConfig
 from matcomp.data import make_batch
+from matcomp.drop import detect_drop
 from matcomp.models.factory import build_model
 from matcomp.models.gpt import MatrixGPT, sequences
 from matcomp.presets import preset
@@ -61,7 +62,12 @@ def test_training_starts_copying_the_observed_entries(store):
     first, last = m.dropna(subset=["eval_acc_obs"]).iloc[[0, -1]].itertuples()
     # chance is 1/401 per entry; copying shows first at observed entries
     assert last.eval_acc_obs > max(0.05, 3 * first.eval_acc_obs) and last.eval_acc_obs > 3 * last.eval_acc_mask
-    assert run.drop.column == "L_full"
+    with pytest.raises(ValueError, match="trained on cross-entropy: detect_drop does not apply"):
+        _ = run.drop
+    with pytest.raises(ValueError, match="'L_full' is not one"):
+        detect_drop(m, column="L_full")
+    with pytest.raises(ValueError, match="'eval_acc_obs' is not one"):
+        detect_drop(m, column="eval_acc_obs")
     assert isinstance(run.checkpoint(200), MatrixGPT)
 
 

@@ -46,7 +46,12 @@ def cmd_train(args) -> None:
         print(f"(the shipped reference run, made by: {run.summary['command']}; --no-shipped trains it here)")
     print(f"final step {int(m.step)}: {final_metrics(m, cfg)}")
     print(f"train time {run.summary['train_s']:.0f} s ({run.summary['train_s'] / cfg.train.steps:.4f} s/step)")
-    print(run.drop)
+    if cfg.model.arch == "bert":
+        print(run.drop)
+    else:
+        from matcomp.analysis.gpt import copy_onset
+
+        print(f"copies (greedy accuracy at observed entries >= 0.5) from step {copy_onset(run.metrics)}")
 
 
 def cmd_bench(args) -> None:

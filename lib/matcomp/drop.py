@@ -15,10 +15,12 @@ accuracies (the GPT of App. G) have their own measures.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pandas as pd
 
+MSE_COLUMN = re.compile(r"(eval_)?L(_obs|_mask)?(_n\d+)?")  # the BERT's losses, the only ones detect_drop reads
 FINAL_STEPS = 200  # a run's final losses are means over its last this many steps
 
 
@@ -67,7 +69,12 @@ def final_losses(metrics: pd.DataFrame, steps: int = FINAL_STEPS) -> pd.Series:
 
 def detect_drop(metrics: pd.DataFrame, column: str = "L_mask", window: int = 101, skip: int = 100,
                 plateau_steps: int = 400) -> Drop:
-    """The plateau and drop of ``column`` in a metrics table with a ``step`` column."""
+    """The plateau and drop of ``column`` in a metrics table with a ``step`` column. ``column`` must be
+    one of the BERT's mean-squared errors (``L``, ``L_obs``, ``L_mask`` or their ``eval_`` columns):
+    a cross-entropy or an accuracy neither sits at r/9 nor halves when the model learns."""
+    if not MSE_COLUMN.fullmatch(column):
+        raise ValueError(f"detect_drop reads the mean-squared errors L, L_obs and L_mask (or their eval_ columns); "
+                         f"{column!r} is not one: a cross-entropy or an accuracy needs its own measure")
     for name, value in (("window", window), ("plateau_steps", plateau_steps)):
         if value < 1:
             raise ValueError(f"{name} must be >= 1; got {value}")

@@ -60,13 +60,12 @@ class Run:
 
     @cached_property
     def drop(self) -> Drop:
-        """Plateau and drop of L_mask (of the GPT's L_full; see ``matcomp.drop``)."""
-        return detect_drop(self.metrics, column=drop_column(self.config))
-
-
-def drop_column(cfg: RunConfig) -> str:
-    """The loss whose plateau and drop describe a run: L_mask, or the GPT's L_full."""
-    return "L_full" if cfg.model.arch == "gpt" else "L_mask"
+        """Plateau and drop of L_mask (``matcomp.drop``); a GPT run has none (ValueError): its
+        cross-entropy is not an MSE, and its shift is when it learns to copy (``analysis.gpt.copy_onset``)."""
+        if self.config.model.arch != "bert":
+            raise ValueError(f"{self.config.run_id} is a {self.config.model.arch} run, trained on cross-entropy: "
+                             f"detect_drop does not apply; use matcomp.analysis.gpt.copy_onset")
+        return detect_drop(self.metrics)
 
 
 def verify(folder: RunFolder, cfg: RunConfig | None = None) -> str | None:
@@ -113,10 +112,13 @@ def summarize(path: Path | str) -> str:
         return f"{folder.path.name}: unreadable ({err})"
     last, seconds = metrics.iloc[-1], metrics["time_s"].dropna().iloc[-1]
     status = "finished" if folder.complete_path.exists() else "unfinished"
-    try:
-        drop = str(detect_drop(metrics, column=drop_column(cfg)))
-    except ValueError:
-        drop = "too short to tell"
+    if cfg.model.arch != "bert":
+        drop = "no L_mask drop (cross-entropy; see the gpt chapter's copy onset)"
+    else:
+        try:
+            drop = str(detect_drop(metrics))
+        except ValueError:
+            drop = "too short to tell"
     return (f"{folder.path.name} [{status}] {int(last.step)}/{cfg.train.steps} steps, "
             f"{seconds / last.step:.4f} s/step, {seconds / 60:.1f} min | {final_metrics(last, cfg)} | {drop}")
 
