@@ -1,12 +1,14 @@
 """The autoregressive GPT of App. G: tokens, sequences, losses, greedy decoding, config checks."""
 
+import math
+
 import pandas as pd
 import pytest
 import torch
 
-from matcomp.analysis.gpt import attention_maps, attention_scores, copy_onset, decoded_losses
+from matcomp.analysis.gpt import attention_maps, attention_scores, completion_scores, copy_onset, decode
 from matcomp.config import RunConfig
-from matcomp.data import make_batch
+from matcomp.data import make_batch, sample_batch
 from matcomp.drop import detect_drop
 from matcomp.models.factory import build_model
 from matcomp.models.gpt import MatrixGPT, sequences
@@ -49,8 +51,8 @@ def test_losses_and_greedy_decoding_of_a_model_that_copies():
     assert copier.complete(sequences(batch)[:, :5]).tolist() == [[251, MASK_ID, 401, 202]]
     ev = copier.eval_losses(batch)
     assert ev["acc_obs"].item() == 1.0 and ev["acc_mask"].item() == 0.0
-    decoded = decoded_losses(copier, batch)  # MISSING decodes to 0: the missing -1.0 costs 1.0
-    assert decoded["L_obs"] == 0.0 and decoded["L_mask"] == 1.0
+    greedy = completion_scores(copier, batch).loc["greedy token"]  # MISSING decodes to 0: the missing -1.0 costs 1.0
+    assert greedy["L_obs"] == 0.0 and greedy["L_mask"] == 1.0 and (greedy["acc_obs"], greedy["acc_mask"]) == (1.0, 0.0)
 
 
 def test_training_starts_copying_the_observed_entries(store):
@@ -101,3 +103,25 @@ def test_decoded_values_and_copy_onset():
     assert GPT_TOKENS.decode(torch.tensor([0, 1, 401, 404])).tolist() == [0.0, -2.0, 2.0, 0.0]
     metrics = pd.DataFrame({"step": [1, 2, 3, 4], "eval_acc_obs": [0.1, float("nan"), 0.6, 0.9]})
     assert copy_onset(metrics) == 3 and copy_onset(metrics, 0.95) is None
+
+
+class FixedOdds(torch.nn.Module):
+    """A stand-in GPT: at every position, logits that put probability 3/4 on the value 0.5 and 1/4 on -0.5."""
+
+    def forward(self, ids):
+        logits = torch.full((*ids.shape, GPT_TOKENS.vocab_size), -1e9)
+        logits[..., GPT_TOKENS.encode(torch.tensor(0.5))] = math.log(3)
+        logits[..., GPT_TOKENS.encode(torch.tensor(-0.5))] = 0.0
+        return logits
+
+
+def test_greedy_decoding_reads_the_mode_and_the_softmax_mean_reads_the_mean():
+    batch = sample_batch(preset("smoke_gpt").data.of_size(2), 3, torch.Generator().manual_seed(0))
+    tokens, means = decode(FixedOdds(), sequences(batch)[:, :5])
+    assert (GPT_TOKENS.decode(tokens) == 0.5).all()  # the mode
+    assert torch.allclose(means, torch.full_like(means, 0.75 * 0.5 - 0.25 * 0.5))  # the mean, 0.25
+    scores = completion_scores(FixedOdds(), batch)
+    assert list(scores.index) == ["greedy token", "softmax mean"] and scores.loc["softmax mean"].isna()["acc_obs"]
+    x = batch.values
+    assert scores.loc["softmax mean", "L"] == pytest.approx(((x - 0.25) ** 2).mean().item(), rel=1e-5)
+    assert scores.loc["greedy token", "L"] == pytest.approx(((x - 0.5) ** 2).mean().item(), rel=1e-5)

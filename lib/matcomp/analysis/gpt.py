@@ -13,12 +13,41 @@ from matcomp.tokenizer import GPT_TOKENS
 
 
 @torch.no_grad()
-def decoded_losses(model: MatrixGPT, batch: Batch) -> dict[str, float]:
-    """The MSEs (``matcomp.metrics.METRICS``) of the greedily decoded matrices, comparable with
-    BERT's losses: the GPT's completion read back as values."""
-    prompt = sequences(batch)[:, :batch.observed.flatten(1).shape[1] + 1]
-    pred = GPT_TOKENS.decode(model.complete(prompt)).reshape(batch.values.shape)
-    return {k: v.item() for k, v in masked_mse(pred, batch.values, batch.observed).items()}
+def decode(model: MatrixGPT, prompt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Greedy decoding of the m·n entries after ``prompt`` = (masked X, SEP), as the paper decodes:
+    the ids (B, m·n) of the argmax tokens, and at each position the mean value of the model's
+    distribution over value tokens there (B, m·n), given the greedy entries before it.
+
+    A model trained with cross-entropy predicts a distribution; its argmax is a mode, its mean the
+    number an MSE rewards, so the two read the same model differently."""
+    n = prompt.shape[1] - 1
+    ids = torch.arange(1, GPT_TOKENS.max_id + 1, device=prompt.device)  # the value tokens
+    values = GPT_TOKENS.decode(ids)
+    seq, means = prompt, []
+    for _ in range(n):
+        logits = model(seq)[:, -1].float()
+        means.append(torch.softmax(logits[:, ids], dim=-1) @ values)
+        seq = torch.cat([seq, logits.argmax(-1, keepdim=True)], dim=1)
+    return seq[:, prompt.shape[1]:], torch.stack(means, dim=1)
+
+
+def completion_scores(model: MatrixGPT, batch: Batch) -> pd.DataFrame:
+    """The GPT's completions scored two ways, one row each: ``greedy token`` (the argmax token's
+    value, with the token accuracies the paper reports at observed and missing entries) and
+    ``softmax mean`` (the mean of the predicted distribution; no token, so no accuracy). Columns:
+    ``acc_obs``, ``acc_mask`` and the MSEs ``L``, ``L_obs``, ``L_mask``, comparable with BERT's."""
+    n = batch.observed.flatten(1).shape[1]
+    tokens, means = decode(model, sequences(batch)[:, :n + 1])
+    right = tokens == GPT_TOKENS.encode(batch.values).flatten(1)
+    observed = batch.observed.flatten(1)
+    accuracy = {"greedy token": (right[observed].float().mean().item(), right[~observed].float().mean().item()),
+                "softmax mean": (float("nan"), float("nan"))}
+    rows = {}
+    for name, pred in (("greedy token", GPT_TOKENS.decode(tokens)), ("softmax mean", means)):
+        mse = masked_mse(pred.reshape(batch.values.shape), batch.values, batch.observed)
+        rows[name] = {"acc_obs": accuracy[name][0], "acc_mask": accuracy[name][1],
+                      **{k: mse[k].item() for k in ("L", "L_obs", "L_mask")}}
+    return pd.DataFrame.from_dict(rows, orient="index")
 
 
 @torch.no_grad()
