@@ -193,3 +193,55 @@ def test_convex_solvers_give_the_same_answer_in_two_processes():
     assert torch.allclose(*regularised, atol=1e-6)
     with pytest.raises(ValueError, match="workers must be an integer > 0"):
         nuclear_norm_min(batch, workers=0)
+
+
+def test_completion_sweep_scores_every_method_at_every_p_mask_on_the_same_matrices():
+    from matcomp.analysis.baselines import NN, TRUTH, completion_sweep, headline_table, versus_table
+
+    data = DataConfig(n_rows=3, n_cols=3, rank=1, p_mask=0.3)
+    model = MatrixBert(ModelConfig(hidden=16, layers=1, heads=2)).eval()
+    sweep, kept, dropped = completion_sweep(data, [0.2, 0.4], samples=6, lam=1e-3, model=model)
+    methods = ["BERT", NN, "regularised, λ=0.001", "soft-impute, λ=0.001", "rank-1 ALS (oracle)", TRUTH]
+    assert list(sweep["method"].unique()) == methods and sweep["p_mask"].unique().tolist() == [0.2, 0.4]
+    assert set(dropped) == {0.2, 0.4} and sum(dropped.values()) + len(kept[0.2][0]) == 6
+    truth = sweep[(sweep.method == TRUTH)]
+    assert (truth["L"] == 0).all() and (sweep[sweep.method == NN]["L_obs"] < 1e-6).all()
+    x02, x04 = kept[0.2][0], kept[0.4][0]
+    if len(x02) == len(x04):  # the same matrices at every p_mask (unless a mask left one unobserved)
+        assert torch.equal(x02, x04)
+
+    headline = headline_table(sweep, kept, 0.2)
+    assert list(headline.index) == methods
+    assert headline.loc[NN, "L / BERT's"] == pytest.approx(headline.loc[NN, "L"] / headline.loc["BERT", "L"])
+    assert math.isnan(headline.loc["BERT", "L / BERT's"]) and math.isnan(headline.loc[TRUTH, "± s.e. of L − L_BERT"])
+    assert headline.loc[TRUTH, "norm / BERT's"] > 0
+
+    versus = versus_table(sweep, kept)
+    assert list(versus.index) == [0.2, 0.4]
+    gap = versus.loc[0.4, f"L, {NN}"] - versus.loc[0.4, "L, BERT"]
+    assert versus.loc[0.4, "L gap (NN − BERT)"] == pytest.approx(gap)
+    assert versus.loc[0.4, "± s.e."] == pytest.approx(paired_se(kept[0.4][2][NN], kept[0.4][2]["BERT"], kept[0.4][0]))
+
+
+def test_solver_agreement_and_pooled_mse_compare_two_solutions():
+    from matcomp.analysis.baselines import pooled_mse, solver_agreement
+
+    values, observed = exact_low_rank(0, p_mask=0.3, batch=4)
+    convex = nuclear_norm_regularised(values, observed, lam=1e-3)
+    same = solver_agreement(convex, convex, values, observed, lam=1e-3)
+    assert same["gap max"] == same["gap mean"] == same["entry"] == same["L change"] == 0
+    assert same["objective"] == pytest.approx(regularised_objective(convex, values, observed, 1e-3).mean().item())
+    shifted = solver_agreement(convex, convex + 0.1, values, observed, lam=1e-3)
+    assert shifted["entry"] == pytest.approx(0.1) and shifted["gap max"] > 0 and shifted["L change"] > 0
+    assert pooled_mse(values + 0.5, values) == pytest.approx(0.25)
+
+
+def test_lambda_draws_are_one_lambda_table_per_seed():
+    from matcomp.analysis.baselines import lambda_draws
+    from matcomp.seeding import analysis_generator
+
+    data = DataConfig(n_rows=3, n_cols=3, rank=1, p_mask=0.3)
+    draws = lambda_draws(data, 1e-3, samples=5, seeds=[2, 3])
+    assert list(draws.index) == [2, 3] and {"L", "L se", "L_mask"} <= set(draws.columns)
+    one = lambda_table(sample_batch(data, 5, analysis_generator(3)), [1e-3])
+    assert draws.loc[3, "L"] == pytest.approx(one["L"].iloc[0]) and draws.loc[2, "L"] != draws.loc[3, "L"]

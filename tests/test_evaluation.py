@@ -59,3 +59,14 @@ def test_losses_of_a_real_model_match_a_manual_computation():
     assert result["L_mask"] == pytest.approx(err[~batch.observed].mean().item(), rel=1e-5)
     assert result["L"] == pytest.approx(err.mean().item(), rel=1e-5)
     assert isinstance(copy_check(model, DATA, samples=8), pd.DataFrame)
+
+
+def test_second_moments_are_r_over_9_and_the_sample_agrees():
+    from matcomp.analysis.evaluation import second_moments
+
+    table = second_moments([DATA, DataConfig(n_rows=3, n_cols=5, rank=2)], samples=4000)
+    assert list(table.index) == ["4x4 rank 1", "3x5 rank 2"]
+    assert table["r/9"].tolist() == pytest.approx([1 / 9, 2 / 9])
+    assert (table["relative difference"].abs() < 0.03).all()
+    assert (table["max |X_ij|"] <= table["r/9"] * 9).all()  # |X_ij| <= r for uniform[-1, 1] factors
+    assert table["relative difference"].iloc[0] == pytest.approx(table["mean X_ij^2 (sampled)"].iloc[0] * 9 - 1)

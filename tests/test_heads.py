@@ -124,3 +124,32 @@ def test_model_scores_maps_and_group_ablation(model):
     assert (groups.loc["none", ["L ratio", "L_obs ratio", "L_mask ratio"]] == 1).all()
     assert groups.loc["none", "L_mask"] == pytest.approx(losses(model, batch)["L_mask"], rel=1e-5)
     assert groups.loc["one", "L ablated"] != groups.loc["one", "L"]
+
+
+def test_classify_model_is_classify_heads_of_the_model_scores(model):
+    from matcomp.analysis.heads import classify_model
+
+    batch = sample_batch(DataConfig(n_rows=M, n_cols=N_COLS, rank=1), 8, torch.Generator().manual_seed(0))
+    direct = classify_heads(head_scores(model, batch), score_baselines(batch.observed), mass=0.3, enrichment=1.5)
+    pd.testing.assert_frame_equal(classify_model(model, batch, mass=0.3, enrichment=1.5), direct)
+
+
+def test_with_baselines_adds_the_uniform_row_under_the_heads():
+    from matcomp.analysis.heads import with_baselines
+
+    observed = random_mask(32, M, N_COLS, 0.3, torch.Generator().manual_seed(0))
+    table = classify_heads(map_scores(synthetic_maps(32), observed), score_baselines(observed))
+    shown = with_baselines(table, observed, ["family", "row", "self"])
+    assert list(shown.columns) == ["family", "row", "self"] and len(shown) == 5
+    assert shown.index[-1] == ("uniform", "") and pd.isna(shown["family"].iloc[-1])
+    assert shown["row"].iloc[-1] == pytest.approx((N_COLS - 1) / S) and shown["self"].iloc[-1] == pytest.approx(1 / S)
+
+
+def test_strongest_takes_the_best_head_per_step_and_score():
+    from matcomp.analysis.heads import strongest
+
+    scores = pd.DataFrame({"step": [0, 0, 0, 10, 10, 10], "layer": 0, "head": [0, 1, 0, 0, 1, 0],
+                           "score": ["row", "row", "mask", "row", "row", "mask"],
+                           "value": [0.2, 0.3, 0.9, 0.7, 0.1, 0.9]})
+    best = strongest(scores, ["row"])
+    assert list(best.columns) == ["row"] and best["row"].tolist() == [0.3, 0.7] and list(best.index) == [0, 10]

@@ -100,3 +100,20 @@ def test_transplant_copies_only_qkv_and_leaves_both_models_alone(model, ids):
         transplant(model, donor, pattern="nothing")
     with pytest.raises(ValueError, match="differ in shape"):
         transplant(model, build_model(ModelConfig(hidden=16, layers=2, heads=4), seed=0))
+
+
+def test_attention_interventions_lists_the_four_conditions(model):
+    from matcomp.analysis.evaluation import losses
+    from matcomp.analysis.interventions import attention_interventions
+
+    batch = sample_batch(DataConfig(n_rows=4, n_cols=4, rank=1), 6, torch.Generator().manual_seed(0))
+    donor = build_model(CFG, seed=1).eval()
+    table = attention_interventions(model, donor, batch, "donor")
+    assert list(table.index) == ["no intervention", "all heads uniform", "all heads batch-mean", "Q, K, V from donor"]
+    assert list(table.columns) == ["L_obs", "L_mask"]
+    assert table.loc["no intervention", "L_mask"] == pytest.approx(losses(model, batch)["L_mask"])
+    with ablate_heads(model, mode="uniform"):
+        uniform = losses(model, batch)
+    assert table.loc["all heads uniform", "L_obs"] == pytest.approx(uniform["L_obs"])
+    assert table.loc["Q, K, V from donor", "L_mask"] == pytest.approx(losses(transplant(model, donor), batch)["L_mask"])
+    assert table.loc["all heads uniform", "L_mask"] != table.loc["no intervention", "L_mask"]

@@ -45,3 +45,20 @@ def test_shifted_losses_refuse_shapes_beyond_the_positions(model):
         shifted_losses(model, axis_variants(data, "columns", [9]), samples=4)
     with pytest.raises(ValueError, match="samples must be >= 1"):
         shifted_losses(model, axis_variants(data, "columns", [4]), samples=0)
+
+
+def test_relative_curves_divide_l_mask_by_each_runs_second_moment():
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from matcomp.analysis.ood import relative_curves
+
+    metrics = pd.DataFrame({"step": [1, 2, 3], "L_mask": [0.1, 0.2, 0.4], "L": [1.0, 1.0, 1.0]})
+    uniform = SimpleNamespace(metrics=metrics, config=SimpleNamespace(data=DataConfig(n_rows=4, n_cols=4, rank=1)))
+    gauss = SimpleNamespace(metrics=metrics, config=SimpleNamespace(data=DataConfig(
+        n_rows=4, n_cols=4, rank=2, distribution="gaussian", scale=1.0, clamp=True)))
+    curves = relative_curves({"uniform": uniform, "gaussian": gauss}, steps=2)
+    assert curves["uniform"]["L_mask"].tolist() == pytest.approx([0.9, 1.8])  # / (1/9)
+    assert curves["gaussian"]["L_mask"].tolist() == pytest.approx([0.05, 0.1])  # / r = 2
+    assert curves["uniform"]["L"].tolist() == [1.0, 1.0] and metrics["L_mask"].tolist() == [0.1, 0.2, 0.4]

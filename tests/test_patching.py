@@ -126,3 +126,24 @@ def test_identity_permutation_changes_nothing_and_a_permutation_changes_the_outp
         position_permutation(0, seed=0)
     with pytest.raises(ValueError, match="seeds must hold"):
         permuted_losses(model, batch, seeds=[])
+
+
+def test_restored_fraction_scales_each_site_between_corrupted_and_clean():
+    import pandas as pd
+
+    from matcomp.analysis.patching import restored_fraction
+
+    table = pd.DataFrame({"L_mask(X)": [0.02, 0.42, 0.02, 0.22, 0.5]},
+                         index=["clean", "corrupted", "all layers", "layer 0", "layer 1"])
+    restored = restored_fraction(table)
+    assert list(restored.index) == ["all layers", "layer 0", "layer 1"]
+    assert restored.tolist() == pytest.approx([1.0, 0.5, -0.2])  # a site can do worse than the corrupted run
+    flat = table.assign(**{"L_mask(X)": [0.11, 0.115, 0.11, 0.11, 0.11]})  # a model that answers ~0
+    assert restored_fraction(flat) is None and restored_fraction(flat, min_gap=0.01) is not None
+
+
+def test_restored_fraction_of_patching_every_head_is_one(model, batch):
+    from matcomp.analysis.patching import restored_fraction
+
+    table = negation_patching(model, batch, all_layers(2, 4))
+    assert restored_fraction(table, min_gap=0)["all layers"] == pytest.approx(1.0, abs=1e-5)

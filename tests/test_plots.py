@@ -101,3 +101,160 @@ def test_variant_curves_draw_a_panel_per_axis_with_a_curve_per_value():
     assert [line.get_label() for line in right.get_lines()][0] == "layers 2" and right.get_title().startswith("depth")
     assert left.get_lines()[0].get_xdata().max() <= 500
     plt.close(fig)
+
+
+def test_masked_example_labels_missing_entries_mask_and_shows_the_token_ids():
+    import matplotlib.pyplot as plt
+    import torch
+
+    from matcomp.book.plots import masked_example
+    from matcomp.data import make_batch
+
+    values = torch.tensor([[[0.5, -0.25], [1.0, 0.0]]])
+    observed = torch.tensor([[[True, False], [True, True]]])
+    fig = masked_example(make_batch(values, observed), rank=1, title="example")
+    truth, masked, ids = fig.axes
+    assert truth.get_title() == "$X = UV^T$ (rank 1), rounded" and fig._suptitle.get_text() == "example"
+    assert [t.get_text() for t in masked.texts] == ["0.50", "MASK", "1.00", "0.00"]
+    assert [t.get_text() for t in ids.texts] == ["1051", "0", "1101", "1001"]  # id = 1001 + 100x, MASK = 0
+    assert masked.get_title() == "mask: 1 of 4 entries missing"
+    plt.close(fig)
+
+
+def test_attention_grids_draw_one_titled_subfigure_per_grid():
+    import matplotlib.pyplot as plt
+    import pytest
+
+    from matcomp.book.plots import attention_grids
+
+    maps = np.full((2, 3, 4, 4), 0.25)
+    fig = attention_grids({"step 10": maps, "step 20": maps}, {"step 20": [["a", "b", "c"], ["d", "e", "f"]]},
+                          columns=2)
+    assert [sub._suptitle.get_text() for sub in fig.subfigs] == ["step 10", "step 20"]
+    assert len(fig.axes) == 12  # 2 grids x 2 layers x 3 heads
+    assert [ax.get_title() for ax in fig.subfigs[1].axes][:2] == ["a", "b"]
+    assert fig.subfigs[0].axes[0].get_title() == "layer 0, head 0"
+    plt.close(fig)
+    with pytest.raises(ValueError, match="same \\(layers, heads\\)"):
+        attention_grids({"a": maps, "b": maps[:1]})
+
+
+def probe_table(target: str) -> pd.DataFrame:
+    """A ``probe_layers``-shaped table for layers 0-2."""
+    table = pd.DataFrame({"layer": [0, 1, 2], "train MSE": [0.3, 0.2, 0.1], "test MSE": [0.4, 0.25, 0.12]})
+    if target == "element":
+        table["test MSE missing"], table["test MSE observed"] = [0.1, 0.05, 0.02], [0.01, 0.01, 0.005]
+    else:
+        table["train |cos|"], table["test |cos|"] = [0.3, 0.5, 0.7], [0.2, 0.45, 0.6]
+    return table.set_index("layer")
+
+
+def test_probe_panels_draw_each_target_by_layer_beside_layer_zero_and_answering_zero():
+    import matplotlib.pyplot as plt
+
+    from matcomp.book.plots import probe_panels
+
+    tables = {target: probe_table(target) for target in ("row", "element")}
+    fig = probe_panels(tables, {"row": 0.5, "element": 0.11}, {"row": "masked row"}, "probes")
+    top_row, top_element, bottom_row, bottom_element = fig.axes
+    lines = {line.get_label(): line for line in top_row.get_lines()}
+    assert list(lines["test"].get_xdata()) == [1, 2] and list(lines["test"].get_ydata()) == [0.25, 0.12]
+    assert list(lines["test, layer 0"].get_ydata()) == [0.4, 0.4] and list(lines["answer 0"].get_ydata()) == [0.5, 0.5]
+    assert top_row.get_title() == "masked row" and top_element.get_title() == "element"
+    assert {line.get_label() for line in bottom_element.get_lines()} == {
+        "test, missing entries", "test, observed entries", "missing, layer 0"}
+    assert bottom_row.get_ylim() == (0, 1.02) and fig._suptitle.get_text() == "probes"
+    plt.close(fig)
+
+
+def test_probe_before_after_draws_one_line_per_checkpoint_and_the_answer_zero_level():
+    import matplotlib.pyplot as plt
+
+    from matcomp.book.plots import probe_before_after
+
+    tables = {target: probe_table(target) for target in ("row", "element")}
+    fig = probe_before_after({"before": tables, "after": tables}, zero_missing=0.11)
+    left, right = fig.axes
+    assert [line.get_label() for line in left.get_lines()] == ["before", "after"]
+    assert [line.get_linestyle() for line in left.get_lines()] == ["--", "-"]
+    assert list(right.get_lines()[0].get_ydata()) == [0.1, 0.05, 0.02]
+    assert list(right.get_lines()[-1].get_ydata()) == [0.11, 0.11] and right.get_yscale() == "log"
+    plt.close(fig)
+
+
+def test_against_step_draws_each_measure_with_the_loss_on_a_twin_axis():
+    import matplotlib.pyplot as plt
+
+    from matcomp.book.plots import against_step
+
+    step = np.arange(1, 2001)
+    metrics = pd.DataFrame({"step": step, "L_mask": np.where(step < 1000, 0.11, 0.01)})
+    table = pd.DataFrame({"by row": [0.0, 0.2, 0.5], "by column": [0.1, 0.1, 0.0]}, index=[0, 1000, 2000])
+    ax = against_step(table, metrics, detect_drop(metrics), "silhouette", {"by row": "silhouette by row"})
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert labels[:2] == ["silhouette by row", "by column"] and ax.get_ylabel() == "silhouette"
+    assert list(ax.get_lines()[0].get_ydata()) == [0.0, 0.2, 0.5]
+    assert len(ax.figure.axes) == 2  # the measure's axis and L_mask's
+    plt.close(ax.figure)
+
+
+def test_embedding_figures_plot_the_given_points():
+    import matplotlib.pyplot as plt
+
+    from matcomp.book.plots import position_panels, token_snapshots, value_token_panels
+
+    values = np.array([-1.0, 0.0, 1.0])
+    fig = value_token_panels(values, [2.0, 1.0, 2.0], np.array([[1.0, 0], [0, 1], [-1, 0]]), np.array([0.6, 0.3]))
+    assert list(fig.axes[0].get_lines()[0].get_ydata()) == [2.0, 1.0, 2.0]
+    assert fig.axes[1].get_xlabel() == "PC1 (60%)"
+    plt.close(fig)
+    layout = np.arange(8.0).reshape(4, 2)
+    fig = position_panels(layout, [1.0, 2.0, 3.0, 4.0], rows=[0, 0, 1, 1], cols=[0, 1, 0, 1], n_cols=2)
+    assert [t.get_text() for t in fig.axes[0].texts] == ["0", "1", "2", "3"]
+    assert [line.get_xdata()[0] for line in fig.axes[2].get_lines()[1:]] == [1.5]  # one row start
+    plt.close(fig)
+    fig = token_snapshots({0: layout[:3], 500: layout[1:]}, values)
+    assert [ax.get_title() for ax in fig.axes] == ["step 0", "step 500"]
+    assert fig.axes[1].collections[0].get_offsets().tolist() == layout[1:].tolist()
+    plt.close(fig)
+
+
+def test_patching_heatmaps_share_one_scale_and_name_the_references():
+    import matplotlib.pyplot as plt
+
+    from matcomp.book.plots import patching_heatmaps
+
+    index = pd.MultiIndex.from_product([[0, 1], [0, 1]], names=["layer", "head"])
+    grid = pd.DataFrame({"L_mask(X)": [0.1, 0.2, 0.3, 0.4], "L_mask(-X)": [0.5, 0.4, 0.3, 0.2]}, index=index)
+    fig = patching_heatmaps(grid, clean=0.05, corrupted=0.6)
+    left, right = fig.axes[:2]  # then a colour bar each
+    assert left.images[0].get_clim() == right.images[0].get_clim() == (0, 0.6)
+    assert [t.get_text() for t in left.texts] == ["0.100", "0.200", "0.300", "0.400"]
+    assert fig._suptitle.get_text() == "one head patched (clean 0.050, corrupted 0.600 to $X$)"
+    plt.close(fig)
+
+
+def test_seed_panels_draw_a_panel_per_seed_with_its_runs_and_marks():
+    import matplotlib.pyplot as plt
+
+    from matcomp.book.plots import seed_panels
+
+    step = np.arange(1, 501)
+    runs = {"plain": pd.DataFrame({"step": step, "L_mask": np.full(500, 0.11)}),
+            "bias": pd.DataFrame({"step": step, "L_mask": np.full(500, 0.05)})}
+    fig = seed_panels({0: runs, 1: runs}, {0: 0.11, 1: 0.12}, styles={"bias": {"color": "tab:blue"}},
+                      marks={"bias": 200})
+    first, second = fig.axes
+    assert first.get_title() == "seed 0" and second.get_title() == "seed 1"
+    labels = [line.get_label() for line in second.get_lines()]
+    assert labels[:3] == ["plain", "bias", "copying plateau (0.12)"]
+    assert second.get_lines()[-1].get_xdata()[0] == 200 and second.get_lines()[-1].get_color() == "tab:blue"
+    plt.close(fig)
+
+
+def test_family_titles_label_each_head_with_its_family():
+    from matcomp.book.plots import family_titles
+
+    index = pd.MultiIndex.from_product([[0, 1], [0, 1]], names=["layer", "head"])
+    table = pd.DataFrame({"family": ["row", "column", "other", "identity"]}, index=index)
+    assert family_titles(table) == [["(0,0) row", "(0,1) column"], ["(1,0) other", "(1,1) identity"]]

@@ -85,3 +85,104 @@ def test_probe_layers_fits_every_layer_no_worse_than_predicting_zero(target):
     assert (table["train MSE"] <= (probe_targets(train, target) ** 2).mean().item() + 1e-9).all()
     extra = ["test MSE missing", "test MSE observed"] if target == "element" else ["train |cos|", "test |cos|"]
     assert set(extra) <= set(table.columns) and np.isfinite(table.to_numpy()).all()
+
+
+def test_task_values_cover_the_sampled_range_on_the_token_grid():
+    from matcomp.analysis.representations import task_values
+
+    values = task_values(DataConfig(n_rows=3, n_cols=3, rank=1), 256)
+    assert values[0] == -values[-1] and 0.8 < values[-1] <= 1.0  # |U V^T| <= 1 for rank 1
+    assert torch.allclose(torch.diff(values), torch.full((len(values) - 1,), 0.01), atol=1e-6)
+    assert torch.equal(values, task_values(DataConfig(n_rows=3, n_cols=3, rank=1), 256))  # seeded
+
+
+def test_position_embeddings_are_the_first_rows_of_the_position_table():
+    from matcomp.analysis.representations import position_embeddings
+
+    model = build_model(ModelConfig(hidden=16, layers=1, heads=2, max_positions=32), seed=0)
+    table = model.bert.embeddings.position_embeddings.weight
+    rows = position_embeddings(model, 3, 4)
+    assert rows.shape == (12, 16) and torch.equal(rows, table[:12].detach()) and not rows.requires_grad
+    with pytest.raises(ValueError, match="a 6x6 matrix needs 36 positions; the model has 32"):
+        position_embeddings(model, 6, 6)
+
+
+def test_position_silhouettes_tell_row_clusters_from_column_clusters():
+    from matcomp.analysis.representations import position_silhouettes
+
+    rows = torch.arange(12) // 4  # 3 x 4 positions, row-major
+    points = torch.stack([10.0 * rows, 0.01 * torch.arange(12)], 1)  # grouped by row only
+    scores = position_silhouettes(points, 3, 4)
+    assert list(scores) == ["by column", "by row"]
+    assert scores["by row"] > 0.9 and scores["by column"] < 0
+
+
+def test_tsne_layout_is_two_dimensional_and_seeded():
+    from matcomp.analysis.representations import tsne_layout
+
+    points = torch.randn(16, 8, generator=torch.Generator().manual_seed(0))
+    layout = tsne_layout(points, seed=3)
+    assert layout.shape == (16, 2) and np.array_equal(layout, tsne_layout(points, seed=3))
+
+
+def test_on_top_components_uses_the_reference_axes_and_centre():
+    from matcomp.analysis.representations import on_top_components
+
+    reference = torch.tensor([[-3.0, 0.0, 1.0], [3.0, 0.0, 1.0], [0.0, 1.0, 1.0], [0.0, -1.0, 1.0]])
+    xy = on_top_components(reference, torch.tensor([[2.0, 0.5, 1.0], [0.0, 0.0, 5.0]]))
+    assert torch.allclose(xy.abs(), torch.tensor([[2.0, 0.5], [0.0, 0.0]]))  # the third axis is not kept
+    assert torch.allclose(on_top_components(reference, reference).abs()[:, 0], torch.tensor([3.0, 3.0, 0.0, 0.0]))
+
+
+def test_answer_zero_mse_is_the_mean_squared_target():
+    from matcomp.analysis.representations import answer_zero_mse
+    from matcomp.data import Batch
+
+    batch = Batch(ids=torch.zeros(1, 4, dtype=torch.long), values=torch.tensor([[[1.0, 2.0], [3.0, 4.0]]]),
+                  observed=torch.tensor([[[True, False], [True, True]]]))
+    assert answer_zero_mse(batch, "element") == pytest.approx(7.5)
+    assert answer_zero_mse(batch, "element", missing_only=True) == pytest.approx(4.0)
+    assert answer_zero_mse(batch, "row") == pytest.approx((1 + 1 + 25 + 25) / 8)  # rows (1, 0), (3, 4), twice
+
+
+def test_probe_summary_and_comparison_read_the_tables():
+    import pandas as pd
+
+    from matcomp.analysis.representations import probe_comparison, probe_summary
+    from matcomp.paper import PROBING
+
+    index = pd.Index([0, 1, 2, 3], name="layer")
+    row = pd.DataFrame({"test MSE": [0.08, 0.07, 0.05, 0.06], "test |cos|": [0.3, 0.4, 0.8, 0.5]}, index=index)
+    element = pd.DataFrame({"test MSE missing": [0.12, 0.1, 0.05, 0.02],
+                            "test MSE observed": [0.01, 0.004, 0.003, 0.001]}, index=index)
+    svd = pd.DataFrame({"test MSE": [0.2, 0.21, 0.19, 0.2], "test |cos|": [0.4, 0.45, 0.5, 0.42]}, index=index)
+    before = {"element": element.assign(**{"test MSE missing": [0.11, 0.1, 0.1, 0.1]})}
+    summary = probe_summary({"row": row, "element": element, "svd": svd}, before, {"row": 0.09, "svd": 0.25})
+    assert summary["best layer"] == 2 and summary["row MSE"] == 0.05 and summary["row MSE layer 0"] == 0.08
+    assert summary["row cos"] == 0.8 and summary["row cos others"] == 0.45  # median of layers 1 and 3
+    assert summary["missing gain"] == pytest.approx(5.0) and summary["missing gain before"] == pytest.approx(1.0)
+    assert summary["observed max"] == 0.004 and summary["svd cos"] == 0.5 and summary["svd MSE"] == 0.19
+    table = probe_comparison(summary, layers=3)
+    assert list(table.index) == list(PROBING) and table.columns[0].startswith("paper (")
+    assert table["ours"].iloc[0] == "layer 2 of 3" and table["ours"].iloc[3] == "5.00 (0.1 → 0.02)"
+
+
+def test_silhouettes_over_training_and_over_seeds_read_each_checkpoint(micro, store):
+    from matcomp.analysis.representations import (
+        position_embeddings,
+        position_silhouettes,
+        silhouettes_over_seeds,
+        silhouettes_over_training,
+    )
+    from matcomp.runs.store import get_or_train
+
+    micro = micro.override({"train.steps": 200, "train.checkpoint_every": 100, "train.checkpoint_steps": []})
+    run = get_or_train(micro, progress=False)  # long enough for the drop detector to read a plateau
+    table = silhouettes_over_training(run)
+    assert list(table.index) == run.steps and list(table.columns) == ["by column", "by row"]
+    last = position_silhouettes(position_embeddings(run.checkpoint(run.steps[-1]), 3, 3), 3, 3)
+    assert table.loc[run.steps[-1]].to_dict() == pytest.approx(last)
+    seeds = silhouettes_over_seeds(micro, [micro.train.seed, micro.train.seed + 1])
+    assert list(seeds.index) == [micro.train.seed, micro.train.seed + 1]
+    assert seeds.loc[micro.train.seed, "by row"] == pytest.approx(last["by row"])
+    assert seeds.loc[micro.train.seed + 1, "by row"] != seeds.loc[micro.train.seed, "by row"]

@@ -34,3 +34,36 @@ def test_beside_shows_ours_its_error_the_reference_and_the_relative_difference()
     html = styler.to_html()
     assert "+10%" in html and "±10%" in html and "0.004" in html and "cap" in html and "nan" not in html.lower()
     assert ("L", "paper") not in beside(ours, reference, "paper", metrics=["L"], show_reference=False).data
+
+
+def test_beside_paper_puts_the_papers_numbers_under_their_own_heading():
+    from matcomp.book.tables import beside_paper
+
+    ours = pd.DataFrame({"L_obs": [1e-4, 2e-4, 3e-4], "L_mask": [0.1, 0.2, 0.05]}, index=["clean", "uniform", "extra"])
+    table = beside_paper(ours, {"clean": (9e-5, 0.2), "uniform": (3e-3, None)}, "ours", "paper")
+    assert list(table.columns) == [("ours", "L_obs"), ("ours", "L_mask"), ("paper", "L_obs"), ("paper", "L_mask")]
+    assert list(table.index) == ["clean", "uniform", "extra"]
+    assert table.loc["uniform", ("paper", "L_obs")] == 3e-3 and np.isnan(table.loc["uniform", ("paper", "L_mask")])
+    assert np.isnan(table.loc["extra", ("paper", "L_obs")]) and table[("paper", "L_mask")].dtype == float
+
+
+def test_findings_is_markdown_prose_a_bullet_per_sentence():
+    from matcomp.book.tables import findings
+
+    shown = findings("Seed 0 drops at step 5,060.", "Seed 1 does not.", lead="**On this run:**")
+    assert shown.data == "**On this run:**\n\n- Seed 0 drops at step 5,060.\n- Seed 1 does not."
+    assert findings("One sentence.").data == "One sentence." and shown._repr_markdown_() == shown.data
+
+
+def test_at_step_steps_text_and_variant_findings_write_steps_in_full():
+    from matcomp.book.tables import at_step, steps_text, variant_findings
+
+    assert at_step(5060) == "at step 5,060" and at_step(pd.NA) == "at no step of the run"
+    assert steps_text(pd.Series([5060, None], dtype="Int64"), none="–") == "5,060, –"
+    index = pd.MultiIndex.from_tuples([("width", 32), ("depth", 6)], names=["axis", "value"])
+    table = pd.DataFrame({"leaves plateau": pd.array([6702, 6464], dtype="Int64"),
+                          "drop step": pd.array([8353, None], dtype="Int64"), "final L_mask": [0.0457, 0.0688]},
+                         index=index)
+    assert variant_findings(table) == [
+        "Width 32: leaves the plateau at step 6,702, below half at step 8,353, final L_mask 0.046.",
+        "Depth 6: leaves the plateau at step 6,464, below half at no step of the run, final L_mask 0.069."]

@@ -41,3 +41,19 @@ def test_learning_order_sorts_sizes_by_their_drop():
     assert list(order.index) == ["4x4", "3x3", "5x5"]
     assert order["drop step"].tolist()[:2] == [8000, 12000] and pd.isna(order["drop step"].iloc[2])
     assert mixture_overrides([3, 5, 4]) == {"data.sizes": [3, 5, 4], "data.rank": 1, "data.n_rows": 5, "data.n_cols": 5}
+
+
+def test_undetermined_entries_are_those_whose_row_and_column_are_not_linked():
+    import torch
+
+    from matcomp.analysis.variants import undetermined, undetermined_fraction
+
+    mask = torch.tensor([[1, 0, 0],
+                         [1, 1, 0],
+                         [0, 0, 1]], dtype=torch.bool)  # rows 0, 1 and columns 0, 1 linked; row 2 with column 2
+    assert undetermined(mask[None])[0].tolist() == [[False, False, True],
+                                                    [False, False, True],
+                                                    [True, True, False]]
+    assert not undetermined(torch.ones(1, 3, 4, dtype=torch.bool)).any()
+    small, large = undetermined_fraction(3, 3, 0.3, samples=4000), undetermined_fraction(5, 5, 0.3, samples=4000)
+    assert 0.2 < small < 0.3 and 0.005 < large < 0.04  # 24% and 2% in the sizes chapter

@@ -1,5 +1,6 @@
 """Numbers the paper reports (4-layer, 8-head model on 7×7 rank-2 matrices unless stated), with
-where they come from (EXPERIMENTS.md §2), for the chapters to print beside ours.
+where the paper reports them (NeurIPS: the paper; WS: its workshop version), for the chapters to print
+beside ours.
 
 Steps are the paper's: pre-shift = step 4,000, post-shift = step 50,000, drop shortly after 15,000.
 """
@@ -8,13 +9,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-SUDDEN_DROP = {  # §2.1, NeurIPS Fig. 2
+SUDDEN_DROP = {  # NeurIPS §3, Fig. 2
     "L_mask on the plateau": 0.2236,
     "drop step": 15000,
     "final L": 4e-3,
 }
 
-# §2.2, NeurIPS Table 1: (step, inputs, m) -> (L'_mask, L_obs)
+# NeurIPS §3.1, Table 1: (step, inputs, m) -> (L'_mask, L_obs)
 COPY_TABLE = {
     (1000, "rank-2", "MASK"): (1.4e-3, 9.3e-4), (1000, "rank-2", 0.44): (7.6e-4, 1e-3),
     (1000, "rank-2", -0.24): (6.7e-4, 9.6e-4),
@@ -30,14 +31,15 @@ COPY_TABLE = {
     (14000, "random", -0.24): (4.1e-6, 1.1e-4),
 }
 
-# §2.3: the pre-shift model (step 4,000), 256 samples: condition -> (L_obs, L_mask)
+# NeurIPS §3.1 (attention ablation, model switching): the pre-shift model (step 4,000), 256 samples:
+# condition -> (L_obs, L_mask)
 PRE_SHIFT = {
     "no intervention": (3.4e-4, 0.2236),
     "all heads uniform": (3.2e-4, 0.2236),
     "Q, K, V from post-shift": (5e-3, 0.2246),
 }
 
-# §2.5: the post-shift model (step 50,000), 256 samples: condition -> (L_obs, L_mask); None = not reported
+# NeurIPS §3.2.1: the post-shift model (step 50,000), 256 samples: condition -> (L_obs, L_mask); None = not reported
 POST_SHIFT = {
     "no intervention": (9.2e-5, 0.0128),
     "all heads uniform": (3.7e-3, 0.2183),
@@ -45,13 +47,13 @@ POST_SHIFT = {
     "positions permuted": (2.4e-4, 0.5687),
 }
 
-# §2.6: patching every head's output of the clean run into the -X run, 256 samples, missing entries
+# NeurIPS §3.2.2, App. F: patching every head's output of the clean run into the -X run, 256 samples, missing entries
 PATCHING = {"all layers": {"L_mask(X)": 0.014, "L_mask(-X)": 0.8066}}
 
-# §2.7a: uniform ablation of the heads that fit no family, (3,3), (4,2), (4,5-7), 256 samples
+# NeurIPS App. L: uniform ablation of the heads that fit no family, (3,3), (4,2), (4,5-7), 256 samples
 UNINTERPRETABLE_ABLATION = {"without": (9.44e-5, 0.01428), "with": (9.36e-5, 0.01575)}  # (L_obs, L_mask)
 
-# §2.7: the paper's families (heads counted from 1), from its figures
+# NeurIPS §3.2.2, Figs. 4-5, 22-24: the paper's families (heads counted from 1), from its figures
 FAMILIES = {
     "row": ["(2,1)"], "column": ["(2,2)"], "identity": ["(4,3)"],
     "masked-row": ["(2,1)", "(3,4)", "(4,8)"], "observed-copy": ["(4,3)", "(4,4)"],
@@ -60,7 +62,7 @@ FAMILIES = {
     "input-processing": ["(1,1)", "(1,2)", "(1,5)", "(1,6)", "(1,7)", "(1,8)"],
 }
 
-# §2.4(b), from WS App. D: the regularised problem on 256 matrices at p_mask 0.3, lambda -> (L_obs, L_mask, L)
+# WS App. D (NeurIPS App. B): the regularised problem on 256 matrices at p_mask 0.3, lambda -> (L_obs, L_mask, L)
 LAMBDA_TABLE = {
     0.0005: (1.015e-5, 0.040728, 0.012173),
     0.001: (3.686e-5, 0.040456, 0.01211),
@@ -85,3 +87,17 @@ OOD_SHIFTS = {"gaussian": {"distribution": "gaussian", "scale": 0.5, "clamp": Tr
 COMPONENT_DYNAMICS = {"all": "plateau, then the drop", "attention": "plateau, then a drop earlier than normal training",
                       "mlp": "no plateau", "position": "the longest plateau: drop just before step 40,000",
                       "token": "no plateau"}
+
+# NeurIPS §3.2.2 "Probing", Fig. 6 and App. K: linear probes on the hidden states of a 12-layer model,
+# claim -> what the paper finds (from its curves; it reports no table)
+PROBING_MODEL = "12 layers, 7×7 rank 2"
+PROBING = {
+    "masked row: best layer (lowest test MSE)": "layers 3–4 of 12",
+    "masked row: test MSE at that layer / layer 0 (embeddings) / answering 0": "much lower (curves only)",
+    "masked row: test |cos| at that layer / median of the others": "much higher (curves only)",
+    "element at missing entries: test MSE, first layer / last layer":
+        "> 1: deeper layers predict the missing value better",
+    "element at missing entries before the drop: first / last layer": "not reported",
+    "first singular vector: best test |cos| (answer-0 MSE in brackets)": "inconclusive",
+}
+PROBING_BEST_LAYERS = (3, 4)  # of 12: where the masked row is most linearly readable

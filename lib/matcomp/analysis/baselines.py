@@ -1,4 +1,4 @@
-"""Classical completion baselines for the BERT (EXPERIMENTS.md §2.4; NeurIPS §3.2, Fig. 3, App. B).
+"""Classical completion baselines for the BERT (NeurIPS §3.2, Fig. 3, App. B; WS App. D).
 
 Four estimators of a whole matrix from its observed entries Ω, batched over B matrices m × n:
 
@@ -28,6 +28,7 @@ import math
 import warnings
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from functools import partial
 from itertools import repeat
 
@@ -38,9 +39,11 @@ import torch
 from tqdm.auto import tqdm
 
 from matcomp.analysis.evaluation import predict
-from matcomp.data import Batch
+from matcomp.config import DataConfig
+from matcomp.data import Batch, sample_batch
 from matcomp.metrics import masked_mse
 from matcomp.models.bert import MatrixBert
+from matcomp.seeding import analysis_generator
 
 # Clarabel (interior point) solves these tiny SDPs to 1e-8 in ~11 iterations, about 2x faster than SCS at
 # eps 1e-9. Its default tolerances, pinned: on 128 paper matrices, 1e-9 or 1e-10 instead move pooled L by
@@ -390,3 +393,81 @@ def lambda_table(batch: Batch, lams, model: MatrixBert | None = None, label: str
         completed = nuclear_norm_regularised(values, observed, lam=value, workers=workers)
         table[f"λ = {value:g}"] = pooled_with_se(completed, values, observed)
     return pd.DataFrame(table).T
+
+
+# --- the chapter's sweep over p_mask and its tables ------------------------------------------------------------
+
+TRUTH = "X (the truth)"  # the true matrices as a "method" of a sweep (their nuclear norm; book.plots styles it)
+NN = "nuclear norm min"
+
+
+def completion_sweep(data: DataConfig, p_masks, samples: int, lam: float, model: MatrixBert | None = None,
+                     seed: int = 0, workers: int = 1) -> tuple[pd.DataFrame, dict, dict[float, int]]:
+    """The paper's Fig. 3: every method of ``complete_all`` (and ``model``) on ``samples`` matrices of
+    ``data`` at each of ``p_masks``, all from ``analysis_generator(seed)`` (the same matrices, nested
+    masks). Returns the tidy table (columns method, L, L_obs, L_mask, nuclear_norm, p_mask; the true
+    matrices as method ``TRUTH``), the completions per p_mask (p -> (values, observed, completions),
+    for paired standard errors) and the number of matrices dropped per p_mask (nothing observed)."""
+    rows, kept, dropped = [], {}, {}
+    for p in p_masks:
+        batch = sample_batch(replace(data, p_mask=p), samples, analysis_generator(seed))
+        values, observed, done, dropped[p] = complete_all(batch, lam, data.rank, model=model, workers=workers)
+        done[TRUTH] = values.double()
+        rows.append(completion_metrics(done, values, observed).assign(p_mask=p))
+        kept[p] = values, observed, done
+    return pd.concat(rows).reset_index(), kept, dropped
+
+
+def headline_table(sweep: pd.DataFrame, kept: dict, at: float) -> pd.DataFrame:
+    """The sweep at one p_mask (``at``), one row per method: L with its ratio to the BERT's and the paired
+    standard error of L − L_BERT, L_obs, L_mask, the nuclear norm and its ratio to the BERT's (the
+    ratios and s.e. blank in the rows of the BERT and of the truth)."""
+    headline = sweep[sweep["p_mask"] == at].set_index("method")[["L", "L_obs", "L_mask", "nuclear_norm"]]
+    headline["L / BERT's"] = headline["L"] / headline.loc["BERT", "L"]
+    headline["norm / BERT's"] = headline["nuclear_norm"] / headline.loc["BERT", "nuclear_norm"]
+    values, _, done = kept[at]
+    headline["± s.e. of L − L_BERT"] = [paired_se(done[method], done["BERT"], values) for method in headline.index]
+    headline.loc[["BERT", TRUTH], ["L / BERT's", "± s.e. of L − L_BERT"]] = float("nan")
+    return headline[["L", "L / BERT's", "± s.e. of L − L_BERT", "L_obs", "L_mask", "nuclear_norm", "norm / BERT's"]]
+
+
+def versus_table(sweep: pd.DataFrame, kept: dict, method: str = NN) -> pd.DataFrame:
+    """The BERT against ``method`` at every p_mask of the sweep (rows): both L, the gap L_method − L_BERT
+    with its paired standard error and their ratio, and both nuclear norms."""
+    L = sweep.pivot(index="p_mask", columns="method", values="L")
+    norm = sweep.pivot(index="p_mask", columns="method", values="nuclear_norm")
+    versus = pd.DataFrame({"L, BERT": L["BERT"], f"L, {method}": L[method], "L gap (NN − BERT)": L[method] - L["BERT"]})
+    versus["± s.e."] = [paired_se(done[method], done["BERT"], x) for x, _, done in (kept[p] for p in versus.index)]
+    versus["norm, BERT"], versus[f"norm, {method}"] = norm["BERT"], norm[method]
+    versus["gap / s.e."] = versus["L gap (NN − BERT)"] / versus["± s.e."]
+    return versus
+
+
+def solver_agreement(convex: torch.Tensor, iterative: torch.Tensor, values: torch.Tensor, observed: torch.Tensor,
+                     lam: float) -> dict[str, float]:
+    """How two solutions of the regularised problem (the interior-point ``convex`` one and ``iterative``
+    soft-impute) compare on the same matrices: the objective gap iterative − convex (``gap max``, ``gap
+    mean``), the mean objective (``objective``), the largest difference in an entry (``entry``) and the
+    relative difference of their pooled L over all entries (``L change``)."""
+    objective = regularised_objective(convex, values, observed, lam)
+    gap = regularised_objective(iterative, values, observed, lam) - objective
+    return {"gap max": gap.max().item(), "gap mean": gap.mean().item(), "objective": objective.mean().item(),
+            "entry": (iterative - convex).abs().max().item(),
+            "L change": pooled_mse(iterative, values) / pooled_mse(convex, values) - 1}
+
+
+def pooled_mse(completed: torch.Tensor, values: torch.Tensor) -> float:
+    """L, the squared error of ``completed`` pooled over every entry of every matrix of ``values``.
+
+    >>> pooled_mse(torch.ones(2, 1, 2), torch.zeros(2, 1, 2))
+    1.0
+    """
+    return ((completed - values.double()) ** 2).mean().item()
+
+
+def lambda_draws(data: DataConfig, lam: float, samples: int, seeds, workers: int = 1) -> pd.DataFrame:
+    """``lambda_table`` at one λ for several draws of ``samples`` matrices (one row per seed of
+    ``analysis_generator``): the draw-to-draw spread of the pooled losses, to set beside one draw's
+    standard error."""
+    return pd.concat([lambda_table(sample_batch(data, samples, analysis_generator(seed)), [lam], workers=workers)
+                      .assign(seed=seed) for seed in seeds]).set_index("seed")

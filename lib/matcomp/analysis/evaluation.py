@@ -1,5 +1,5 @@
 """Evaluating a trained model on fresh batches, as the paper's analysis scripts do (no gradients,
-metrics pooled over every (matrix, entry) pair; EXPERIMENTS.md §1.5, §2.2)."""
+metrics pooled over every (matrix, entry) pair; NeurIPS §2.1, §3.1)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pandas as pd
 import torch
 
 from matcomp.config import DataConfig
-from matcomp.data import Batch, sample_batch
+from matcomp.data import Batch, sample_batch, second_moment
 from matcomp.metrics import masked_mse
 from matcomp.models.bert import MatrixBert
 from matcomp.seeding import analysis_generator
@@ -40,7 +40,7 @@ def losses(model: MatrixBert, batch: Batch, ids: torch.Tensor | None = None,
 
 def copy_check(model: MatrixBert, data: DataConfig, samples: int = 512, seed: int = 0,
                values=COPY_VALUES) -> pd.DataFrame:
-    """The token intervention of §2.2: every missing entry's MASK is replaced by the token of a
+    """The token intervention of NeurIPS §3.1 (Table 1): every missing entry's MASK is replaced by the token of a
     constant m, on rank-r and on random full-rank matrices.
 
     One row per (inputs, m): ``L'_mask`` is the MSE at missing entries against m (0 for MASK kept),
@@ -56,3 +56,18 @@ def copy_check(model: MatrixBert, data: DataConfig, samples: int = 512, seed: in
             rows.append({"inputs": inputs, "m": copy_label(m),
                          "L'_mask": result["L_mask"], "L_obs": result["L_obs"]})
     return pd.DataFrame(rows)
+
+
+def second_moments(settings, samples: int, seed: int = 1) -> pd.DataFrame:
+    """E[X_ij²] of each data config in ``settings`` (r/9 for uniform factors: the loss of a model that
+    copies and answers 0 at every MASK, the level of the plateau) beside its Monte Carlo estimate and the
+    largest |X_ij| over ``samples`` matrices from ``analysis_generator(seed)``, and their relative
+    difference. One row per setting, named "m x n rank r"."""
+    rows = []
+    for data in settings:
+        values = sample_batch(data, samples, analysis_generator(seed)).values
+        rows.append({"setting": f"{data.n_rows}x{data.n_cols} rank {data.rank}", "r/9": second_moment(data),
+                     "mean X_ij^2 (sampled)": values.pow(2).mean().item(), "max |X_ij|": values.abs().max().item()})
+    moments = pd.DataFrame(rows).set_index("setting")
+    moments["relative difference"] = moments["mean X_ij^2 (sampled)"] / moments["r/9"] - 1
+    return moments

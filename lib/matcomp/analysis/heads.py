@@ -1,4 +1,4 @@
-"""The attention-head taxonomy (EXPERIMENTS.md §2.7; NeurIPS §3.2.2 "Structure in Attention Heads",
+"""The attention-head taxonomy (NeurIPS §3.2.2 "Structure in Attention Heads",
 Figs. 4, 5, 22-24, App. L-M).
 
 The paper names head families by looking at averaged attention maps. Here each family gets a
@@ -180,6 +180,30 @@ def classify_heads(scores: pd.DataFrame, baselines: dict[str, float], mass: floa
     table.insert(0, "ignores_mask", ignores)
     table.insert(0, "family", family)
     return table
+
+
+def classify_model(model: MatrixBert, batch: Batch, mass: float = 0.5, enrichment: float = 2.0,
+                   mask_ratio: float = 0.25) -> pd.DataFrame:
+    """``classify_heads`` of ``model`` 's head scores on ``batch`` against the uniform baselines of its
+    masks: the taxonomy table of one checkpoint, one row per (layer, head)."""
+    return classify_heads(head_scores(model, batch), score_baselines(batch.observed), mass, enrichment, mask_ratio)
+
+
+def with_baselines(table: pd.DataFrame, observed: torch.Tensor, columns) -> pd.DataFrame:
+    """``table`` 's ``columns`` (a ``classify_heads`` table) with a last row ("uniform", "") holding each
+    score of uniform attention on the masks ``observed`` (its other cells empty), so that a reader sees
+    every score beside the level it must beat."""
+    baselines = pd.DataFrame([score_baselines(observed)], index=pd.MultiIndex.from_tuples([("uniform", "")]))
+    columns = list(columns)
+    return pd.concat([table[columns], baselines[[c for c in columns if c in baselines]]])
+
+
+def strongest(scores: pd.DataFrame, names=("row", "column", "self")) -> pd.DataFrame:
+    """The highest value of each score in ``names`` over all heads, per step (rows) and score
+    (columns), from the tidy table of ``scores_over_training``: how strong the best row, column or
+    identity head is at each checkpoint."""
+    chosen = scores[scores.score.isin(list(names))]
+    return chosen.groupby(["step", "score"]).value.max().unstack()
 
 
 def heads_by_family(table: pd.DataFrame) -> dict[str, list[tuple[int, int]]]:

@@ -14,8 +14,11 @@ import copy
 import re
 from collections.abc import Iterable
 
+import pandas as pd
 import torch
 
+from matcomp.analysis.evaluation import losses
+from matcomp.data import Batch
 from matcomp.models.bert import MatrixBert
 from matcomp.models.hooks import Edit, LayerHooks, attention_hooks
 
@@ -71,3 +74,16 @@ def transplant(model: MatrixBert, donor: MatrixBert, pattern: str = QKV) -> Matr
     switched = copy.deepcopy(model)
     switched.load_state_dict(taken, strict=False)
     return switched
+
+
+def attention_interventions(model: MatrixBert, donor: MatrixBert, batch: Batch, donor_name: str) -> pd.DataFrame:
+    """L_obs and L_mask of ``model`` on ``batch`` as it is ("no intervention"), with every head uniform
+    ("all heads uniform", the paper's ablation) or batch-averaged ("all heads batch-mean", the released
+    code's), and with the query, key and value weights of ``donor`` ("Q, K, V from <donor_name>", model
+    switching): the four rows of the copying-phase and observed-entries chapters (NeurIPS §3.1, §3.2.1)."""
+    results = {"no intervention": losses(model, batch)}
+    for mode, name in (("uniform", "all heads uniform"), ("batch_mean", "all heads batch-mean")):
+        with ablate_heads(model, mode=mode):
+            results[name] = losses(model, batch)
+    results[f"Q, K, V from {donor_name}"] = losses(transplant(model, donor), batch)
+    return pd.DataFrame(results).T[["L_obs", "L_mask"]]

@@ -1,4 +1,4 @@
-"""A trained model on inputs it was not trained on (EXPERIMENTS.md §2.14, App. J): other factor
+"""A trained model on inputs it was not trained on (NeurIPS App. J): other factor
 distributions, and other ranks, numbers of rows and numbers of columns, beside nuclear-norm
 minimisation on the same matrices.
 
@@ -98,3 +98,10 @@ def training_table(runs: dict[str, Run], steps: int) -> pd.DataFrame:
                                                 "final L": final.L, "final L_mask": final.L_mask,
                                                 "final L_mask / E[X²]": final.L_mask / moment}
     return pd.DataFrame(rows).T.astype({"drop step": "Int64"})
+
+
+def relative_curves(runs: dict[str, Run], steps: int) -> dict[str, pd.DataFrame]:
+    """Each run's metrics over its first ``steps`` steps with L_mask divided by E[X²] of its own factors
+    (1 = answering 0 at every missing entry), so that runs on different distributions share one axis."""
+    return {name: run.metrics[run.metrics.step <= steps].assign(L_mask=lambda m, r=run: m.L_mask / second_moment(
+        r.config.data)) for name, run in runs.items()}

@@ -5,7 +5,7 @@ The patched quantity is each head's z_h = softmax(Q_h K_hᵀ/√d) V_h: the outp
 run feeds X ⊙ M and caches z; the patched run feeds the corrupted input −X ⊙ M (same mask) with
 the clean z put back at chosen heads ("sites"), at every position. If the missing entries come
 back to X, attention carries what completes them; observed entries should still follow −X,
-because they are copied through the residual stream (§2.5).
+because they are copied through the residual stream (NeurIPS §3.2.1).
 
 Patching every head of every layer restores the missing entries *exactly*, whatever the model:
 a missing entry's input (MASK + its position) is the same in both runs, and attention is the
@@ -118,7 +118,7 @@ def patching_table(predictions: dict[Hashable, torch.Tensor], batch: Batch) -> p
 
 def negation_patching(model: MatrixBert, batch: Batch, sites: dict[Hashable, torch.Tensor],
                       references: bool = True) -> pd.DataFrame:
-    """§2.6 end to end: the corrupted input is −X with the same mask (``Tokenizer.negate``).
+    """NeurIPS App. F end to end: the corrupted input is −X with the same mask (``Tokenizer.negate``).
 
     Returns ``patching_table`` of the sites, preceded (if ``references``) by the unpatched
     ``clean`` (X) and ``corrupted`` (−X) runs.
@@ -127,6 +127,26 @@ def negation_patching(model: MatrixBert, batch: Batch, sites: dict[Hashable, tor
     predictions = {"clean": predict(model, batch.ids), "corrupted": predict(model, corrupt)} if references else {}
     predictions.update(patch_heads(model, batch.ids, corrupt, sites))
     return patching_table(predictions, batch)
+
+
+def restored_fraction(table: pd.DataFrame, min_gap: float = 0.1) -> pd.Series | None:
+    """How much of the clean answer each patched site restores at missing entries: 1 − (L_mask(X) of
+    the site − clean's) / (corrupted's − clean's), so 1 = the clean run, 0 = the corrupted run; from a
+    ``negation_patching`` table with its ``clean`` and ``corrupted`` rows. None when the corrupted run
+    is within ``min_gap`` × clean of the clean one at missing entries (a model that answers ~0 there
+    whatever its input): then there is nothing to restore.
+
+    >>> t = pd.DataFrame({"L_mask(X)": [0.1, 0.9, 0.1, 0.5]}, index=["clean", "corrupted", "all", "half"])
+    >>> restored_fraction(t).round(3).to_dict()
+    {'all': 1.0, 'half': 0.5}
+    """
+    missing = table["L_mask(X)"]
+    gap = missing["corrupted"] - missing["clean"]
+    if not gap > min_gap * missing["clean"]:
+        return None
+    sites = [site for site in table.index if site not in ("clean", "corrupted")]
+    restored = {site: 1 - (missing[site] - missing["clean"]) / gap for site in sites}
+    return pd.Series(restored, name="restored", dtype=float)
 
 
 def _check_size(layers: int, heads: int) -> None:

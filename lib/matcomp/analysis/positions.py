@@ -1,4 +1,4 @@
-"""Permuting positional embeddings (EXPERIMENTS.md §2.5c; NeurIPS §3.2.1).
+"""Permuting positional embeddings (NeurIPS §3.2.1).
 
 A permutation π is passed as ``position_ids``: the token at position p then reads the embedding
 of position π(p), exactly as the reference code's ``W[:S] = W[:S][π]`` on the weights (verified

@@ -1,4 +1,5 @@
-"""Structure in the model's embeddings and hidden states, as numbers (EXPERIMENTS.md §2.8–2.9).
+"""Structure in the model's embeddings and hidden states, as numbers (NeurIPS §3.2.2, Figs. 6–7, 9–10,
+App. K).
 
 The paper shows pictures: the token-embedding norm is symmetric in the value, the top principal
 components of the value embeddings encode magnitude and sign, position embeddings cluster by
@@ -15,10 +16,16 @@ import numpy as np
 import pandas as pd
 import torch
 from sklearn.decomposition import PCA
+from sklearn.manifold import TSNE
 from sklearn.metrics import silhouette_score
 
-from matcomp.data import Batch
+from matcomp.config import DataConfig, RunConfig
+from matcomp.data import Batch, sample_batch
 from matcomp.models.bert import MatrixBert
+from matcomp.paper import PROBING, PROBING_MODEL
+from matcomp.runs.run import Run
+from matcomp.runs.store import get_or_train
+from matcomp.seeding import analysis_generator
 from matcomp.tokenizer import Tokenizer
 
 
@@ -26,6 +33,30 @@ from matcomp.tokenizer import Tokenizer
 def value_embeddings(model: MatrixBert, values: torch.Tensor) -> torch.Tensor:
     """(V, hidden): the token embeddings of ``values`` (rounded to the vocabulary's grid)."""
     return model.bert.embeddings.word_embeddings.weight[Tokenizer().encode(values)].detach().cpu()
+
+
+def task_values(data: DataConfig, samples: int, seed: int = 0) -> torch.Tensor:
+    """Every value token the task uses: the grid -a, -a + 0.01, ..., a, where a is the largest |X_ij|
+    in ``samples`` matrices drawn from ``analysis_generator(seed)`` (rounded to the grid).
+
+    >>> from matcomp.config import DataConfig, RunConfig
+    >>> v = task_values(DataConfig(n_rows=2, n_cols=2, rank=1), 64)
+    >>> bool(v[0] == -v[-1]) and bool(v[-1] <= 1) and len(v) % 2 == 1
+    True
+    """
+    limit = sample_batch(data, samples, analysis_generator(seed)).values.abs().max().item()
+    return torch.arange(-round(limit * 100), round(limit * 100) + 1) / 100
+
+
+@torch.no_grad()
+def position_embeddings(model: MatrixBert, n_rows: int, n_cols: int) -> torch.Tensor:
+    """(m·n, hidden): the learnt position embeddings of the first m·n positions, those an m × n
+    matrix (read row-major) uses; the model's table has more rows, which these matrices never reach."""
+    count = n_rows * n_cols
+    table = model.bert.embeddings.position_embeddings.weight
+    if count > table.shape[0]:
+        raise ValueError(f"a {n_rows}x{n_cols} matrix needs {count} positions; the model has {table.shape[0]}")
+    return table[:count].detach().cpu()
 
 
 def norm_symmetry(values: torch.Tensor, norms: torch.Tensor) -> float:
@@ -80,6 +111,54 @@ def cluster_score(points: torch.Tensor, labels) -> float:
     return float(silhouette_score(np.asarray(points, dtype=np.float64), labels))
 
 
+def position_silhouettes(points: torch.Tensor, n_rows: int, n_cols: int) -> dict[str, float]:
+    """``cluster_score`` of m·n position embeddings (row-major) grouped by column and by row: a
+    clearly positive score "by column" and not "by row" is the paper's column clustering (Fig. 7c)."""
+    rows, cols = position_groups(n_rows, n_cols)
+    return {"by column": cluster_score(points, cols), "by row": cluster_score(points, rows)}
+
+
+def silhouettes_over_training(run: Run, steps=None) -> pd.DataFrame:
+    """``position_silhouettes`` of the position embeddings at every checkpoint of ``run`` (or at ``steps``),
+    one row per step: when the grouping by row or by column appears (the paper's Fig. 10 in one number)."""
+    data = run.config.data
+    rows = [{"step": step, **position_silhouettes(position_embeddings(run.checkpoint(step), data.n_rows, data.n_cols),
+                                                  data.n_rows, data.n_cols)} for step in (steps or run.steps)]
+    return pd.DataFrame(rows).set_index("step")
+
+
+def silhouettes_over_seeds(cfg: RunConfig, seeds) -> pd.DataFrame:
+    """For each seed of ``cfg`` (trained if not stored): its drop step and the ``position_silhouettes`` of
+    its final position embeddings, one row per seed: is the grouping the same in every run?"""
+    rows = []
+    for seed in seeds:
+        run = get_or_train(cfg.override({"train.seed": seed}), progress=False)
+        rows.append({"seed": seed, "drop step": run.drop.half_step,
+                     **silhouettes_over_training(run, [run.steps[-1]]).iloc[0].to_dict()})
+    return pd.DataFrame(rows).set_index("seed")
+
+
+def tsne_layout(points: torch.Tensor, seed: int = 0) -> np.ndarray:
+    """(N, 2): a t-SNE layout of ``points`` (N, d) for the picture of the position embeddings
+    (perplexity 30, or (N - 1)/3 for fewer than 91 points; PCA start; ``seed`` fixes it)."""
+    return TSNE(n_components=2, perplexity=min(30.0, (len(points) - 1) / 3), random_state=seed,
+                init="pca").fit_transform(np.asarray(points))
+
+
+def on_top_components(reference: torch.Tensor, points: torch.Tensor, k: int = 2) -> torch.Tensor:
+    """(N, k): ``points`` (N, d) centred on ``reference`` 's mean and projected on the top ``k``
+    principal directions of ``reference`` (M, d), so that the value tokens of earlier checkpoints are
+    seen in the axes of the final model (the paper's Fig. 9).
+
+    >>> ref = torch.tensor([[-2.0, 0.0], [2.0, 0.0], [0.0, 1.0], [0.0, -1.0]])
+    >>> on_top_components(ref, torch.tensor([[3.0, 0.5]])).abs().tolist()
+    [[3.0, 0.5]]
+    """
+    centre = reference.mean(0)
+    basis = torch.linalg.svd(reference - centre, full_matrices=False).Vh[:k]
+    return (points - centre) @ basis.T
+
+
 def fit_probe(features: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """(d, t): the least-squares linear map from features (N, d) to targets (N, t), no intercept."""
     if features.shape[0] != targets.shape[0]:
@@ -123,6 +202,21 @@ def probe_targets(batch: Batch, target: str) -> torch.Tensor:
     raise ValueError(f"target must be one of {PROBE_TARGETS}; got {target!r}")
 
 
+def answer_zero_mse(batch: Batch, target: str, missing_only: bool = False) -> float:
+    """The MSE of a probe that answers 0, the mean squared ``target`` (``probe_targets``): the level a
+    probe must beat to read anything; with ``missing_only`` (the element target), over missing entries.
+
+    >>> from matcomp.data import Batch
+    >>> b = Batch(ids=torch.zeros(1, 2, dtype=torch.long), values=torch.tensor([[[1.0, 3.0]]]),
+    ...           observed=torch.tensor([[[True, False]]]))
+    >>> answer_zero_mse(b, "element"), answer_zero_mse(b, "element", missing_only=True)
+    (5.0, 9.0)
+    """
+    if missing_only:
+        return (batch.values[~batch.observed] ** 2).mean().item()
+    return (probe_targets(batch, target) ** 2).mean().item()
+
+
 @torch.no_grad()
 def layer_features(model: MatrixBert, batch: Batch) -> list[torch.Tensor]:
     """The embedding output (index 0) and the output of each layer 1..L as (B·S, hidden) feature rows."""
@@ -153,3 +247,47 @@ def probe_layers(model: MatrixBert, train: Batch, test: Batch, target: str) -> p
             row |= {"train |cos|": fit["abs_cos"], "test |cos|": held_out["abs_cos"]}
         rows.append(row)
     return pd.DataFrame(rows).set_index("layer")
+
+
+def probe_summary(tables: dict[str, pd.DataFrame], before: dict[str, pd.DataFrame],
+                  zero: dict[str, float]) -> dict[str, float]:
+    """The numbers the probing chapter checks the paper's claims with, from the ``probe_layers`` tables of
+    the post-shift model (``tables``: target -> table, for "row", "element" and "svd"), of the pre-shift
+    model (``before``: at least "element") and the answer-0 MSE of each target (``zero``):
+
+    - ``best layer``: the layer (from 1) where the masked-row probe has its lowest test MSE, with that
+      MSE (``row MSE``), the embedding output's (``row MSE layer 0``) and answering 0's (``row MSE zero``);
+      its test |cos| there (``row cos``) and the median over the other layers (``row cos others``);
+    - ``missing first``, ``missing last``: the element probe's test MSE at missing entries at the first and
+      the last layer, and their ratio ``missing gain`` (> 1: deeper layers read the missing value better),
+      ``missing gain before`` the same ratio before the drop, ``observed max`` its largest test MSE at
+      observed entries over layers 1..L;
+    - ``svd cos``, ``svd MSE``, ``svd zero``: the singular-vector probe's best test |cos|, lowest test MSE
+      and answering 0's MSE.
+    """
+    row, element, svd = (tables[target].drop(0) for target in ("row", "element", "svd"))
+    best = int(row["test MSE"].idxmin())
+    missing = element["test MSE missing"]
+    missing_before = before["element"]["test MSE missing"]
+    return {"best layer": best, "row MSE": row["test MSE"][best], "row MSE layer 0": tables["row"]["test MSE"][0],
+            "row MSE zero": zero["row"], "row cos": row["test |cos|"][best],
+            "row cos others": row["test |cos|"].drop(best).median(),
+            "missing first": missing.iloc[0], "missing last": missing.iloc[-1],
+            "missing gain": missing.iloc[0] / missing.iloc[-1],
+            "missing gain before": missing_before.iloc[1] / missing_before.iloc[-1],
+            "observed max": element["test MSE observed"].max(),
+            "svd cos": svd["test |cos|"].max(), "svd MSE": svd["test MSE"].min(), "svd zero": zero["svd"]}
+
+
+def probe_comparison(summary: dict[str, float], layers: int) -> pd.DataFrame:
+    """The probing chapter's closing table: one row per claim of ``matcomp.paper.PROBING``, the paper's
+    finding beside ours (from ``probe_summary`` of a ``layers``-layer model), as text."""
+    s = summary
+    ours = [f"layer {s['best layer']} of {layers}",
+            f"{s['row MSE']:.3g} / {s['row MSE layer 0']:.3g} / {s['row MSE zero']:.3g}",
+            f"{s['row cos']:.3f} / {s['row cos others']:.3f}",
+            f"{s['missing gain']:.2f} ({s['missing first']:.3g} → {s['missing last']:.3g})",
+            f"{s['missing gain before']:.2f}",
+            f"{s['svd cos']:.3f} (MSE {s['svd MSE']:.3g}, answer 0: {s['svd zero']:.3g})"]
+    return pd.DataFrame({f"paper ({PROBING_MODEL})": list(PROBING.values()), "ours": ours},
+                        index=pd.Index(list(PROBING), name="claim"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from matcomp.config import RunConfig
+from matcomp.runs.store import get_or_train
 
 MIN_BUDGET = 200  # fewest steps of a changed run in the shortening chapter
 
@@ -52,3 +53,24 @@ def drop_summary(table: pd.DataFrame, budget: int) -> pd.DataFrame:
                       "mean drop step": change.mean(), "std": change.std(), "min": change.min(), "max": change.max()}
     numbers = ["budget", "seeds compared", "mean drop step", "std", "min", "max"]
     return pd.DataFrame.from_dict(rows, orient="index").astype(dict.fromkeys(numbers, float))
+
+
+def seed_curves(cfg: RunConfig, changed: dict[str, RunConfig], seeds) -> tuple[dict[int, dict[str, pd.DataFrame]],
+                                                                                dict[int, float]]:
+    """For each seed, the metrics of plain training (``cfg``, cut at the longest changed run's steps,
+    named "plain") and of every changed config (``changed``: name -> config) at that seed, and plain
+    training's plateau at that seed: what the shortening chapter plots seed by seed."""
+    end = max(c.train.steps for c in changed.values())
+    curves, levels = {}, {}
+    for seed in seeds:
+        base = get_or_train(cfg.override({"train.seed": seed}), progress=False)
+        curves[seed] = {"plain": base.metrics[base.metrics.step <= end]}
+        curves[seed] |= {name: get_or_train(c.override({"train.seed": seed}), progress=False).metrics
+                         for name, c in changed.items()}
+        levels[seed] = base.drop.plateau
+    return curves, levels
+
+
+def bias_ends(changed: dict[str, RunConfig]) -> dict[str, int]:
+    """The step where each changed run's attention bias reaches 0 (runs without a bias left out)."""
+    return {name: c.train.attention_bias_steps for name, c in changed.items() if c.train.attention_bias}

@@ -8,8 +8,10 @@ property is the chapter's run itself (its first ``steps`` steps), so the shipped
 from __future__ import annotations
 
 import pandas as pd
+import torch
 
 from matcomp.config import RunConfig
+from matcomp.data import random_mask
 from matcomp.drop import detect_drop, final_losses, leave_step
 from matcomp.models.factory import build_model, count_parameters
 from matcomp.runs.run import Run
@@ -82,3 +84,32 @@ def learning_order(metrics: pd.DataFrame, sizes: list[int], window: int = 5) -> 
                      "10x step": drop.tenfold_step, "final L_mask": drop.final})
     table = pd.DataFrame(rows).astype({"drop step": "Int64", "10x step": "Int64"})
     return table.sort_values("drop step", na_position="last").set_index("size")
+
+
+def undetermined(observed: torch.Tensor) -> torch.Tensor:
+    """(N, m, n) bool: the missing entries of masks ``observed`` (N, m, n) that no rank-1 completion can
+    recover, whatever the matrix: those whose row and column are not linked through observed entries
+    (in the bipartite graph of rows and columns with an edge per observed entry, they lie in different
+    components, so the observed entries fix nothing that relates them).
+
+    >>> undetermined(torch.tensor([[[True, False], [False, True]], [[True, True], [True, False]]])).tolist()
+    [[[False, True], [True, False]], [[False, False], [False, False]]]
+    """
+    N, m, n = observed.shape
+    label = torch.arange(m + n).repeat(N, 1)  # rows 0..m-1, columns m..m+n-1: each its own component
+    while True:  # spread the smallest label along observed entries until nothing changes
+        linked = torch.minimum(label[:, :m, None], label[:, None, m:])
+        linked = torch.where(observed, linked, torch.full_like(linked, m + n))
+        new = torch.cat([torch.minimum(label[:, :m], linked.min(2).values),
+                         torch.minimum(label[:, m:], linked.min(1).values)], 1)
+        if torch.equal(new, label):
+            break
+        label = new
+    return ~observed & (label[:, :m, None] != label[:, None, m:])
+
+
+def undetermined_fraction(n_rows: int, n_cols: int, p_mask: float, samples: int = 20000, seed: int = 0) -> float:
+    """The share of missing entries that are ``undetermined`` for a rank-1 matrix, over ``samples`` random
+    masks of m × n at ``p_mask``: a floor under what any model can complete."""
+    observed = random_mask(samples, n_rows, n_cols, p_mask, torch.Generator().manual_seed(seed))
+    return (undetermined(observed).sum() / (~observed).sum()).item()

@@ -81,13 +81,15 @@ def completion_figure(values, observed, prediction, title: str = "") -> plt.Figu
     return fig
 
 
-def attention_grid(maps, titles=None, suptitle: str = "", size: float = 1.9) -> plt.Figure:
+def attention_grid(maps, titles=None, suptitle: str = "", size: float = 1.9, fig=None) -> plt.Figure:
     """Every head's averaged attention map (L, H, S, S) in a grid, layers down and heads across,
-    query position on the vertical axis (the paper's Fig. 4); ``titles[l][h]`` labels each cell."""
+    query position on the vertical axis (the paper's Fig. 4); ``titles[l][h]`` labels each cell.
+    Draws on a new figure, or on ``fig`` (a figure or subfigure), and returns it."""
     maps = np.asarray(maps)
     n_layers, n_heads, S = maps.shape[:3]
-    fig, axes = plt.subplots(n_layers, n_heads, figsize=(size * n_heads, size * n_layers + 0.4), squeeze=False,
-                             layout="constrained")
+    if fig is None:
+        fig = plt.figure(figsize=(size * n_heads, size * n_layers + 0.4), layout="constrained")
+    axes = fig.subplots(n_layers, n_heads, squeeze=False)
     for layer in range(n_layers):
         for head in range(n_heads):
             ax = axes[layer, head]
@@ -98,6 +100,25 @@ def attention_grid(maps, titles=None, suptitle: str = "", size: float = 1.9) -> 
             ax.set_title(titles[layer][head] if titles else f"layer {layer}, head {head}", fontsize=7)
     if suptitle:
         fig.suptitle(suptitle)
+    return fig
+
+
+def attention_grids(grids: dict[str, np.ndarray], titles: dict[str, list[list[str]]] | None = None,
+                    size: float = 1.9, columns: int = 1) -> plt.Figure:
+    """Several ``attention_grid`` s in one figure (one subfigure each, ``columns`` across, titled by
+    the key of ``grids``: a checkpoint, a mask), so that a chapter shows them as one captioned figure;
+    ``titles[key]`` labels the heads of one grid."""
+    if not grids:
+        raise ValueError("grids must hold at least one attention grid")
+    shapes = {np.asarray(maps).shape[:2] for maps in grids.values()}
+    if len(shapes) != 1:
+        raise ValueError(f"every grid must have the same (layers, heads); got {sorted(shapes)}")
+    (n_layers, n_heads), = shapes
+    rows = -(-len(grids) // columns)
+    fig = plt.figure(figsize=(size * n_heads * columns, (size * n_layers + 0.4) * rows), layout="constrained")
+    panels = np.atleast_1d(fig.subfigures(rows, columns)).flat
+    for panel, (name, maps) in zip(panels, grids.items()):
+        attention_grid(maps, (titles or {}).get(name), name, size, fig=panel)
     return fig
 
 
@@ -279,3 +300,166 @@ def gpt_curves(metrics: pd.DataFrame, onset: int | None = None, window: int = 25
             ax.axvline(onset, color="gray", ls="--", lw=1, label=f"copying (step {onset})")
         ax.legend(fontsize=8)
     return fig
+
+
+
+def masked_example(batch, rank: int, title: str = "") -> plt.Figure:
+    """The first matrix of ``batch`` (a ``matcomp.data.Batch`` of rank-``rank`` matrices) three times,
+    the task chapter's picture: the rounded X, its mask (missing entries hatched and labelled MASK) and
+    the token ids the model reads."""
+    X, observed = batch.values[0], batch.observed[0]
+    ids = batch.ids[0].reshape(X.shape)
+    shown = np.where(observed, X, 0.0)
+    vmax = X.abs().max().item()
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4.6), layout="constrained")
+    matrix_panel(axes[0], X, title=f"$X = UV^T$ (rank {rank}), rounded", vmax=vmax)
+    labels = [[f"{v:.2f}" if o else "MASK" for v, o in zip(r, ro)] for r, ro in zip(X.tolist(), observed.tolist())]
+    matrix_panel(axes[1], shown, missing=~observed, vmax=vmax, text=labels,
+                 title=f"mask: {int((~observed).sum())} of {X.numel()} entries missing")
+    matrix_panel(axes[2], shown, missing=~observed, vmax=vmax, text=ids.tolist(), title="token ids the model reads")
+    fig.suptitle(title)
+    return fig
+
+
+def probe_panels(tables: dict[str, pd.DataFrame], zero: dict[str, float], labels: dict[str, str],
+                 title: str = "") -> plt.Figure:
+    """The probing chapter's figure (the paper's Fig. 6): one column per probe target (``tables``:
+    target -> a ``probe_layers`` table, ``labels``: target -> its name). Top: train and test MSE by
+    layer, with the test MSE of layer 0 (the embedding output, dotted) and of answering 0 (``zero``,
+    dashed). Bottom: mean |cosine| by layer, or for the ``"element"`` target the test MSE at missing
+    and at observed entries."""
+    fig, axes = plt.subplots(2, len(tables), figsize=(14 * len(tables) / 3, 6.5), layout="constrained", sharex=True,
+                             squeeze=False)
+    for column, (target, table) in enumerate(tables.items()):
+        top, bottom = axes[0, column], axes[1, column]
+        layers, embedding = table.drop(0), table.loc[0]
+        top.plot(layers.index, layers["train MSE"], marker="o", label="train")
+        top.plot(layers.index, layers["test MSE"], marker="s", label="test")
+        top.axhline(embedding["test MSE"], color="C1", lw=1, ls=":", label="test, layer 0")
+        top.axhline(zero[target], color="gray", lw=1, ls="--", label="answer 0")
+        top.set(title=labels.get(target, target), ylabel="MSE", yscale="log")
+        if target == "element":
+            bottom.plot(layers.index, layers["test MSE missing"], marker="o", color="C3", label="test, missing entries")
+            bottom.plot(layers.index, layers["test MSE observed"], marker="s", color="C2",
+                        label="test, observed entries")
+            bottom.axhline(embedding["test MSE missing"], color="C3", lw=1, ls=":", label="missing, layer 0")
+            bottom.set(ylabel="MSE", yscale="log")
+        else:
+            bottom.plot(layers.index, layers["train |cos|"], marker="o", label="train")
+            bottom.plot(layers.index, layers["test |cos|"], marker="s", label="test")
+            bottom.axhline(embedding["test |cos|"], color="C1", lw=1, ls=":", label="test, layer 0")
+            bottom.set(ylabel="mean |cosine|", ylim=(0, 1.02))
+        bottom.set(xlabel="layer", xticks=list(layers.index))
+        top.legend(fontsize=8)
+        bottom.legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def probe_before_after(models: dict[str, dict[str, pd.DataFrame]], zero_missing: float) -> plt.Figure:
+    """The masked-row probe's test |cosine| (left) and the element probe's test MSE at missing entries
+    (right) by layer, one line per checkpoint (``models``: label -> {target: ``probe_layers`` table};
+    the first dashed, the others solid), with answering 0 at missing entries (``zero_missing``) dashed."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.6), layout="constrained")
+    for k, (name, tables) in enumerate(models.items()):
+        style = "--" if k == 0 else "-"
+        left.plot(tables["row"].index, tables["row"]["test |cos|"], ls=style, marker="o", label=name)
+        right.plot(tables["element"].index, tables["element"]["test MSE missing"], ls=style, marker="o", label=name)
+    left.set(xlabel="layer (0 = embedding output)", ylabel="mean |cosine| (test)", title="masked-row probe",
+             ylim=(0, 1.02))
+    right.set(xlabel="layer (0 = embedding output)", ylabel="test MSE at missing entries", title="element probe",
+              yscale="log")
+    right.axhline(zero_missing, color="gray", ls="--", lw=1, label="answer 0")
+    left.legend(fontsize=8)
+    right.legend(fontsize=8)
+    return fig
+
+
+def against_step(table: pd.DataFrame, metrics: pd.DataFrame, drop: Drop | None = None, ylabel: str = "",
+                 labels: dict[str, str] | None = None, loc: str = "best") -> plt.Axes:
+    """Each column of ``table`` (a measure, indexed by training step) as a line with dots, labelled by
+    ``labels`` (default: the column), beside the smoothed L_mask on a second axis (``l_mask_twin``),
+    so that a measure reads against the drop; returns the measure's axis."""
+    ax = plt.subplots(figsize=(8, 3.5))[1]
+    for column in table.columns:
+        ax.plot(table.index, table[column], marker=".", label=(labels or {}).get(column, column))
+    ax.set(xlabel="training step", ylabel=ylabel)
+    l_mask_twin(ax, metrics, drop)
+    ax.legend(fontsize=8, loc=loc)
+    return ax
+
+
+def value_token_panels(values, norms, projections: np.ndarray, explained: np.ndarray, title: str = "") -> plt.Figure:
+    """The value tokens' embeddings (the paper's Fig. 7a-b): their norm against the value (left) and
+    their projections on the top two principal components, coloured by value (right)."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
+    left.plot(values, norms, color="black")
+    left.set(xlabel="value $x$", ylabel="embedding norm", title="token-embedding norm against value")
+    points = right.scatter(projections[:, 0], projections[:, 1], c=values, cmap="RdBu_r", s=12)
+    fig.colorbar(points, ax=right, label="value $x$")
+    right.set(xlabel=f"PC1 ({explained[0]:.0%})", ylabel=f"PC2 ({explained[1]:.0%})", title=title)
+    return fig
+
+
+def position_panels(layout: np.ndarray, norms, rows, cols, n_cols: int) -> plt.Figure:
+    """The position embeddings (the paper's Fig. 7c-d): a 2-D layout of them (t-SNE) coloured by
+    column and by row, each point labelled by its position, and their norm against the position."""
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4), layout="constrained")
+    for ax, labels, name in ((axes[0], cols, "column"), (axes[1], rows, "row")):
+        ax.scatter(layout[:, 0], layout[:, 1], c=labels, cmap="tab10", s=60)
+        for p, (x, y) in enumerate(layout):
+            ax.annotate(str(p), (x, y), fontsize=7, ha="center", va="center")
+        ax.set(title=f"t-SNE of position embeddings, coloured by {name}", xticks=[], yticks=[])
+    axes[2].plot(range(len(norms)), norms, marker="o", color="black")
+    for boundary in range(n_cols, len(norms), n_cols):
+        axes[2].axvline(boundary - 0.5, color="gray", lw=0.5)
+    axes[2].set(xlabel="position (row-major; lines at row starts)", ylabel="embedding norm",
+                title="position-embedding norm")
+    return fig
+
+
+def token_snapshots(points: dict[int, np.ndarray], values, title: str = "") -> plt.Figure:
+    """One scatter per checkpoint (``points``: step -> (V, 2) coordinates of the value tokens), coloured
+    by value, side by side (the paper's Fig. 9)."""
+    fig, axes = plt.subplots(1, len(points), figsize=(3.2 * len(points), 3.2), layout="constrained", squeeze=False)
+    for ax, (step, xy) in zip(axes[0], points.items()):
+        ax.scatter(xy[:, 0], xy[:, 1], c=values, cmap="RdBu_r", s=6)
+        ax.set(title=f"step {step}", xticks=[], yticks=[])
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def patching_heatmaps(grid: pd.DataFrame, clean: float, corrupted: float) -> plt.Figure:
+    """Single-head patching as two (layer x head) heatmaps on one colour scale: the MSE of the patched
+    output to X and to -X at missing entries (``grid``: a ``negation_patching`` table indexed by
+    (layer, head)); ``clean`` and ``corrupted`` are the unpatched runs' MSE to X, named in the title."""
+    n_layers = grid.index.get_level_values("layer").nunique()
+    fig, axes = plt.subplots(1, 2, figsize=(4.2 * 2, 0.7 * n_layers + 2), layout="constrained")
+    span = dict(vmin=0, vmax=max(corrupted, grid[["L_mask(X)", "L_mask(-X)"]].max().max()))
+    head_heatmap(grid["L_mask(X)"].unstack(), axes[0], title="MSE to $X$ at missing entries", **span)
+    head_heatmap(grid["L_mask(-X)"].unstack(), axes[1], title="MSE to $-X$ at missing entries", **span)
+    fig.suptitle(f"one head patched (clean {clean:.3f}, corrupted {corrupted:.3f} to $X$)")
+    return fig
+
+
+def seed_panels(curves: dict[int, dict[str, pd.DataFrame]], levels: dict[int, float], styles: dict | None = None,
+                marks: dict[str, int] | None = None, column: str = "L_mask") -> plt.Figure:
+    """One panel per seed (``curves``: seed -> {name: metrics}), each the ``curves_together`` of its
+    runs with the seed's copying plateau (``levels``) dotted, and a dotted vertical line at each step of
+    ``marks`` (name -> step, e.g. where an attention bias ends) in that run's colour."""
+    fig, axes = plt.subplots(1, len(curves), figsize=(5 * len(curves), 3.8), layout="constrained", squeeze=False)
+    for ax, (seed, runs) in zip(axes.flat, curves.items()):
+        curves_together(runs, column, level=levels[seed], ax=ax, styles=styles)
+        for name, step in (marks or {}).items():
+            ax.axvline(step, ls=":", color=(styles or {}).get(name, {}).get("color"))
+        ax.set_title(f"seed {seed}")
+    return fig
+
+
+def family_titles(table: pd.DataFrame) -> list[list[str]]:
+    """Titles "(layer,head) family" for ``attention_grid``, from a ``classify_heads`` table indexed by
+    (layer, head)."""
+    layers, heads = (table.index.get_level_values(level).unique() for level in (0, 1))
+    return [[f"({layer},{head}) {table.loc[(layer, head), 'family']}" for head in heads] for layer in layers]

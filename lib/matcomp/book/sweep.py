@@ -138,7 +138,9 @@ def collect(out: Path | str, notebooks: list[Path] | None = None) -> pd.DataFram
         for cell in nb.cells:
             for output in cell.get("outputs", []):
                 if output.get("metadata", {}).get(RESULT_KEY):
-                    row.update(json.loads(output["data"][HIDDEN_PREFIX + RESULT_MIME]))
+                    data = output["data"]  # hidden glue data, or a visible JSON output of an older sweep
+                    row.update(json.loads(data[HIDDEN_PREFIX + RESULT_MIME]) if HIDDEN_PREFIX + RESULT_MIME in data
+                               else data[RESULT_MIME])
         rows.append(row)
     if not rows:
         raise ValueError(f"no executed notebooks in {out}")

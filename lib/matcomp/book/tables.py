@@ -1,9 +1,11 @@
 """Tables as the chapters show them: pandas Stylers with a number format, a caption and room
-between columns (the book's theme packs cells tightly)."""
+between columns (the book's theme packs cells tightly); and ``findings``, the sentences a chapter
+computes from its run instead of typing them."""
 
 from __future__ import annotations
 
 import pandas as pd
+from IPython.display import Markdown
 
 CELL_CSS = [{"selector": "td, th", "props": "padding: 3px 8px; text-align: right; white-space: nowrap;"},
             {"selector": "caption", "props": "caption-side: top; font-weight: bold; padding-bottom: 6px;"}]
@@ -45,3 +47,51 @@ def beside(ours: pd.DataFrame, reference: pd.DataFrame, label: str, metrics=("L_
     table.loc[[row for row in no_difference if row in table.index], difference] = float("nan")
     return (styled(table, fmt, caption).format("±{:.0%}", subset=error, na_rep="")
             .format("{:+.0%}", subset=difference, na_rep=""))
+
+
+def beside_paper(ours: pd.DataFrame, paper: dict[str, tuple], ours_label: str, paper_label: str) -> pd.DataFrame:
+    """``ours`` (conditions x metrics) beside the paper's numbers for the same conditions (``paper``:
+    condition -> one value per column of ``ours``, None where not reported), under two column headings;
+    rows are ours, then any the paper has and we lack; a missing number is an empty cell."""
+    reference = pd.DataFrame.from_dict(paper, orient="index", columns=list(ours.columns)).astype(float)
+    return pd.concat({ours_label: ours, paper_label: reference}, axis=1)
+
+
+def findings(*sentences: str, lead: str = "") -> Markdown:
+    """Sentences computed from the chapter's run, shown as prose (Markdown: ``lead`` as a paragraph, then
+    one bullet per sentence, or the sentence alone as a paragraph), so that what the text says about
+    this run stays true at every preset.
+
+    >>> findings("a.", "b.", lead="At step 5:").data
+    'At step 5:\\n\\n- a.\\n- b.'
+    >>> findings("One sentence.").data
+    'One sentence.'
+    """
+    body = sentences[0] if len(sentences) == 1 else "\n".join(f"- {s}" for s in sentences)
+    return Markdown("\n\n".join(part for part in (lead, body) if part))
+
+
+def at_step(step, never: str = "at no step of the run") -> str:
+    """"at step 4,364" for a step, ``never`` for a missing one (None, NaN, NA): a detected step in a sentence.
+
+    >>> at_step(4364), at_step(None), at_step(float("nan"), "never")
+    ('at step 4,364', 'at no step of the run', 'never')
+    """
+    return never if step is None or pd.isna(step) else f"at step {int(step):,}"
+
+
+def steps_text(steps, none: str = "none") -> str:
+    """Steps (a column of drop steps, say) as "5,060, 6,468, none": each in full, ``none`` where missing.
+
+    >>> steps_text(pd.Series([5060, None, 11275], dtype="Int64"))
+    '5,060, none, 11,275'
+    """
+    return ", ".join(none if pd.isna(step) else f"{int(step):,}" for step in steps)
+
+
+def variant_findings(table: pd.DataFrame) -> list[str]:
+    """One sentence per row of a ``matcomp.analysis.variants.variant_table`` (indexed by axis and value):
+    where its L_mask leaves the plateau, where it is below half of it, and its final L_mask."""
+    return [f"{axis.capitalize()} {value}: leaves the plateau {at_step(row['leaves plateau'])}, below half "
+            f"{at_step(row['drop step'])}, final L_mask {row['final L_mask']:.3f}."
+            for (axis, value), row in table.iterrows()]
