@@ -53,8 +53,12 @@ def test_phases_follow_the_drop(tmp_path):
     run = fake_run(tmp_path, l_mask, [0, 500, 1000, 1500, 1900, 2100, 3000, 4000])
     p = phases(run)
     assert p.dropped and p.plateau == (500, 1000, 1500, 1900) and p.post == 4000
-    assert p.pre == 1000  # nearest half the drop step (~1950)
-    assert "step 1950" in p.note or "at step" in p.note
+    drop = run.drop.half_step  # ~1950: the paper's 4,000 of 15,000 is 0.27 of it, ~520
+    assert p.pre == 500 and p.copy_steps == (500, 1900)  # 0.07, 0.27, 0.93 of the drop, nearest checkpoints
+    assert f"at step {drop}" in " ".join(p.note.split()) and "fractions" in p.note
+    paper = phases(run, paper_steps=True)  # the paper's own steps 4,000 and 1,000 / 4,000 / 14,000
+    assert paper.pre == 4000 and paper.copy_steps == (1000, 4000)
+    assert "the paper's steps" in " ".join(paper.note.split())
 
 
 def test_phases_without_a_drop_say_so(tmp_path):

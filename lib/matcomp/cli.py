@@ -150,7 +150,9 @@ def _short(chapters: str, shown: int = 2) -> str:
 def _duration(seconds: float) -> str:
     if seconds >= 2 * 86400:
         return f"{seconds / 86400:,.0f} days"
-    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
 
 def cmd_plan(args) -> None:

@@ -72,16 +72,22 @@ LAMBDA_TABLE = {
 }
 
 
+# NeurIPS §3.1: the pre-shift model is the checkpoint at step 4,000; Table 1 reads the plateau at these steps
+PRE_SHIFT_STEP = 4000
+COPY_TABLE_STEPS = (1000, 4000, 14000)
+
+
 def copy_table() -> pd.DataFrame:
     """The paper's Table 1 in the tidy form of ``matcomp.analysis.evaluation.copy_check`` (plus a step column)."""
     rows = [{"step": step, "inputs": inputs, "m": m if m == "MASK" else f"{m:g}", "L'_mask": lm, "L_obs": lo}
             for (step, inputs, m), (lm, lo) in COPY_TABLE.items()]
     return pd.DataFrame(rows)
 
+
 # App. J.2's inference distributions (the authors' configs/ood.yaml): N(0, 0.5²) and Laplace(0, 0.25) factors;
 # values clipped to the tokens
 OOD_SHIFTS = {"gaussian": {"distribution": "gaussian", "scale": 0.5, "clamp": True},
-                "laplace": {"distribution": "laplace", "scale": 0.25, "clamp": True}}
+              "laplace": {"distribution": "laplace", "scale": 0.25, "clamp": True}}
 
 # Fig. 8, in words: the paper's component runs go to step 50,000.
 COMPONENT_DYNAMICS = {"all": "plateau, then the drop", "attention": "plateau, then a drop earlier than normal training",

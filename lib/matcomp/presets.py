@@ -91,6 +91,7 @@ class ChapterSizes:
     gaussian_steps: int | None  # the run on Gaussian factors (App. J.1)
     completion_samples: int  # matrices per method of the nuclear-norm comparison (Fig. 3)
     lambda_samples: int  # matrices per lambda of the regularised nuclear norm (App. B)
+    paper_steps: bool = False  # the pre-shift model at the paper's own steps, not at fractions of the drop
 
     def steps(self, field: str, cfg: RunConfig) -> int:
         """The steps ``field`` names for a run of ``cfg``: its own steps if None, never more."""
@@ -99,7 +100,7 @@ class ChapterSizes:
 
 _PAPER_SIZES = ChapterSizes(seeds=3, component_steps=None, widths=(64, 128, 256, 512, 768, 1024), depths=(4, 6, 8, 12),
                             shape_steps=None, mixture_sizes=(5, 7, 9), ranks=(1, 2, 3, 4), size_steps=None,
-                            gaussian_steps=None, completion_samples=512, lambda_samples=256)
+                            gaussian_steps=None, completion_samples=512, lambda_samples=256, paper_steps=True)
 CHAPTER_SIZES: dict[str, ChapterSizes] = {
     "smoke": ChapterSizes(seeds=3, component_steps=None, widths=(16, 32), depths=(1, 2), shape_steps=None,
                           mixture_sizes=(3, 4), ranks=(1, 2), size_steps=None, gaussian_steps=None,

@@ -131,6 +131,7 @@ def score_baselines(observed: torch.Tensor) -> dict[str, float]:
 def _record(model: MatrixBert, batch: Batch) -> AttentionRecord:
     with attention_hooks(model, record=True) as record:
         predict(model, batch.ids)
+    assert record is not None  # record=True yields one
     return record
 
 
@@ -208,7 +209,7 @@ def strongest(scores: pd.DataFrame, names=("row", "column", "self")) -> pd.DataF
 
 def heads_by_family(table: pd.DataFrame) -> dict[str, list[tuple[int, int]]]:
     """``{family: [(layer, head), ...]}`` from a ``classify_heads`` table indexed by (layer, head)."""
-    return {name: [tuple(int(x) for x in key) for key in group.index]
+    return {name: [(int(key[0]), int(key[1])) for key in group.index]
             for name, group in table.groupby("family", sort=False)}
 
 
@@ -245,7 +246,7 @@ def group_ablation(model: MatrixBert, batch: Batch, groups: dict[str, Iterable[t
         heads = list(heads)
         with ablate_heads(model, heads, mode=mode):
             ablated = losses(model, batch)
-        row = {"heads": len(heads)}
+        row: dict[str, float] = {"heads": len(heads)}
         for metric in GROUP_METRICS:
             row |= {metric: base[metric], f"{metric} ablated": ablated[metric],
                     f"{metric} ratio": ablated[metric] / base[metric]}
@@ -262,7 +263,7 @@ def scores_over_training(run: Run, steps: Iterable[int], batch: Batch) -> pd.Dat
         raise ValueError(f"steps {absent} have no checkpoint; run.steps = {run.steps}")
     frames = []
     for step in steps:
-        tidy = head_scores(run.checkpoint(step), batch).melt(ignore_index=False, var_name="score",
+        tidy = head_scores(run.bert(step), batch).melt(ignore_index=False, var_name="score",
                                                              value_name="value").reset_index()
         tidy.insert(0, "step", step)
         frames.append(tidy)

@@ -28,7 +28,8 @@ def axis_variants(data: DataConfig, axis: str, values) -> dict[int, DataConfig]:
     """``data`` with its rank, number of rows or number of columns (``axis``) set to each of ``values``."""
     if axis not in AXES:
         raise ValueError(f"axis must be one of {sorted(AXES)}; got {axis!r}")
-    return {int(v): dataclasses.replace(data, **{AXES[axis]: int(v)}) for v in values}
+    field = AXES[axis]
+    return {int(v): dataclasses.replace(data, **{field: int(v)}) for v in values}  # type: ignore[arg-type]
 
 
 def distribution_variants(data: DataConfig, shifts: dict[str, dict] | None = None) -> dict[str, DataConfig]:

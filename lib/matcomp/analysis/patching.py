@@ -124,7 +124,9 @@ def negation_patching(model: MatrixBert, batch: Batch, sites: dict[Hashable, tor
     ``clean`` (X) and ``corrupted`` (−X) runs.
     """
     corrupt = BERT_TOKENS.negate(batch.ids)
-    predictions = {"clean": predict(model, batch.ids), "corrupted": predict(model, corrupt)} if references else {}
+    predictions: dict[Hashable, torch.Tensor] = {}
+    if references:
+        predictions |= {"clean": predict(model, batch.ids), "corrupted": predict(model, corrupt)}
     predictions.update(patch_heads(model, batch.ids, corrupt, sites))
     return patching_table(predictions, batch)
 

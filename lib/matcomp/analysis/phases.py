@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from textwrap import fill
 
 from matcomp.drop import smooth
+from matcomp.paper import COPY_TABLE_STEPS, PRE_SHIFT_STEP, SUDDEN_DROP
 from matcomp.runs.run import Run
 
 ON_PLATEAU = 0.9  # a checkpoint is on the plateau while smoothed L_mask >= 0.9 x the plateau level
@@ -14,35 +15,60 @@ ON_PLATEAU = 0.9  # a checkpoint is on the plateau while smoothed L_mask >= 0.9 
 
 @dataclass(frozen=True)
 class Phases:
-    """The checkpoints a chapter analyses, chosen from the run's drop.
+    """The checkpoints a chapter analyses, chosen from the run's drop (``phases``).
 
-    ``plateau``: checkpoints (after step 0) taken on the plateau, before the drop; ``pre``: the one
-    nearest the middle of the plateau (the paper's "pre-shift" model); ``post``: the last checkpoint
-    (the paper's "post-shift" model); ``note``: one sentence saying what these mean for this run.
+    ``plateau``: checkpoints (after step 0) on the plateau, before the drop; ``pre``: the paper's
+    pre-shift model; ``copy_steps``: the three plateau checkpoints of the copy table (Table 1);
+    ``post``: the last checkpoint (the paper's post-shift model); ``note``: one sentence saying
+    what these mean for this run.
     """
 
     dropped: bool
     plateau: tuple[int, ...]
     pre: int
+    copy_steps: tuple[int, ...]
     post: int
     note: str
 
 
-def phases(run: Run) -> Phases:
-    """Pre- and post-shift checkpoints of ``run``; without a drop, the whole run is plateau."""
+def phase_targets(drop_step: int | None, paper_steps: bool) -> tuple[float, tuple[float, ...]]:
+    """The steps the pre-shift model and the copy table aim at: the paper's own (4,000; 1,000,
+    4,000 and 14,000, NeurIPS §3.1 and Table 1) with ``paper_steps`` (the paper's presets), else the
+    same fractions of this run's drop step (the paper's drop is near 15,000: 0.27, and 0.07 / 0.27
+    / 0.93). None without a drop.
+
+    >>> phase_targets(6000, paper_steps=False)
+    (1600.0, (400.0, 1600.0, 5600.0))
+    """
+    if paper_steps:
+        return float(PRE_SHIFT_STEP), tuple(float(s) for s in COPY_TABLE_STEPS)
+    if drop_step is None:
+        raise ValueError("a run without a drop has no pre-shift model")
+    scale = drop_step / SUDDEN_DROP["drop step"]
+    return PRE_SHIFT_STEP * scale, tuple(s * scale for s in COPY_TABLE_STEPS)
+
+
+def phases(run: Run, paper_steps: bool = False) -> Phases:
+    """Pre- and post-shift checkpoints of ``run`` (``phase_targets``, each the nearest checkpoint
+    after step 0); without a drop, the whole run is plateau and its middle the 'pre-shift' model."""
     steps = [s for s in run.steps if s > 0] or run.steps
+
+    def nearest(target: float) -> int:
+        return min(steps, key=lambda s: abs(s - target))
+
     drop = run.drop
-    if not drop.dropped:
-        return Phases(False, tuple(steps), steps[len(steps) // 2], steps[-1], note=fill(
+    if drop.half_step is None:
+        middle = steps[len(steps) // 2]
+        return Phases(False, tuple(steps), middle, (steps[0], middle, steps[-1]), steps[-1], note=fill(
             f"This run shows no drop: L_mask stays on its plateau ({drop.plateau:.3g}) to step {steps[-1]}, "
             f"so its 'post-shift' model (step {steps[-1]}) is still a copying model and every "
             f"before/after contrast below compares two plateau models."))
     smoothed = smooth(run.metrics)
     plateau = [s for s in steps if s < drop.half_step and smoothed.get(s, drop.plateau) >= ON_PLATEAU * drop.plateau]
-    if not plateau:
-        plateau = [min(steps, key=lambda s: abs(s - drop.half_step // 2))]
-    pre = min(plateau, key=lambda s: abs(s - drop.half_step / 2))
-    return Phases(True, tuple(plateau), pre, steps[-1], note=fill(
-        f"L_mask falls below half its plateau ({drop.plateau:.3g}) at step {drop.half_step}: checkpoints "
-        f"{list(plateau)} are on the plateau, step {pre} is the pre-shift model and step {steps[-1]} the "
-        f"post-shift model."))
+    pre_target, copy_targets = phase_targets(drop.half_step, paper_steps)
+    pre, copy_steps = nearest(pre_target), tuple(dict.fromkeys(nearest(t) for t in copy_targets))
+    rule = "the paper's steps" if paper_steps else f"the paper's fractions of this run's drop step {drop.half_step}"
+    return Phases(True, tuple(plateau or [pre]), pre, copy_steps, steps[-1], note=fill(
+        f"L_mask falls below half its plateau ({drop.plateau:.3g}) at step {drop.half_step}. By {rule} "
+        f"(NeurIPS §3.1), step {pre} is the pre-shift model and steps {list(copy_steps)} are the copy "
+        f"table's; step {steps[-1]} is the post-shift model."))

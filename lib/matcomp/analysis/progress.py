@@ -83,7 +83,10 @@ def checkpoint_measures(model: MatrixBert, batch: Batch) -> dict[str, float]:
     }
     state = dict(model.named_parameters())
     for group in COMPONENT_PATTERNS:
-        out[f"‖{group}‖"] = torch.sqrt(sum((state[k] ** 2).sum() for k in component_names(model, group))).item()
+        total = torch.zeros(())
+        for name in component_names(model, group):  # summed in order, as the shipped measures were
+            total = total + (state[name] ** 2).sum()
+        out[f"‖{group}‖"] = total.sqrt().item()
     return out
 
 
@@ -93,7 +96,7 @@ def measures_over_training(run: Run, steps, batch: Batch) -> pd.DataFrame:
     absent = [s for s in steps if s not in run.steps]
     if absent:
         raise ValueError(f"steps {absent} have no checkpoint; run.steps = {run.steps}")
-    rows = [{"step": s, **checkpoint_measures(run.checkpoint(s, attention="eager"), batch)} for s in steps]
+    rows = [{"step": s, **checkpoint_measures(run.bert(s, attention="eager"), batch)} for s in steps]
     return pd.DataFrame(rows).set_index("step")
 
 
@@ -164,11 +167,12 @@ def lead_table(table: pd.DataFrame, drop_step: int, **kwargs) -> pd.DataFrame:
 def run_leads(run: Run, samples: int = 256, seed: int = 0) -> pd.DataFrame:
     """``lead_table`` of a run's measures, plus the smoothed L_mask itself as a yardstick (by the same
     rule L_mask starts to move some steps before it crosses half its plateau). Needs a drop."""
-    if not run.drop.dropped:
+    drop_step = run.drop.half_step
+    if drop_step is None:
         raise ValueError(f"run {run.path.name} shows no drop, so no measure can lead it")
     table = progress_table(run, samples, seed)
     table[L_MASK] = smooth(run.metrics).reindex(table.index).to_numpy()
-    return lead_table(table, run.drop.half_step)
+    return lead_table(table, drop_step)
 
 
 def leads_over_seeds(cfg: RunConfig, seeds, samples: int = 256) -> pd.DataFrame:

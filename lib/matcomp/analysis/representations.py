@@ -122,7 +122,7 @@ def silhouettes_over_training(run: Run, steps=None) -> pd.DataFrame:
     """``position_silhouettes`` of the position embeddings at every checkpoint of ``run`` (or at ``steps``),
     one row per step: when the grouping by row or by column appears (the paper's Fig. 10 in one number)."""
     data = run.config.data
-    rows = [{"step": step, **position_silhouettes(position_embeddings(run.checkpoint(step), data.n_rows, data.n_cols),
+    rows = [{"step": step, **position_silhouettes(position_embeddings(run.bert(step), data.n_rows, data.n_cols),
                                                   data.n_rows, data.n_cols)} for step in (steps or run.steps)]
     return pd.DataFrame(rows).set_index("step")
 

@@ -37,7 +37,7 @@ def variant_overrides(cfg: RunConfig, axes: dict[str, list[int]], steps: int) ->
         if axis not in FIELDS:
             raise ValueError(f"axis must be one of {sorted(FIELDS)}; got {axis!r}")
         for value in values:
-            changes = {field: value for field in FIELDS[axis]}
+            changes: dict[str, object] = {field: value for field in FIELDS[axis]}
             cfg.override(changes)  # a bad value fails here, naming the field
             variants[axis, value] = {} if value == own_value(cfg, axis) else {**changes, "train.steps": steps}
     return variants

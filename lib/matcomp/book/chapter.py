@@ -57,6 +57,6 @@ def open_chapter(preset: str | None = None, seed: int | None = None, overrides: 
     phases; prints the phases' note, which says what "pre-" and "post-shift" mean for this run."""
     cfg = chapter_config(preset, seed, overrides, variant)
     run = get_or_train(cfg, progress=False)
-    shift = phases(run)
+    shift = phases(run, paper_steps=sizes(preset).paper_steps)
     print(shift.note)
     return cfg, run, shift

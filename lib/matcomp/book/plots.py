@@ -116,7 +116,7 @@ def attention_grids(grids: dict[str, np.ndarray], titles: dict[str, list[list[st
     (n_layers, n_heads), = shapes
     rows = -(-len(grids) // columns)
     fig = plt.figure(figsize=(size * n_heads * columns, (size * n_layers + 0.4) * rows), layout="constrained")
-    panels = np.atleast_1d(fig.subfigures(rows, columns)).flat
+    panels = np.atleast_1d(np.asarray(fig.subfigures(rows, columns), dtype=object)).flat
     for panel, (name, maps) in zip(panels, grids.items()):
         attention_grid(maps, (titles or {}).get(name), name, size, fig=panel)
     return fig
@@ -386,7 +386,7 @@ def against_step(table: pd.DataFrame, metrics: pd.DataFrame, drop: Drop | None =
         ax.plot(table.index, table[column], marker=".", label=(labels or {}).get(column, column))
     ax.set(xlabel="training step", ylabel=ylabel)
     l_mask_twin(ax, metrics, drop)
-    ax.legend(fontsize=8, loc=loc)
+    ax.legend(fontsize=8, loc=loc)  # type: ignore[call-overload]  # matplotlib's stubs list loc's values
     return ax
 
 
