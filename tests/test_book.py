@@ -1,6 +1,7 @@
 """The book builds: ``jupyter-book build`` renders every chapter in ``_toc.yml`` and executes those with
 widgets (at the smoke preset, set by the top-level conftest), failing on any failing cell; widgets and
-formulas are served from the book itself, not from a CDN. Every chapter is executed on its own by
+formulas are served from the book itself, not from a CDN; Sphinx's warnings are errors (``-W``), as in
+the README's build. Every chapter is executed on its own by
 nbmake (``book/*.ipynb`` in the test paths), so this build does not run the others a second time."""
 
 import re
@@ -49,7 +50,7 @@ def test_the_book_builds_and_runs_its_widget_chapters(tmp_path):
     config["execute"]["exclude_patterns"] = [f"{name}.ipynb" for name in toc_files() if name not in executed]
     (tmp_path / "_config.yml").write_text(yaml.safe_dump(config))
     command = shutil.which("jupyter-book", path=Path(sys.executable).parent) or shutil.which("jupyter-book")
-    result = subprocess.run([command, "build", "--path-output", str(tmp_path), "--config",
+    result = subprocess.run([command, "build", "-W", "--keep-going", "--path-output", str(tmp_path), "--config",
                              str(tmp_path / "_config.yml"), str(ROOT)], capture_output=True, text=True, timeout=1800)
     log = result.stdout + result.stderr
     assert result.returncode == 0, log[-5000:]

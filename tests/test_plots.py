@@ -1,7 +1,9 @@
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import pytest
 
-from matcomp.book.plots import curves_together, loss_curves, ood_panels
+from matcomp.book.plots import curves_together, drop_step_strip, loss_curves, ood_panels
 from matcomp.drop import detect_drop
 
 
@@ -258,3 +260,14 @@ def test_family_titles_label_each_head_with_its_family():
     index = pd.MultiIndex.from_product([[0, 1], [0, 1]], names=["layer", "head"])
     table = pd.DataFrame({"family": ["row", "column", "other", "identity"]}, index=index)
     assert family_titles(table) == [["(0,0) row", "(0,1) column"], ["(1,0) other", "(1,1) identity"]]
+
+
+def test_drop_step_strip_marks_censored_seeds_at_the_budget():
+    by_seed = pd.DataFrame({"drop step": pd.array([5060, None, 11275], dtype="Int64")}, index=[0, 1, 2])
+    ax = drop_step_strip(by_seed, budget=20000)
+    dots, censored, summary = ax.lines[0], ax.lines[1], ax.containers[0]
+    assert list(dots.get_xdata()) == [5060.0, 11275.0] and list(censored.get_xdata()) == [20000]
+    assert censored.get_markerfacecolor() == "none"
+    mean = summary.lines[0].get_xdata()[0]
+    assert mean == pytest.approx((5060 + 11275) / 2)
+    plt.close(ax.figure)

@@ -80,7 +80,8 @@ class ChapterSizes:
     """How big the chapters' experiments are at one preset; a step count of None means the preset's
     own ``train.steps``. The paper's lists are those of App. H and I."""
 
-    seeds: int  # seeds of the chapters that read several (the drop over seeds, embeddings, progress, shortening)
+    seeds: int  # seeds of the chapters that read several (embeddings, progress, shortening)
+    drop_seeds: int  # seeds of the drop-step distribution (sudden_drop)
     component_steps: int | None  # each group trained alone (Fig. 8)
     widths: tuple[int, ...]  # App. H
     depths: tuple[int, ...]
@@ -98,16 +99,17 @@ class ChapterSizes:
         return min(getattr(self, field) or cfg.train.steps, cfg.train.steps)
 
 
-_PAPER_SIZES = ChapterSizes(seeds=3, component_steps=None, widths=(64, 128, 256, 512, 768, 1024), depths=(4, 6, 8, 12),
-                            shape_steps=None, mixture_sizes=(5, 7, 9), ranks=(1, 2, 3, 4), size_steps=None,
-                            gaussian_steps=None, completion_samples=512, lambda_samples=256, paper_steps=True)
+_PAPER_SIZES = ChapterSizes(seeds=3, drop_seeds=3, component_steps=None, widths=(64, 128, 256, 512, 768, 1024),
+                            depths=(4, 6, 8, 12), shape_steps=None, mixture_sizes=(5, 7, 9), ranks=(1, 2, 3, 4),
+                            size_steps=None, gaussian_steps=None, completion_samples=512, lambda_samples=256,
+                            paper_steps=True)
 CHAPTER_SIZES: dict[str, ChapterSizes] = {
-    "smoke": ChapterSizes(seeds=3, component_steps=None, widths=(16, 32), depths=(1, 2), shape_steps=None,
-                          mixture_sizes=(3, 4), ranks=(1, 2), size_steps=None, gaussian_steps=None,
+    "smoke": ChapterSizes(seeds=3, drop_seeds=3, component_steps=None, widths=(16, 32), depths=(1, 2),
+                          shape_steps=None, mixture_sizes=(3, 4), ranks=(1, 2), size_steps=None, gaussian_steps=None,
                           completion_samples=32, lambda_samples=32),
-    "cpu": ChapterSizes(seeds=3, component_steps=6000, widths=(32, 64, 128), depths=(2, 4, 6), shape_steps=10000,
-                        mixture_sizes=(3, 4, 5), ranks=(1, 2), size_steps=10000, gaussian_steps=10000,
-                        completion_samples=512, lambda_samples=256),
+    "cpu": ChapterSizes(seeds=3, drop_seeds=7, component_steps=6000, widths=(32, 64, 128), depths=(2, 4, 6),
+                        shape_steps=10000, mixture_sizes=(3, 4, 5), ranks=(1, 2), size_steps=10000,
+                        gaussian_steps=10000, completion_samples=512, lambda_samples=256),
     "paper": _PAPER_SIZES,
     "paper12": _PAPER_SIZES,
 }

@@ -33,9 +33,13 @@ def _own(preset: str) -> list[RunConfig]:
     return [chapter_config(preset)]
 
 
-def _seeds(preset: str) -> list[RunConfig]:
+def _seeds(preset: str, count: str = "seeds") -> list[RunConfig]:
     cfg = chapter_config(preset)
-    return list(seed_configs(cfg, range(cfg.train.seed, cfg.train.seed + sizes(preset).seeds)).values())
+    return list(seed_configs(cfg, range(cfg.train.seed, cfg.train.seed + getattr(sizes(preset), count))).values())
+
+
+def _drop_seeds(preset: str) -> list[RunConfig]:
+    return _seeds(preset, "drop_seeds")
 
 
 def _components(preset: str) -> list[RunConfig]:
@@ -78,7 +82,7 @@ def _ood(preset: str) -> list[RunConfig]:
 # the chapters in the book's order (``_toc.yml``) -> the runs each reads at a preset
 CHAPTER_RUNS: dict[str, Callable[[str], list[RunConfig]]] = {
     "task": lambda preset: [],
-    "sudden_drop": _seeds,
+    "sudden_drop": _drop_seeds,
     "copying_phase": _own,
     "nuclear_norm": _own,
     "observed_entries": _own,

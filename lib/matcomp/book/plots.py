@@ -463,3 +463,25 @@ def family_titles(table: pd.DataFrame) -> list[list[str]]:
     (layer, head)."""
     layers, heads = (table.index.get_level_values(level).unique() for level in (0, 1))
     return [[f"({layer},{head}) {table.loc[(layer, head), 'family']}" for head in heads] for layer in layers]
+
+
+def drop_step_strip(by_seed: pd.DataFrame, budget: int, ax: plt.Axes | None = None) -> plt.Axes:
+    """The drop step of every seed (a ``drop_over_seeds`` table) as one dot per seed on a step axis,
+    with the mean ± sd of the seeds that drop; a seed that does not drop within ``budget`` steps is
+    a hollow marker at the budget (censored: it drops later or never)."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(10, 1.8), layout="constrained")
+    steps = by_seed["drop step"]
+    dropped, censored = steps.dropna().astype(float), steps[steps.isna()]
+    ax.plot(dropped, [0] * len(dropped), "o", color="tab:blue", label="drop step (L_mask below half its plateau)")
+    for seed, step in dropped.items():
+        ax.annotate(str(seed), (step, 0), textcoords="offset points", xytext=(0, 7), ha="center", fontsize=8)
+    if len(censored):
+        ax.plot([budget] * len(censored), [0] * len(censored), "o", mfc="none", color="tab:red",
+                label=f"no drop within {budget:,} steps ({len(censored)})")
+    if len(dropped) > 1:
+        mean, sd = dropped.mean(), dropped.std(ddof=1)
+        ax.errorbar([mean], [-0.5], xerr=[sd], fmt="s", color="black", capsize=4, label="mean ± sd of those that drop")
+    ax.set(ylim=(-1, 1), yticks=[], xlim=(0, budget * 1.05), xlabel="training step")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return ax
