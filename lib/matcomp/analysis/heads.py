@@ -196,7 +196,9 @@ def with_baselines(table: pd.DataFrame, observed: torch.Tensor, columns) -> pd.D
     every score beside the level it must beat."""
     baselines = pd.DataFrame([score_baselines(observed)], index=pd.MultiIndex.from_tuples([("uniform", "")]))
     columns = list(columns)
-    return pd.concat([table[columns], baselines[[c for c in columns if c in baselines]]])
+    both = pd.concat([table[columns], baselines[[c for c in columns if c in baselines]]])
+    labels = [c for c in columns if c not in baselines]  # the family and the like: empty, not "nan"
+    return both.fillna(dict.fromkeys(labels, ""))
 
 
 def strongest(scores: pd.DataFrame, names=("row", "column", "self")) -> pd.DataFrame:
