@@ -44,10 +44,21 @@ def widget_chapters() -> list[str]:
     return [f"book/{p.stem}" for p in notebooks if "matcomp.book.widgets" in p.read_text()]
 
 
+WRITERS = ["book/progress", "book/width_depth"]  # the chapters that write files: progress caches, a sweep
+
+
+def tree_state() -> str:
+    """What git sees changed or new in the repository (ignored files aside)."""
+    return subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout
+
+
 @pytest.mark.slow
 def test_the_book_builds_and_runs_its_widget_chapters(tmp_path):
-    executed = widget_chapters()
-    assert executed, "no chapter imports matcomp.book.widgets"
+    """Built with warnings as errors; the chapters with widgets and those that write files are
+    executed, and the repository is as it was after the build (runs and sweeps go to the run store)."""
+    executed = widget_chapters() + WRITERS
+    assert widget_chapters(), "no chapter imports matcomp.book.widgets"
+    before = tree_state()
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     config["execute"]["exclude_patterns"] = [f"{name}.ipynb" for name in toc_files() if name not in executed]
     (tmp_path / "_config.yml").write_text(yaml.safe_dump(config))
@@ -56,14 +67,16 @@ def test_the_book_builds_and_runs_its_widget_chapters(tmp_path):
                              str(tmp_path / "_config.yml"), str(ROOT)], capture_output=True, text=True, timeout=1800)
     log = result.stdout + result.stderr
     assert result.returncode == 0, log[-5000:]
+    assert tree_state() == before, "the build wrote into the repository"
     html = tmp_path / "_build" / "html"
     for name in toc_files():
         page = (html / f"{name}.html").read_text()
         assert "Traceback" not in page, f"{name} shows a traceback"
         assert "cdn.jsdelivr" not in page and "cdnjs" not in page, f"{name} loads a script from a CDN"
-        assert ('class="cell_output' in page) == (name in executed), f"{name}: executed only if it has widgets"
+        assert ('class="cell_output' in page) == (name in executed), f"{name}: executed only if chosen above"
+        assert "recorded for sweeps" not in page and "matcomp_result" not in page, f"{name} shows sweep records"
     assert "../mathjax/tex-svg.js" in (html / "book" / "task.html").read_text()
-    for name in executed:
+    for name in widget_chapters():
         text = (html / f"{name}.html").read_text()
         assert "application/vnd.jupyter.widget-state+json" in text, f"{name} holds no saved widget state"
         assert "../widgets/embed-amd.js" in text and "../widgets/require.js" in text, name

@@ -1,4 +1,4 @@
-"""Frozen, validated run configuration (NeurIPS §2; App. A of the workshop version).
+"""Frozen, validated run configuration (NeurIPS §2.2, App. D).
 
 A run is fully described by a ``RunConfig`` made of three parts: ``DataConfig`` (what matrices
 and masks are sampled), ``ModelConfig`` (the BERT's shape) and ``TrainConfig`` (the optimiser and

@@ -1,4 +1,4 @@
-"""Online Adam training of the paper's models (NeurIPS §2; App. A of the workshop version).
+"""Online Adam training of the paper's models (NeurIPS §2.2, App. D).
 
 Every step draws a fresh batch on the training device, takes one Adam step on the MSE over all
 entries, and logs L, L_obs, L_mask and mask_value *from that same forward pass* (the reference
