@@ -48,7 +48,7 @@ def missing_citations(text: str, where: Path, names: set[str]) -> list[str]:
 
 def test_the_check_finds_a_citation_of_a_missing_file():
     names = {"README.md"}
-    notes, outside = "EXPERIMENTS" + ".md", "../shared/MEASUREMENTS" + ".md"  # split, so this file cites neither
+    notes, outside = "EXPERIMENTS" + ".md", "../" + "shared/MEASUREMENTS" + ".md"  # split: this file cites neither
     assert missing_citations(f"see {notes} §2 and {outside}", ROOT, names) == [notes, outside]
     assert missing_citations("see README.md, benchmarks/presets.md and the authors' train.py", ROOT, names) == []
 

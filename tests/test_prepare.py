@@ -5,6 +5,7 @@ import time
 
 import pandas as pd
 import pytest
+import torch
 
 from matcomp.book.plan import CHAPTER_RUNS, plan, plan_table, run_state
 from matcomp.cli import main
@@ -73,7 +74,7 @@ def test_the_paper_plan_lists_runs_of_the_papers_shapes_without_training(store):
     assert {p.cfg.name for p in planned} == {"paper", "paper_gpt"}
     main_run = next(p for p in planned if p.cfg.model == plan("paper", ["copying_phase"])[0].cfg.model)
     assert (main_run.cfg.data.n_rows, main_run.cfg.data.rank, main_run.cfg.train.lr) == (7, 2, 1e-4)
-    table = plan_table(planned, store, CostBook(store, __import__("torch").device("cpu"), 1))
+    table = plan_table(planned, store, CostBook(store, torch.device("cpu"), 1))
     assert set(table.state) == {"missing"} and (table["seconds left"] > 0).all()
     assert not any(store.glob("paper-*"))  # nothing trained, nothing started
     with pytest.raises(ValueError, match="chapters must be among"):
