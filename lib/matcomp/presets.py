@@ -107,7 +107,7 @@ CHAPTER_SIZES: dict[str, ChapterSizes] = {
     "smoke": ChapterSizes(seeds=3, drop_seeds=3, component_steps=None, widths=(16, 32), depths=(1, 2),
                           shape_steps=None, mixture_sizes=(3, 4), ranks=(1, 2), size_steps=None, gaussian_steps=None,
                           completion_samples=32, lambda_samples=32),
-    "cpu": ChapterSizes(seeds=3, drop_seeds=7, component_steps=6000, widths=(32, 64, 128), depths=(2, 4, 6),
+    "cpu": ChapterSizes(seeds=3, drop_seeds=8, component_steps=6000, widths=(32, 64, 128), depths=(2, 4, 6),
                         shape_steps=10000, mixture_sizes=(3, 4, 5), ranks=(1, 2), size_steps=10000,
                         gaussian_steps=10000, completion_samples=512, lambda_samples=256),
     "paper": _PAPER_SIZES,
