@@ -3,8 +3,8 @@
 ``get_or_train(cfg)`` returns the finished run for ``cfg``: from the store if it is there and
 whole, resumed if it was interrupted, trained otherwise. A file lock makes two processes asking
 for the same run train it once. A folder that cannot be trusted (a missing file, a byte changed
-since it finished, by its SHA-256 in complete.json, a config that does not match) is never loaded: it is moved aside to ``<run_id>.broken-<time>``
-(nothing is deleted) and the run is trained again.
+since it finished, by its SHA-256 in complete.json, a config that does not match) is never loaded:
+it is moved aside to ``<run_id>.broken-<time>`` (nothing is deleted) and the run is trained again.
 
 With ``$MATCOMP_NO_TRAINING`` set, a run that is not stored (or only partly) raises instead of
 training: a build after ``python -m matcomp prepare`` can prove it trains nothing.
