@@ -2,7 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from matcomp.drop import detect_drop, leave_step
+from matcomp.drop import detect_drop, drop_settled, leave_step
 
 
 def curve(drop_at=None, plateau=2 / 9, after=0.005, steps=6000, noise=0.02, seed=0):
@@ -47,3 +47,21 @@ def test_leave_step_ends_a_plateau_at_a_given_level():
         leave_step(curve(), 2 / 9, near=1.5)
     with pytest.raises(ValueError, match="level"):
         leave_step(curve(), 0)
+
+
+def test_a_settled_drop_is_the_drop_of_the_whole_run():
+    whole = curve(drop_at=3000)
+    half = detect_drop(whole).half_step
+    for end in (half + 40, half + 300, half + 2000):  # the half step of every prefix that calls it settled
+        prefix = whole[whole.step <= end]
+        assert drop_settled(prefix, 300) == (end >= half + 300)
+        if drop_settled(prefix, 51):
+            assert detect_drop(prefix).half_step == half
+    assert not drop_settled(curve(drop_at=None), 300)
+    assert not drop_settled(curve(drop_at=200, steps=540), 51)  # the plateau's estimate is not whole yet
+    no_plateau = curve(drop_at=None, plateau=0.02)  # already far below a copying level of 2/9
+    assert not drop_settled(no_plateau, 300) and not drop_settled(no_plateau[no_plateau.step <= 849], 300, level=2 / 9)
+    assert drop_settled(no_plateau[no_plateau.step <= 850], 300, level=2 / 9)
+    assert not drop_settled(curve(drop_at=None), 300, level=2 / 9)  # on the plateau: not settled
+    with pytest.raises(ValueError, match="after must be > 50"):
+        drop_settled(whole, 50)

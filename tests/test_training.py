@@ -143,3 +143,33 @@ def test_bf16_autocast_trains(micro, store):
     m = run.metrics
     assert m.L.notna().all() and m.L.iloc[-5:].mean() < 0.5 * m.L.iloc[:3].mean()
     assert run.checkpoint(20).readout.weight.dtype == torch.float32  # weights stay fp32
+
+
+def test_stop_after_drop_ends_at_the_first_settled_checkpoint_and_resumes_there(micro, tmp_path, monkeypatch):
+    cfg = micro.override({"train.stop_after_drop": 100})
+    monkeypatch.setattr(matcomp.runs.training, "drop_settled", lambda table, after, level: table.step.max() >= 20)
+    run = get_or_train(cfg, progress=False, root=tmp_path / "a")
+    assert run.last_step == 20 and run.metrics.step.max() == 20 and run.steps == [0, 10, 15, 20]
+    assert open_run(run.path).summary["files"]  # complete and verified
+    assert cfg.run_id != micro.run_id  # a run that stops is another run
+
+    # a crash after the stopping checkpoint was saved, before complete.json: the resume trains nothing more
+    folder = RunFolder(tmp_path / "b" / cfg.run_id)
+    real_save = matcomp.runs.training._save
+
+    def crash_after_saving_20(folder, model, optimizer, train_gen, eval_gen, step, *rest):
+        real_save(folder, model, optimizer, train_gen, eval_gen, step, *rest)
+        if step == 20:
+            raise KeyboardInterrupt
+    monkeypatch.setattr(matcomp.runs.training, "_save", crash_after_saving_20)
+    with pytest.raises(KeyboardInterrupt):
+        get_or_train(cfg, progress=False, root=tmp_path / "b")
+    monkeypatch.setattr(matcomp.runs.training, "_save", real_save)
+    resumed = get_or_train(cfg, progress=False, root=tmp_path / "b")
+    assert folder.complete_path.exists() and resumed.last_step == 20
+    pd.testing.assert_frame_equal(resumed.metrics.drop(columns=TIME), run.metrics.drop(columns=TIME))
+
+
+def test_stop_after_drop_rejects_a_window_it_cannot_read(micro):
+    with pytest.raises(ValueError, match="train.stop_after_drop"):
+        micro.override({"train.stop_after_drop": 30})

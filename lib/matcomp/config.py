@@ -149,6 +149,12 @@ class TrainConfig:
     Checkpoints are saved at step 0, every ``checkpoint_every`` steps, at the extra
     ``checkpoint_steps`` and at the last step; "step s" means after s updates.
 
+    ``stop_after_drop`` s > 0 ends a run s steps after its drop step (``matcomp.drop.detect_drop``, checked at
+    every checkpoint; a run that starts below half the copying level, with no plateau, ``s`` steps after
+    step 550) instead of at ``steps``, which stays the budget: a run that never drops trains it all.
+    The drop step is the same as if the run had gone on, so a table of drop steps costs only the steps up
+    to each drop, and no run is censored before its budget.
+
     The last four fields change the paper's recipe (the training-dynamics chapters):
     ``position_init`` "grid" starts position (i, j) at r_i + c_j (``matcomp.models.recipe``);
     ``attention_bias`` b > 0 adds b · (1 - (s-1)/``attention_bias_steps``) to the attention score of
@@ -165,6 +171,7 @@ class TrainConfig:
     eval_batch: int = 64
     checkpoint_every: int = 1000
     checkpoint_steps: tuple[int, ...] = PAPER_CHECKPOINT_STEPS
+    stop_after_drop: int = 0
     precision: str = "fp32"
     attention: str = "sdpa"
     position_init: str = "bert"
@@ -185,6 +192,9 @@ class TrainConfig:
         object.__setattr__(self, "checkpoint_steps", tuple(self.checkpoint_steps))
         _require(all(isinstance(s, int) and s >= 0 for s in self.checkpoint_steps), "train.checkpoint_steps",
                  "a list of integers >= 0", self.checkpoint_steps)
+        _require(self.stop_after_drop == 0 or self.stop_after_drop > 50, "train.stop_after_drop",
+                 "0 (train every step) or > 50 (the drop step is read from a 101-step centred mean)",
+                 self.stop_after_drop)
         _require(self.precision in PRECISIONS, "train.precision", f"one of {PRECISIONS}", self.precision)
         _require(self.attention in ATTENTIONS, "train.attention", f"one of {ATTENTIONS}", self.attention)
         _require(self.position_init in POSITION_INITS, "train.position_init", f"one of {POSITION_INITS}",
@@ -305,7 +315,7 @@ class RunConfig:
 
 LATER_FIELDS: dict[str, dict[str, object]] = {"data": {"sizes": ()}, "model": {"arch": "bert"},
                 "train": {"position_init": "bert", "attention_bias": 0.0, "attention_bias_steps": 0,
-                          "component": "all", "init_from": ""}}
+                          "component": "all", "init_from": "", "stop_after_drop": 0}}
 
 
 def _parse(text: str):

@@ -94,6 +94,24 @@ def detect_drop(metrics: pd.DataFrame, column: str = "L_mask", window: int = 101
                 final=float(final_losses(metrics)[column]), column=column)
 
 
+def drop_settled(metrics: pd.DataFrame, after: int, level: float | None = None) -> bool:
+    """Whether the table's L_mask drop step (``detect_drop``'s defaults) is at least ``after`` (> 50) steps
+    before its last step, and so the same in any longer table: the smoothing window then lies whole
+    inside the table at the drop and at every step of the plateau's estimate. With ``level`` (the
+    copying level, ``data.second_moment``), a run whose plateau is already below half of it has no
+    plateau to leave, and is settled ``after`` steps after its plateau's estimate (step 550). Training
+    stops on it (``train.stop_after_drop``)."""
+    if after <= 50:
+        raise ValueError(f"after must be > 50 (half the smoothing window); got {after}")
+    last = int(metrics["step"].max())
+    if last <= 550:  # the plateau is read over steps 101-500, smoothed over +-50 steps
+        return False
+    drop = detect_drop(metrics)
+    if level is not None and drop.plateau < level / 2:
+        return last >= 550 + after
+    return drop.half_step is not None and last >= drop.half_step + after
+
+
 def leave_step(metrics: pd.DataFrame, level: float, near: float = 0.9, column: str = "L_mask",
                window: int = 101, skip: int = 100) -> int | None:
     """The first step after ``skip`` where smoothed ``column`` is below ``near`` × ``level``: the end of

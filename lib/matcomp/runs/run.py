@@ -40,6 +40,11 @@ class Run:
         """Steps with a saved checkpoint."""
         return self.folder.checkpoint_steps()
 
+    @property
+    def last_step(self) -> int:
+        """The run's last step: ``train.steps``, or earlier if it stopped after its drop (``train.stop_after_drop``)."""
+        return self.steps[-1]
+
     def checkpoint(self, step: int, device: str | torch.device = "cpu", attention: str | None = None) -> Model:
         """The model after ``step`` updates, in eval mode (``step`` must be in ``self.steps``)."""
         cfg = self.config

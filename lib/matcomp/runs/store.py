@@ -81,7 +81,7 @@ def _initial_weights(cfg: RunConfig, root: Path) -> dict[str, torch.Tensor] | No
     for path in (REFERENCE_ROOT / run_id, root / run_id):
         folder = RunFolder(path)
         if folder.complete_path.exists():
-            return folder.read_checkpoint(folder.read_config().train.steps)
+            return folder.read_checkpoint(folder.checkpoint_steps()[-1])
     raise ValueError(f"train.init_from names run {run_id!r}, which is neither shipped nor finished in {root}; "
                      f"train it first")
 

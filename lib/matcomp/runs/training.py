@@ -11,7 +11,8 @@ size on its own batch (columns ``eval_*_n<n>``; ``eval_*`` is then the largest s
 
 At every scheduled step the weights are saved, the metrics table is rewritten and the full
 training state (weights, Adam moments, both generators) is saved to ``resume.pt``, so an
-interrupted run continues exactly as if it had never stopped.
+interrupted run continues exactly as if it had never stopped. With ``train.stop_after_drop`` the run
+ends at the first checkpoint that far past its drop step.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ import torch
 from tqdm.auto import tqdm
 
 from matcomp.config import RunConfig
-from matcomp.data import sample_batch
+from matcomp.data import sample_batch, second_moment
+from matcomp.drop import drop_settled
 from matcomp.models.bert import MatrixBert
 from matcomp.models.factory import Model, build_model, metric_names, trainable_parameters
 from matcomp.models.recipe import attention_bias, bias_strength, grid_positions, same_row_or_column, start_from
@@ -109,7 +111,13 @@ def train(cfg: RunConfig, folder: RunFolder, device: str | torch.device | None =
     bar = tqdm(total=tc.steps, initial=start, disable=not progress, desc=cfg.run_id, unit="step",
                mininterval=1.0)
     t0 = time.perf_counter() - elapsed
-    for step in range(start + 1, tc.steps + 1):
+    level = second_moment(cfg.data)  # the copying level: a run that starts below half of it has no plateau
+
+    def stopped() -> bool:
+        return bool(tc.stop_after_drop) and drop_settled(pd.DataFrame(rows), tc.stop_after_drop, level)
+
+    end = start if resume is not None and stopped() else tc.steps  # a crash after the stopping checkpoint
+    for step in range(start + 1, end + 1):
         strength = bias_strength(tc, step)
         biased = attention_bias(cast(MatrixBert, model), strength * grid) if grid is not None and strength else None
         with biased or contextlib.nullcontext():
@@ -123,6 +131,8 @@ def train(cfg: RunConfig, folder: RunFolder, device: str | torch.device | None =
                           elapsed=time.perf_counter() - t0, metrics=model.metrics, eval_columns=eval_columns(cfg))
             pending, evals = [], {}
             _save(folder, model, optimizer, train_gen, eval_gen, step, rows, columns(cfg))
+            if stopped():
+                break  # the last step is now this checkpoint's
         if progress and step % DISPLAY_EVERY == 0:
             bar.set_postfix({k: f"{v:.3g}" for k, v in zip(model.metrics, latest.tolist())}, refresh=False)
         bar.update(1)
