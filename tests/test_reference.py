@@ -73,3 +73,8 @@ def test_reference_steps_fit_the_budget(micro, store):
     run.__dict__["drop"] = Drop(plateau=0.1, half_step=20, tenfold_step=None, final=0.01)  # as if it dropped
     assert reference_steps(run, fixed + 2 * size) == [0, 40]  # the first and last fill the budget
     assert reference_steps(run, fixed + 4 * size) == [0, 15, 20, 40]  # two around the drop (15..25)
+    assert reference_steps(run, fixed + 4 * size, keep=[10]) == [0, 10, 20, 40]  # kept first, then the drop
+    with pytest.raises(ValueError, match="without a checkpoint: \\[11\\]"):
+        reference_steps(run, fixed + 4 * size, keep=[11])
+    with pytest.raises(ValueError, match="keep need 4"):
+        reference_steps(run, fixed + 3 * size, keep=[10, 30])

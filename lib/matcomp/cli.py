@@ -45,7 +45,7 @@ def cmd_train(args) -> None:
     if "command" in run.summary:
         print(f"(the shipped reference run, made by: {run.summary['command']}; --no-shipped trains it here)")
     print(f"final step {int(m.step)}: {final_metrics(m, cfg)}")
-    print(f"train time {run.summary['train_s']:.0f} s ({run.summary['train_s'] / cfg.train.steps:.4f} s/step)")
+    print(f"train time {run.summary['train_s']:.0f} s ({run.summary['train_s'] / run.last_step:.4f} s/step)")
     if cfg.model.arch == "bert":
         print(run.drop)
     else:
@@ -69,6 +69,19 @@ def cmd_bench(args) -> None:
     print(report(args.preset, cfg, figures), flush=True)
 
 
+def _phase_steps(run, preset_name: str) -> list[int]:
+    """The checkpoints a chapter reads as pre-shift and copy-table models (``analysis.phases``), kept when
+    a run is shipped; none for a GPT or a run without a drop."""
+    from matcomp.analysis.phases import phases
+    from matcomp.presets import CHAPTER_SIZES
+
+    if run.config.model.arch != "bert" or run.drop.half_step is None:
+        return []
+    sizes = CHAPTER_SIZES.get(preset_name)
+    shift = phases(run, paper_steps=sizes is not None and sizes.paper_steps)
+    return sorted({shift.pre, *shift.copy_steps})
+
+
 def cmd_ship(args) -> None:
     from matcomp.runs.shipped import export_reference, find_reference, reference_steps
     from matcomp.runs.store import get_or_train
@@ -83,7 +96,7 @@ def cmd_ship(args) -> None:
     chosen = f" --steps {' '.join(map(str, args.steps))}" if args.steps else ""
     command = (f"python -m matcomp train --preset {args.preset}{sets} --threads {threads} --no-shipped && "
                f"python -m matcomp ship --preset {args.preset}{sets} --max-mb {args.max_mb:g}{chosen}")
-    steps = args.steps or reference_steps(run, int(args.max_mb * 2**20))
+    steps = args.steps or reference_steps(run, int(args.max_mb * 2**20), keep=_phase_steps(run, args.preset))
     shipped = export_reference(run, steps, command)
     size = sum(shipped.summary["files"].values())
     print(f"shipped {shipped.path}: {len(steps)} checkpoints, {size / 2**20:.1f} MiB")

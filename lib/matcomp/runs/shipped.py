@@ -36,9 +36,10 @@ def find_reference(cfg: RunConfig, root: Path | None = None) -> Run | None:
     return None
 
 
-def reference_steps(run: Run, max_bytes: int) -> list[int]:
-    """Checkpoints to ship within ``max_bytes`` (with the config and metrics): the first and last,
-    those around the drop (up to half the budget), and evenly spaced others."""
+def reference_steps(run: Run, max_bytes: int, keep=()) -> list[int]:
+    """Checkpoints to ship within ``max_bytes`` (with the config and metrics): the first and last, the
+    steps ``keep`` (e.g. the checkpoints the chapters analyse as pre-shift), those around the drop (up
+    to half the budget), and evenly spaced others."""
     steps = run.steps
     fixed = run.folder.config_path.stat().st_size + run.folder.metrics_path.stat().st_size
     capacity = (max_bytes - fixed) // run.folder.checkpoint_path(steps[-1]).stat().st_size
@@ -46,7 +47,13 @@ def reference_steps(run: Run, max_bytes: int) -> list[int]:
         raise ValueError(f"max_bytes = {max_bytes} leaves room for {capacity} checkpoints; at least 2 are needed")
     if len(steps) <= capacity:
         return steps
-    chosen = {steps[0], steps[-1]}
+    unknown = sorted(set(keep) - set(steps))
+    if unknown:
+        raise ValueError(f"keep names steps without a checkpoint: {unknown}")
+    chosen = {steps[0], steps[-1], *keep}
+    if len(chosen) > capacity:
+        raise ValueError(f"max_bytes = {max_bytes} leaves room for {capacity} checkpoints; the first, the last "
+                         f"and keep need {len(chosen)}")
     try:
         drop = run.drop
     except ValueError:  # a run too short to have a plateau has no drop to keep
