@@ -66,9 +66,11 @@ def test_init_from_an_unknown_run_is_a_clear_error(micro, store):
 
 
 def test_component_config_names_the_group_and_the_trained_run():
-    steps = chapter_sizes("cpu").steps("component_steps", preset("cpu"))
-    cfg = component_config(preset("cpu"), "position", "cpu-f603ff8bc5", steps)
-    assert (cfg.train.component, cfg.train.init_from, cfg.train.steps) == ("position", "cpu-f603ff8bc5", 6000)
+    size = chapter_sizes("cpu")
+    cfg = component_config(preset("cpu"), "position", "cpu-f603ff8bc5", size.steps("component_steps", preset("cpu")),
+                           size.after_drop)
+    assert (cfg.train.component, cfg.train.init_from, cfg.train.steps) == ("position", "cpu-f603ff8bc5", 20000)
+    assert cfg.train.stop_after_drop == 2000  # the whole budget, stopping 2,000 steps after the drop
     assert chapter_sizes("smoke").steps("component_steps", preset("smoke")) == preset("smoke").train.steps
     with pytest.raises(ValueError, match="component must be one of"):
         component_config(preset("cpu"), "layernorm", "cpu-f603ff8bc5", 100)
@@ -85,3 +87,16 @@ def test_plateau_table_tells_a_plateau_from_a_quick_fall():
     assert 1950 < table.loc["slow", "below half"] < 2050
     assert table.loc["fast", "plateau"] == "no" and table.loc["fast", "leaves the plateau"] == 101
     assert table.loc["fast", "final L_mask"] == pytest.approx(0.02, abs=1e-3)
+
+
+def test_fig8_checks_read_each_part_of_the_papers_reading():
+    from matcomp.analysis.components import fig8_checks
+
+    table = pd.DataFrame({"plateau": ["yes", "no", "yes", "no"],
+                          "below half": pd.array([2703, 40, 15000, 60], dtype="Int64")},
+                         index=["attention", "mlp", "position", "token"])
+    assert all(fig8_checks(table).values())
+    table.loc["position", "below half"] = pd.NA  # the positions never drop within the budget
+    checks = fig8_checks(table)
+    assert not checks["position embeddings: a plateau, then a drop"] and not checks["position embeddings drop last"]
+    assert checks["attention: a plateau, then a drop"] and checks["token embeddings: no plateau"]

@@ -111,7 +111,7 @@ def test_later_fields_at_their_defaults_leave_the_hash_alone():
     cfg = preset("cpu")
     d = cfg.to_dict()
     d.pop("name")
-    for key in ("position_init", "attention_bias", "attention_bias_steps", "component", "init_from"):
+    for key in ("position_init", "attention_bias", "attention_bias_steps", "component", "init_from", "stop_after_drop"):
         d["train"].pop(key)
     d["data"].pop("sizes")
     d["model"].pop("arch")
@@ -120,5 +120,6 @@ def test_later_fields_at_their_defaults_leave_the_hash_alone():
                preset("cpu", {"train.attention_bias": 1, "train.attention_bias_steps": 10}).hash,
                preset("cpu", {"train.component": "mlp", "train.init_from": cfg.run_id}).hash,
                preset("cpu", {"data.sizes": [3, 4]}).hash,
+               preset("cpu", {"train.stop_after_drop": 2000}).hash,
                preset("cpu", {"model.arch": "gpt", "model.max_positions": 32}).hash}
-    assert len(changed) == 5 and cfg.hash not in changed
+    assert len(changed) == 6 and cfg.hash not in changed

@@ -96,10 +96,12 @@ def test_variant_curves_draw_a_panel_per_axis_with_a_curve_per_value():
 
     step = np.arange(1, 1001)
     table = pd.DataFrame({"step": step, "L_mask": np.full(1000, 0.11)})
-    fig = variant_curves({("width", 32): table, ("width", 64): table, ("depth", 2): table}, {"width": "hidden",
-                         "depth": "layers"}, steps=500, level=0.11)
+    fig = variant_curves({("width", 32, 0): table, ("width", 32, 1): table, ("width", 64, 0): table,
+                          ("depth", 2, 0): table}, {"width": "hidden", "depth": "layers"}, steps=500, level=0.11)
     left, right = fig.axes
-    assert [line.get_label() for line in left.get_lines()] == ["hidden 32", "hidden 64", "copying plateau (0.11)"]
+    assert [line.get_label() for line in left.get_lines()][1] == "_child1"  # seed 1 shares seed 0's label
+    assert [t.get_text() for t in left.get_legend().get_texts()] == ["hidden 32", "hidden 64", "copying plateau (0.11)"]
+    assert left.get_lines()[0].get_color() == left.get_lines()[1].get_color() != left.get_lines()[2].get_color()
     assert [line.get_label() for line in right.get_lines()][0] == "layers 2" and right.get_title().startswith("depth")
     assert left.get_lines()[0].get_xdata().max() <= 500
     plt.close(fig)
@@ -258,8 +260,8 @@ def test_family_titles_label_each_head_with_its_family():
     from matcomp.book.plots import family_titles
 
     index = pd.MultiIndex.from_product([[0, 1], [0, 1]], names=["layer", "head"])
-    table = pd.DataFrame({"family": ["row", "column", "other", "identity"]}, index=index)
-    assert family_titles(table) == [["(0,0) row", "(0,1) column"], ["(1,0) other", "(1,1) identity"]]
+    table = pd.DataFrame({"families": ["row", "column", "other", "identity, row"]}, index=index)
+    assert family_titles(table) == [["(0,0) row", "(0,1) column"], ["(1,0) other", "(1,1) identity, row"]]
 
 
 def test_drop_step_strip_marks_censored_seeds_at_the_budget():
@@ -270,4 +272,16 @@ def test_drop_step_strip_marks_censored_seeds_at_the_budget():
     assert censored.get_markerfacecolor() == "none"
     mean = summary.lines[0].get_xdata()[0]
     assert mean == pytest.approx((5060 + 11275) / 2)
+    plt.close(ax.figure)
+
+
+def test_drop_step_strip_draws_one_line_per_group():
+    index = pd.MultiIndex.from_tuples([("width", 32, 0), ("width", 32, 1), ("depth", 6, 0), ("depth", 6, 1)],
+                                      names=["axis", "value", "seed"])
+    table = pd.DataFrame({"drop step": pd.array([8000, 9000, None, 7000], dtype="Int64")}, index=index)
+    ax = drop_step_strip(table, budget=20000, groups=["axis", "value"])
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["width 32", "depth 6"]
+    first, second = ax.lines[0], next(line for line in ax.lines if list(line.get_ydata()) == [-1])
+    assert list(first.get_xdata()) == [8000.0, 9000.0] and list(second.get_xdata()) == [7000.0]
+    assert any(list(line.get_xdata()) == [20000] and line.get_markerfacecolor() == "none" for line in ax.lines)
     plt.close(ax.figure)

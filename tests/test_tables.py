@@ -60,10 +60,14 @@ def test_at_step_steps_text_and_variant_findings_write_steps_in_full():
 
     assert at_step(5060) == "at step 5,060" and at_step(pd.NA) == "at no step of the run"
     assert steps_text(pd.Series([5060, None], dtype="Int64"), none="–") == "5,060, –"
-    index = pd.MultiIndex.from_tuples([("width", 32), ("depth", 6)], names=["axis", "value"])
-    table = pd.DataFrame({"leaves plateau": pd.array([6702, 6464], dtype="Int64"),
-                          "drop step": pd.array([8353, None], dtype="Int64"), "final L_mask": [0.0457, 0.0688]},
-                         index=index)
-    assert variant_findings(table) == [
-        "Width 32: leaves the plateau at step 6,702, below half at step 8,353, final L_mask 0.046.",
-        "Depth 6: leaves the plateau at step 6,464, below half at no step of the run, final L_mask 0.069."]
+    index = pd.MultiIndex.from_tuples([("width", 64), ("width", 32), ("depth", 6)], names=["axis", "value"])
+    summary = pd.DataFrame({"seeds": [3, 3, 3], "dropped": [3, 2, 0], "mean drop": [7601.0, 9000.0, float("nan")],
+                            "sd": [3296.0, 1414.2, float("nan")], "first": [5060.0, 8000.0, float("nan")],
+                            "last": [11275.0, 10000.0, float("nan")], "L_mask after drop": [0.031, 0.045, float("nan")],
+                            "verdict": ["the chapter's run", "within the spread", "later"]}, index=index)
+    assert variant_findings(summary, 20000, 2000) == [
+        "Width 64: 3 of 3 seeds drop within 20,000 steps, at steps 5,060 to 11,275 (mean 7,601 ± 3,296); "
+        "L_mask 2,000 steps after the drop 0.031.",
+        "Width 32: 2 of 3 seeds drop within 20,000 steps, at steps 8,000 to 10,000 (mean 9,000 ± 1,414); "
+        "L_mask 2,000 steps after the drop 0.045; against the chapter's run: within the spread.",
+        "Depth 6: 0 of 3 seeds drop within 20,000 steps; against the chapter's run: later."]

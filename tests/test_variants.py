@@ -4,7 +4,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from matcomp.analysis.variants import learning_order, mixture_overrides, variant_overrides, variant_runs, variant_table
+from matcomp.analysis.variants import (
+    learning_order,
+    mixture_overrides,
+    variant_overrides,
+    variant_runs,
+    variant_summary,
+    variant_table,
+)
 
 
 def test_the_runs_own_value_is_the_run_itself_and_others_change_one_field(micro):
@@ -21,14 +28,40 @@ def test_the_runs_own_value_is_the_run_itself_and_others_change_one_field(micro)
 
 def test_variant_table_reads_each_run_within_the_steps(micro, store):
     cfg = micro.override({"train.steps": 300, "train.checkpoint_every": 300, "train.checkpoint_steps": []})
-    runs = variant_runs(cfg, variant_overrides(cfg, {"depth": [1, 2]}, 200))
-    assert runs["depth", 1].config == cfg and runs["depth", 2].config.model.layers == 2
-    assert runs["depth", 2].config.train.steps == 200
+    runs = variant_runs(cfg, variant_overrides(cfg, {"depth": [1, 2]}, 200), seeds=[0, 1])
+    assert list(runs) == [("depth", 1, 0), ("depth", 1, 1), ("depth", 2, 0), ("depth", 2, 1)]
+    assert runs["depth", 1, 0].config == cfg and runs["depth", 2, 1].config.model.layers == 2
+    assert runs["depth", 2, 1].config.train.seed == 1 and runs["depth", 2, 0].config.train.steps == 200
     table = variant_table(runs, 200)
-    assert list(table.index) == [("depth", 1), ("depth", 2)]
-    assert table.loc[("depth", 2), "parameters"] > table.loc[("depth", 1), "parameters"]
-    own = runs["depth", 1].metrics
-    assert table.loc[("depth", 1), "final L_mask"] == pytest.approx(own[own.step <= 200].L_mask.iloc[-200:].mean())
+    assert table.loc[("depth", 2, 0), "parameters"] > table.loc[("depth", 1, 0), "parameters"]
+    assert table.loc[("depth", 1, 0), "last step"] == 200 and table["L_mask after drop"].isna().all()  # no drop
+
+
+def test_variant_overrides_stop_after_the_drop_only_for_the_changed_runs(micro):
+    variants = variant_overrides(micro, {"depth": [1, 2]}, 30, after_drop=500)
+    assert variants["depth", 1] == {} and variants["depth", 2]["train.stop_after_drop"] == 500
+
+
+def test_variant_summary_reads_the_spread_of_the_drop_steps():
+    index = pd.MultiIndex.from_tuples([(a, v, s) for a, v in (("width", 64), ("width", 32), ("width", 128),
+                                                               ("depth", 6)) for s in (0, 1, 2)],
+                                      names=["axis", "value", "seed"])
+    drops = [5000, 6500, 11000, 12000, 13000, 15000, None, None, None, 4000, 9000, None]
+    after = [0.03] * 3 + [0.04] * 3 + [float("nan")] * 3 + [0.02, 0.02, float("nan")]
+    table = pd.DataFrame({"drop step": pd.array(drops, dtype="Int64"), "L_mask after drop": after}, index=index)
+    base = table.iloc[:3].rename(index={"width": "depth", 64: 4})  # depth 4 is the chapter's run too
+    table = pd.concat([table, base])
+    summary = variant_summary(table, own={"width": 64, "depth": 4}, budget=20000)
+    assert summary.loc[("width", 64), "verdict"] == "the chapter's run"
+    assert summary.loc[("width", 32), "verdict"] == "later"  # 12,000..15,000 after every seed of width 64
+    assert summary.loc[("width", 128), "verdict"] == "later" and summary.loc[("width", 128), "dropped"] == 0
+    assert summary.loc[("depth", 6), "verdict"] == "within the spread"
+    row = summary.loc[("width", 32)]
+    assert (row["seeds"], row["dropped"], row["first"], row["last"]) == (3, 3, 12000, 15000)
+    assert row["mean drop"] == pytest.approx(13333.33, abs=0.01) and row["sd"] == pytest.approx(1527.5, abs=0.1)
+    assert summary.loc[("depth", 6), "L_mask after drop"] == pytest.approx(0.02)
+    single = variant_summary(table.xs(0, level="seed", drop_level=False), own={"width": 64, "depth": 4}, budget=20000)
+    assert single.loc[("width", 32), "verdict"] == "one seed: no verdict"
 
 
 def test_learning_order_sorts_sizes_by_their_drop():

@@ -92,6 +92,8 @@ class ChapterSizes:
     gaussian_steps: int | None  # the run on Gaussian factors (App. J.1)
     completion_samples: int  # matrices per method of the nuclear-norm comparison (Fig. 3)
     lambda_samples: int  # matrices per lambda of the regularised nuclear norm (App. B)
+    after_drop: int = 2000  # steps a run of a drop-step table trains past its drop (train.stop_after_drop)
+    probe_layers: int | None = None  # depth of the deeper model the probes also read (Fig. 6: 12), at half the lr
     paper_steps: bool = False  # the pre-shift model at the paper's own steps, not at fractions of the drop
 
     def steps(self, field: str, cfg: RunConfig) -> int:
@@ -102,14 +104,16 @@ class ChapterSizes:
 _PAPER_SIZES = ChapterSizes(seeds=3, drop_seeds=3, component_steps=None, widths=(64, 128, 256, 512, 768, 1024),
                             depths=(4, 6, 8, 12), shape_steps=None, mixture_sizes=(5, 7, 9), ranks=(1, 2, 3, 4),
                             size_steps=None, gaussian_steps=None, completion_samples=512, lambda_samples=256,
-                            paper_steps=True)
+                            after_drop=5000, paper_steps=True)
 CHAPTER_SIZES: dict[str, ChapterSizes] = {
     "smoke": ChapterSizes(seeds=3, drop_seeds=3, component_steps=None, widths=(16, 32), depths=(1, 2),
                           shape_steps=None, mixture_sizes=(3, 4), ranks=(1, 2), size_steps=None, gaussian_steps=None,
-                          completion_samples=32, lambda_samples=32),
-    "cpu": ChapterSizes(seeds=3, drop_seeds=8, component_steps=6000, widths=(32, 64, 128), depths=(2, 4, 6),
-                        shape_steps=10000, mixture_sizes=(3, 4, 5), ranks=(1, 2), size_steps=10000,
-                        gaussian_steps=10000, completion_samples=512, lambda_samples=256),
+                          completion_samples=32, lambda_samples=32, after_drop=100,
+                          probe_layers=3),
+    "cpu": ChapterSizes(seeds=3, drop_seeds=8, component_steps=None, widths=(32, 64, 128), depths=(2, 4, 6),
+                        shape_steps=None, mixture_sizes=(3, 4, 5), ranks=(1, 2), size_steps=10000,
+                        gaussian_steps=10000, completion_samples=512, lambda_samples=256,
+                        probe_layers=12),
     "paper": _PAPER_SIZES,
     "paper12": _PAPER_SIZES,
 }

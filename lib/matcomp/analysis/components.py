@@ -10,10 +10,12 @@ from matcomp.config import RunConfig
 from matcomp.drop import leave_step, smooth
 
 
-def component_config(cfg: RunConfig, component: str, init_from: str, steps: int) -> RunConfig:
-    """``cfg`` with only ``component`` trained (from its initialisation) and the rest from run ``init_from``;
-    the config itself rejects an unknown component, naming ``train.component``."""
-    return cfg.override({"train.component": component, "train.init_from": init_from, "train.steps": steps})
+def component_config(cfg: RunConfig, component: str, init_from: str, steps: int, after_drop: int = 0) -> RunConfig:
+    """``cfg`` with only ``component`` trained (from its initialisation) and the rest from run ``init_from``,
+    for ``steps`` steps or until ``after_drop`` steps past its drop (``train.stop_after_drop``; 0: all
+    ``steps``); the config itself rejects an unknown component, naming ``train.component``."""
+    return cfg.override({"train.component": component, "train.init_from": init_from, "train.steps": steps,
+                         "train.stop_after_drop": after_drop})
 
 
 def plateau_table(curves: dict[str, pd.DataFrame], level: float, min_plateau: int = 500,
@@ -31,3 +33,20 @@ def plateau_table(curves: dict[str, pd.DataFrame], level: float, min_plateau: in
                       "final L_mask": float(smooth(metrics).dropna().iloc[-1])}
     table = pd.DataFrame.from_dict(rows, orient="index")
     return table.astype({"leaves the plateau": "Int64", "below half": "Int64"})
+
+
+def fig8_checks(table: pd.DataFrame) -> dict[str, bool]:
+    """The parts of the paper's reading of Fig. 8 (NeurIPS §4), each True or False on a ``plateau_table``
+    with rows "token", "mlp", "attention" and "position": the token embeddings and the MLPs have no
+    plateau; attention and positions have one and then fall below half of it; the positions do so last."""
+    def plateau_then_drop(c: str) -> bool:
+        return table.loc[c, "plateau"] == "yes" and pd.notna(table.loc[c, "below half"])
+
+    groups = [c for c in ("attention", "mlp", "position", "token") if c in table.index]
+    halves = table.loc[groups, "below half"]
+    last = halves.isna().sum() == 0 and halves.idxmax() == "position"
+    return {"token embeddings: no plateau": table.loc["token", "plateau"] == "no",
+            "MLPs: no plateau": table.loc["mlp", "plateau"] == "no",
+            "attention: a plateau, then a drop": plateau_then_drop("attention"),
+            "position embeddings: a plateau, then a drop": plateau_then_drop("position"),
+            "position embeddings drop last": bool(last)}

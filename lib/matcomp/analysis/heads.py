@@ -14,6 +14,9 @@ score              mass of P[q, :] on the keys                            unifor
                    masked-row heads are told apart)
 ``column``         in column j, q itself excluded                         (m - 1) / S
 ``self``           q itself                                               1 / S
+``self_observed``  q itself, at observed queries only (where the paper    1 / S
+                   sees identity heads; at a MASK query there is no
+                   value to copy)
 ``observed``       observed entries                                       mean |Ω| / S
 ``mask``           missing (MASK) entries; 1 - ``observed``               1 - mean |Ω| / S
 ``masked_row``     the single observed entry of row i; only queries that  1 / S
@@ -25,8 +28,10 @@ score              mass of P[q, :] on the keys                            unifor
 =================  =====================================================  =================
 
 The baseline is the score of uniform attention 1/S: a score well above it is enrichment.
-``classify_heads`` turns scores into families with explicit thresholds. Heads are (layer, head)
-counted from 0; the paper's (l, h) is (l - 1, h - 1).
+``classify_heads`` turns scores into families with explicit thresholds; the families overlap, as
+in the paper (its head (2,1) is both a row and a masked-row head, NeurIPS §3.2.2), so a head gets
+every family it meets, and the families it nearly meets are listed beside them. Heads are
+(layer, head) counted from 0; the paper's (l, h) is (l - 1, h - 1).
 """
 
 from __future__ import annotations
@@ -43,10 +48,12 @@ from matcomp.models.bert import MatrixBert
 from matcomp.models.hooks import AttentionRecord, attention_hooks
 from matcomp.runs.run import Run
 
-SCORES = ("row", "column", "self", "observed", "mask", "masked_row", "longest_column")
-FAMILIES = ("identity", "row", "column", "masked-row", "longest-contiguous-column", "mask-ignore", "other")
-FAMILY_SCORE = {"identity": "self", "row": "row", "column": "column", "masked-row": "masked_row",
+SCORES = ("row", "column", "self", "self_observed", "observed", "mask", "masked_row", "longest_column")
+FAMILIES = ("identity", "row", "column", "masked-row", "longest-contiguous-column", "mask-ignore")
+FAMILY_SCORE = {"identity": "self_observed", "row": "row", "column": "column", "masked-row": "masked_row",
                 "longest-contiguous-column": "longest_column"}
+ABOVE_NEIGHBOURS = 1.25  # an identity head gives itself this much more than each other key of its row or column
+NO_FAMILY = "other"  # the label of a head that meets no family's criterion
 GROUP_METRICS = ("L", "L_obs", "L_mask")
 
 
@@ -66,6 +73,19 @@ def longest_column(observed: torch.Tensor) -> torch.Tensor:
     ([1], [5])
     """
     return longest_runs(observed).argmax(-1)  # argmax returns the first maximal index
+
+
+def longest_column_margin(mask: torch.Tensor) -> dict[str, object]:
+    """How well one mask (m, n) defines its longest contiguous column: the column, its run of observed
+    rows, the longest run of any other column, and the observed entries it shares with the masked
+    rows' kept entries (rows with one observed entry), whose keys a masked-row head attends to: where
+    they overlap, the two families cannot be told apart on this mask."""
+    mask = mask.bool()
+    runs = longest_runs(mask[None])[0]
+    best = int(runs.argmax())
+    kept = [(i, int(mask[i].nonzero()[0])) for i in range(mask.shape[0]) if int(mask[i].sum()) == 1]
+    return {"column": best, "run": int(runs[best]), "next run": int(torch.cat([runs[:best], runs[best + 1:]]).max()),
+            "shared with masked rows": [(i, j) for i, j in kept if j == best]}
 
 
 def _observed(observed: torch.Tensor, maps: torch.Tensor) -> torch.Tensor:
@@ -108,6 +128,7 @@ def map_scores(maps: torch.Tensor, observed: torch.Tensor) -> pd.DataFrame:
         "row": (same_row & ~eye, ~lone),
         "column": (same_col & ~eye, every),
         "self": (eye, every),
+        "self_observed": (eye, flat[:, 0]),
         "observed": (flat, every),
         "mask": (~flat, every),
         "masked_row": (flat & same_row, lone),
@@ -124,7 +145,8 @@ def score_baselines(observed: torch.Tensor) -> dict[str, float]:
     m, n = observed.shape[-2:]
     S = m * n
     seen = observed.float().sum((1, 2)).mean().item() / S
-    return {"row": (n - 1) / S, "column": (m - 1) / S, "self": 1 / S, "observed": seen, "mask": 1 - seen,
+    return {"row": (n - 1) / S, "column": (m - 1) / S, "self": 1 / S, "self_observed": 1 / S, "observed": seen,
+            "mask": 1 - seen,
             "masked_row": 1 / S, "longest_column": m / S}
 
 
@@ -149,45 +171,70 @@ def head_scores(model: MatrixBert, batch: Batch) -> pd.DataFrame:
 
 
 def classify_heads(scores: pd.DataFrame, baselines: dict[str, float], mass: float = 0.5,
-                   enrichment: float = 2.0, mask_ratio: float = 0.25) -> pd.DataFrame:
-    """``scores`` with a ``family`` and an ``ignores_mask`` column in front.
+                   enrichment: float = 2.0, identity_enrichment: float = 5.0, mask_ratio: float = 0.25,
+                   near: float = 0.8) -> pd.DataFrame:
+    """``scores`` with the columns ``families``, ``near_misses`` and ``ignores_mask`` in front.
 
-    A head has a pattern F (identity/self, row, column, masked-row, longest-contiguous-column) if
-    its score of F is at least ``mass`` and at least ``enrichment`` times the uniform baseline. It
-    ignores MASK if its ``mask`` score is at most ``mask_ratio`` times the baseline. The family is
-    the first that holds in the order of ``FAMILIES``: identity, row, column, masked-row,
-    longest-contiguous-column, mask-ignore, other. So the paper's mask-ignore heads, column heads
-    that skip masked rows, come out as ``column`` with ``ignores_mask``; ``mask-ignore`` is left
-    for heads with no other pattern that avoid MASK keys. The paper's observed-copy heads are
-    ``identity`` (they differ only at masked-row queries).
-    """
+    A head has a family F (row, column, masked-row, longest-contiguous-column) if its score of F is
+    at least ``mass`` and at least ``enrichment`` times the uniform baseline. Identity is one key,
+    whose mass cannot be set against a row's: a head is identity if its ``self_observed`` score is
+    at least ``identity_enrichment`` times uniform (so the paper's observed-copy heads, which attend
+    to themselves only where there is a value, are identity) and ``ABOVE_NEIGHBOURS`` times the mass
+    per key it gives the rest of its row and of its column (so a head spread evenly over its row,
+    itself included, which gives itself n times uniform, is not). It ignores MASK (mask-ignore) if its
+    ``mask`` score is at most ``mask_ratio`` times the baseline. ``families`` joins every family a
+    head meets ("other" for none); ``near_misses`` names, with its score, each family it misses
+    although its score reaches ``near`` times every threshold of that family (identity's comparison
+    with its row and column is not relaxed)."""
     if not 0 < mass <= 1:
         raise ValueError(f"mass must be in (0, 1]; got {mass}")
-    if enrichment < 1:
-        raise ValueError(f"enrichment must be >= 1; got {enrichment}")
+    for name, value in (("enrichment", enrichment), ("identity_enrichment", identity_enrichment)):
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1; got {value}")
     if not 0 <= mask_ratio < 1:
         raise ValueError(f"mask_ratio must be in [0, 1); got {mask_ratio}")
+    if not 0 < near <= 1:
+        raise ValueError(f"near must be in (0, 1]; got {near}")
     missing = [name for name in SCORES if name not in scores.columns or name not in baselines]
     if missing:
         raise ValueError(f"scores and baselines must hold every score of {SCORES}; missing {missing}")
-    has = {family: (scores[name] >= mass) & (scores[name] >= enrichment * baselines[name])
-           for family, name in FAMILY_SCORE.items()}
+
+    per_key = {name: baselines[name] / baselines["self"] for name in ("row", "column")}  # n - 1 and m - 1 keys
+
+    def meets(family: str, slack: float = 1.0) -> pd.Series:
+        score = scores[FAMILY_SCORE[family]]
+        if family == "identity":
+            return ((score >= slack * identity_enrichment * baselines["self_observed"])
+                    & (score >= ABOVE_NEIGHBOURS * scores["row"] / per_key["row"])
+                    & (score >= ABOVE_NEIGHBOURS * scores["column"] / per_key["column"]))
+        return (score >= slack * mass) & (score >= slack * enrichment * baselines[FAMILY_SCORE[family]])
+
+    has = {family: meets(family) for family in FAMILY_SCORE}
     ignores = (scores["mask"] <= mask_ratio * baselines["mask"]) & (baselines["mask"] > 0)
     has["mask-ignore"] = ignores
-    family = pd.Series("other", index=scores.index)
-    for name in reversed(FAMILIES[:-1]):  # the earliest family that holds is written last
-        family[has[name]] = name
+    nearly = {family: meets(family, near) & ~has[family] for family in FAMILY_SCORE}
+    families = [", ".join(f for f in FAMILIES if has[f][head]) or NO_FAMILY for head in scores.index]
+    misses = [", ".join(f"{f} {scores.loc[head, FAMILY_SCORE[f]]:.2f}" for f in FAMILY_SCORE if nearly[f][head])
+              for head in scores.index]
     table = scores.copy()
     table.insert(0, "ignores_mask", ignores)
-    table.insert(0, "family", family)
+    table.insert(0, "near_misses", misses)
+    table.insert(0, "families", families)
     return table
 
 
-def classify_model(model: MatrixBert, batch: Batch, mass: float = 0.5, enrichment: float = 2.0,
-                   mask_ratio: float = 0.25) -> pd.DataFrame:
+def family_counts(tables: dict, families=FAMILIES + (NO_FAMILY,)) -> pd.DataFrame:
+    """Heads of each family (rows) in each ``classify_heads`` table (columns, the keys of ``tables``, e.g.
+    seeds); a head of several families counts in each."""
+    return pd.DataFrame({key: [sum(f in labels.split(", ") for labels in table.families) for f in families]
+                         for key, table in tables.items()}, index=pd.Index(families, name="family"))
+
+
+def classify_model(model: MatrixBert, batch: Batch, **thresholds) -> pd.DataFrame:
     """``classify_heads`` of ``model`` 's head scores on ``batch`` against the uniform baselines of its
-    masks: the taxonomy table of one checkpoint, one row per (layer, head)."""
-    return classify_heads(head_scores(model, batch), score_baselines(batch.observed), mass, enrichment, mask_ratio)
+    masks (``thresholds``: those of ``classify_heads``): the taxonomy table of one checkpoint, one row per
+    (layer, head)."""
+    return classify_heads(head_scores(model, batch), score_baselines(batch.observed), **thresholds)
 
 
 def with_baselines(table: pd.DataFrame, observed: torch.Tensor, columns) -> pd.DataFrame:
@@ -210,9 +257,13 @@ def strongest(scores: pd.DataFrame, names=("row", "column", "self")) -> pd.DataF
 
 
 def heads_by_family(table: pd.DataFrame) -> dict[str, list[tuple[int, int]]]:
-    """``{family: [(layer, head), ...]}`` from a ``classify_heads`` table indexed by (layer, head)."""
-    return {name: [(int(key[0]), int(key[1])) for key in group.index]
-            for name, group in table.groupby("family", sort=False)}
+    """``{family: [(layer, head), ...]}`` from a ``classify_heads`` table indexed by (layer, head); a head
+    of several families is in each of them, and families without heads are left out."""
+    groups: dict[str, list[tuple[int, int]]] = {}
+    for key, labels in table.families.items():
+        for family in labels.split(", "):
+            groups.setdefault(family, []).append((int(key[0]), int(key[1])))
+    return {f: groups[f] for f in FAMILIES + (NO_FAMILY,) if f in groups}
 
 
 def fig5_mask(n_rows: int = 7, n_cols: int = 7, swapped: bool = False) -> torch.Tensor:

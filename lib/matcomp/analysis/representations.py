@@ -138,6 +138,19 @@ def silhouettes_over_seeds(cfg: RunConfig, seeds) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("seed")
 
 
+def position_grouping(silhouettes: pd.DataFrame, clear: float = 0.1) -> pd.Series:
+    """"column", "row" or "neither" for each row of a table with "by column" and "by row" silhouettes
+    (``silhouettes_over_seeds``): the grouping whose silhouette is at least ``clear`` and the higher.
+
+    >>> position_grouping(pd.DataFrame({"by column": [0.3, 0.02, 0.2], "by row": [0.05, 0.04, 0.4]})).tolist()
+    ['column', 'neither', 'row']
+    """
+    by_column, by_row = silhouettes["by column"], silhouettes["by row"]
+    best = by_column.where(by_column >= by_row, by_row)
+    label = pd.Series("row", index=silhouettes.index).where(by_column < by_row, "column")
+    return label.where(best >= clear, "neither")
+
+
 def tsne_layout(points: torch.Tensor, seed: int = 0) -> np.ndarray:
     """(N, 2): a t-SNE layout of ``points`` (N, d) for the picture of the position embeddings
     (perplexity 30, or (N - 1)/3 for fewer than 91 points; PCA start; ``seed`` fixes it)."""

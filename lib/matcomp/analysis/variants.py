@@ -1,8 +1,11 @@
 """Runs that change one property of the chapter's run (App. H and I):
-width, depth, rank or matrix size, and the table of their drops.
+width, depth, rank or matrix size, over several seeds, and the tables of their drops.
 
-Every variant changes one property and trains ``steps`` steps; the chapter's own value of the
-property is the chapter's run itself (its first ``steps`` steps), so the shipped run serves.
+Every variant changes one property and trains up to ``steps`` steps (with ``after_drop``, it stops
+that many steps after its drop: the drop step is the same, the cost is not); the chapter's own
+value of the property is the chapter's run itself, so the shipped runs serve. A point of the table
+is one value of one property over its seeds: its verdict against the chapter's own value comes from
+the spread of the drop steps, never from one run.
 """
 
 from __future__ import annotations
@@ -26,9 +29,11 @@ def own_value(cfg: RunConfig, axis: str) -> int:
     return getattr(getattr(cfg, part), name)
 
 
-def variant_overrides(cfg: RunConfig, axes: dict[str, list[int]], steps: int) -> dict[tuple[str, int], dict]:
+def variant_overrides(cfg: RunConfig, axes: dict[str, list[int]], steps: int,
+                      after_drop: int = 0) -> dict[tuple[str, int], dict]:
     """``{(axis, value): overrides}`` for every value of every axis (``FIELDS``): {} for ``cfg``'s
-    own value, else the changed field(s) and ``train.steps``. A bad value raises ``ValueError``
+    own value, else the changed field(s), ``train.steps`` and, if ``after_drop`` > 0, the stop
+    ``after_drop`` steps past the drop (``train.stop_after_drop``). A bad value raises ``ValueError``
     naming the field."""
     if not 1 <= steps <= cfg.train.steps:
         raise ValueError(f"steps must be in [1, train.steps = {cfg.train.steps}]; got {steps}")
@@ -39,31 +44,71 @@ def variant_overrides(cfg: RunConfig, axes: dict[str, list[int]], steps: int) ->
         for value in values:
             changes: dict[str, object] = {field: value for field in FIELDS[axis]}
             cfg.override(changes)  # a bad value fails here, naming the field
-            variants[axis, value] = {} if value == own_value(cfg, axis) else {**changes, "train.steps": steps}
+            stop = {"train.stop_after_drop": after_drop} if after_drop else {}
+            variants[axis, value] = {} if value == own_value(cfg, axis) else {**changes, "train.steps": steps, **stop}
     return variants
 
 
-def variant_runs(cfg: RunConfig, variants: dict[tuple[str, int], dict]) -> dict[tuple[str, int], Run]:
-    """The run of every variant (``variant_overrides``'s output), from the store or trained."""
-    return {key: get_or_train(cfg.override(change), progress=False)
-            for key, change in variants.items()}
+def variant_runs(cfg: RunConfig, variants: dict[tuple[str, int], dict],
+                 seeds=None) -> dict[tuple[str, int, int], Run]:
+    """The run of every variant (``variant_overrides``'s output) at every seed of ``seeds`` (default:
+    ``cfg``'s own), from the store or trained: ``{(axis, value, seed): run}``."""
+    seeds = [cfg.train.seed] if seeds is None else list(seeds)
+    return {(axis, value, seed): get_or_train(cfg.override({**change, "train.seed": seed}), progress=False)
+            for (axis, value), change in variants.items() for seed in seeds}
 
 
-def variant_table(runs: dict[tuple[str, int], Run], steps: int) -> pd.DataFrame:
-    """Per variant: parameters, plateau, the step it leaves the plateau (below 0.9 × its level), drop
-    steps of L_mask, and the final losses, all within the first ``steps`` steps."""
+def variant_table(runs: dict[tuple[str, int, int], Run], steps: int, after_drop: int = 2000) -> pd.DataFrame:
+    """Per run (axis, value, seed): parameters, plateau, the step it leaves the plateau (below 0.9 × its
+    level), drop steps of L_mask within the first ``steps`` steps, the step it stopped at, and L_mask
+    ``after_drop`` steps after its drop (the mean over the 200 steps ending there; empty without a drop),
+    a loss read at the same distance from the drop in every run, whether it stopped there or went on."""
     rows = []
-    for (axis, value), run in runs.items():
+    for (axis, value, seed), run in runs.items():
         metrics = run.metrics[run.metrics.step <= steps]
         drop = detect_drop(metrics)
-        final = final_losses(metrics)
-        rows.append({"axis": axis, "value": value, "run": run.config.run_id,
+        after = float("nan")
+        if drop.half_step is not None and drop.half_step + after_drop <= metrics.step.max():
+            after = final_losses(metrics[metrics.step <= drop.half_step + after_drop])["L_mask"]
+        rows.append({"axis": axis, "value": value, "seed": seed, "run": run.config.run_id,
                      "parameters": count_parameters(build_model(run.config.model, seed=run.config.train.seed)),
                      "plateau": drop.plateau, "leaves plateau": leave_step(metrics, drop.plateau),
                      "drop step": drop.half_step, "10x step": drop.tenfold_step,
-                     "final L": final.L, "final L_mask": final.L_mask})
+                     "last step": int(metrics.step.max()), "L_mask after drop": after})
     steps_columns = {"leaves plateau": "Int64", "drop step": "Int64", "10x step": "Int64"}
-    return pd.DataFrame(rows).set_index(["axis", "value"]).astype(steps_columns)
+    return pd.DataFrame(rows).set_index(["axis", "value", "seed"]).astype(steps_columns)
+
+
+def variant_summary(table: pd.DataFrame, own: dict[str, int], budget: int) -> pd.DataFrame:
+    """Per point (axis, value) of a ``variant_table``: seeds, how many drop within ``budget`` steps, the
+    mean, sd, least and most of their drop steps, the mean L_mask after the drop, and the verdict
+    against the point of the chapter's own value (``own``: axis -> value): "earlier" or "later" when
+    every seed of the one drops before every seed of the other (a seed without a drop counts as after
+    the budget), else "within the spread"; no verdict where either point has a single seed."""
+    rows = {}
+    for (axis, value), group in table.groupby(level=["axis", "value"], sort=False):
+        steps = group["drop step"].astype("Float64")
+        dropped = steps.dropna().astype(float)
+        rows[axis, value] = {"seeds": len(group), "dropped": len(dropped), "mean drop": dropped.mean(),
+                             "sd": dropped.std(ddof=1) if len(dropped) > 1 else float("nan"),
+                             "first": dropped.min(), "last": dropped.max(),
+                             "L_mask after drop": group["L_mask after drop"].mean()}
+    summary = pd.DataFrame.from_dict(rows, orient="index").rename_axis(["axis", "value"])
+    censored = table["drop step"].astype("Float64").fillna(budget + 1).astype(float)
+    points = {key: group.to_numpy() for key, group in censored.groupby(level=["axis", "value"])}
+    verdicts = []
+    for axis, value in summary.index:
+        if value == own[axis]:
+            verdicts.append("the chapter's run")
+            continue
+        mine, base = points[axis, value], points[axis, own[axis]]
+        if min(len(mine), len(base)) < 2:
+            verdicts.append("one seed: no verdict")
+            continue
+        verdicts.append("earlier" if mine.max() < base.min() else "later" if mine.min() > base.max()
+                        else "within the spread")
+    summary["verdict"] = verdicts
+    return summary.astype({"seeds": "Int64", "dropped": "Int64"})
 
 
 def mixture_overrides(sizes: list[int]) -> dict:

@@ -51,6 +51,32 @@ def chapter_config(preset: str | None = None, seed: int | None = None,
     return named_preset(name, changes)
 
 
+def probing_config(preset: str | None = None, seed: int | None = None,
+                   overrides: str | dict | None = None) -> RunConfig | None:
+    """The deeper analogue of the chapter's run that the probes also read (NeurIPS Fig. 6 probes a 12-layer
+    model): its preset's ``probe_layers`` layers at half the learning rate, as the paper halves it for
+    its 12-layer model; None where the preset has none (``paper12`` is itself that model)."""
+    layers = sizes(preset).probe_layers
+    if layers is None:
+        return None
+    cfg = chapter_config(preset, seed, overrides)
+    return cfg.override({"model.layers": layers, "train.lr": cfg.train.lr / 2})
+
+
+def open_run(cfg: RunConfig, preset: str | None = None) -> tuple[Run, Phases]:
+    """The run of ``cfg`` (shipped, stored or trained) and its phases at the chapter's preset."""
+    run = get_or_train(cfg, progress=False)
+    return run, phases(run, paper_steps=sizes(preset).paper_steps)
+
+
+def open_seeds(preset: str | None, seed: int | None, overrides: str | dict | None,
+               count: int) -> dict[int, tuple[Run, Phases]]:
+    """The run and phases of the chapter's config at ``count`` seeds from its own on (shipped, stored
+    or trained), for the chapters that read one analysis over several seeds."""
+    cfg = chapter_config(preset, seed, overrides)
+    return {s: open_run(cfg.override({"train.seed": s}), preset) for s in range(cfg.train.seed, cfg.train.seed + count)}
+
+
 def open_chapter(preset: str | None = None, seed: int | None = None, overrides: str | dict | None = None,
                  variant: str = "") -> tuple[RunConfig, Run, Phases]:
     """A chapter's config, its run (shipped or stored; trained only if neither) and the run's

@@ -21,7 +21,7 @@ from matcomp.analysis.ood import gaussian_training
 from matcomp.analysis.seeds import seed_configs
 from matcomp.analysis.shortening import shortening_defaults
 from matcomp.analysis.variants import mixture_overrides, variant_overrides
-from matcomp.book.chapter import chapter_config, preset_name, sizes
+from matcomp.book.chapter import chapter_config, preset_name, probing_config, sizes
 from matcomp.config import RunConfig
 from matcomp.models.recipe import COMPONENT_PATTERNS
 from matcomp.runs.cost import CostBook
@@ -44,8 +44,9 @@ def _drop_seeds(preset: str) -> list[RunConfig]:
 
 def _components(preset: str) -> list[RunConfig]:
     cfg = chapter_config(preset)
-    steps = sizes(preset).steps("component_steps", cfg)
-    return [cfg] + [component_config(cfg, c, cfg.run_id, steps) for c in COMPONENT_PATTERNS]
+    size = sizes(preset)
+    steps = size.steps("component_steps", cfg)
+    return [cfg] + [component_config(cfg, c, cfg.run_id, steps, size.after_drop) for c in COMPONENT_PATTERNS]
 
 
 def _shortening(preset: str) -> list[RunConfig]:
@@ -54,17 +55,24 @@ def _shortening(preset: str) -> list[RunConfig]:
     return plain + [c.override(change) for change in changes for c in plain]
 
 
+def _probing(preset: str) -> list[RunConfig]:
+    deep = probing_config(preset)
+    return _own(preset) + ([deep] if deep is not None else [])
+
+
 def _gpt(preset: str) -> list[RunConfig]:
     return [chapter_config(preset, variant="gpt"), chapter_config(preset)]
 
 
-def _variants(cfg: RunConfig, axes: dict[str, list[int]], steps: int) -> list[RunConfig]:
-    return [cfg.override(change) for change in variant_overrides(cfg, axes, steps).values()]
+def _variants(cfg: RunConfig, axes: dict[str, list[int]], steps: int, after_drop: int = 0) -> list[RunConfig]:
+    return [cfg.override(change) for change in variant_overrides(cfg, axes, steps, after_drop).values()]
 
 
 def _width_depth(preset: str) -> list[RunConfig]:
     cfg, size = chapter_config(preset), sizes(preset)
-    return _variants(cfg, {"width": list(size.widths), "depth": list(size.depths)}, size.steps("shape_steps", cfg))
+    axes = {"width": list(size.widths), "depth": list(size.depths)}
+    seeds = seed_configs(cfg, range(cfg.train.seed, cfg.train.seed + size.seeds)).values()
+    return [c for seed_cfg in seeds for c in _variants(seed_cfg, axes, size.steps("shape_steps", cfg), size.after_drop)]
 
 
 def _sizes_ranks(preset: str) -> list[RunConfig]:
@@ -89,7 +97,7 @@ CHAPTER_RUNS: dict[str, Callable[[str], list[RunConfig]]] = {
     "attention_patching": _own,
     "head_taxonomy": _own,
     "embeddings": _seeds,
-    "probing": _own,
+    "probing": _probing,
     "components": _components,
     "progress": _seeds,
     "shortening": _shortening,

@@ -244,15 +244,24 @@ def curves_together(curves: dict[str, pd.DataFrame], column: str = "L", level: f
     return ax
 
 
-def variant_curves(runs: dict[tuple[str, int], pd.DataFrame], labels: dict[str, str], steps: int,
+def variant_curves(runs: dict[tuple[str, int, int], pd.DataFrame], labels: dict[str, str], steps: int,
                    level: float | None = None) -> plt.Figure:
     """One panel per axis of ``labels`` (axis -> curve label prefix): the smoothed L_mask of every
-    variant run (``runs``: (axis, value) -> its metrics table) over its first ``steps`` steps."""
+    variant run (``runs``: (axis, value, seed) -> its metrics table) over its first ``steps`` steps, one
+    colour per value (its seeds share it, the first labelled)."""
     fig, axes = plt.subplots(1, len(labels), figsize=(6.5 * len(labels), 4.2), layout="constrained", squeeze=False)
     for ax, (axis, label) in zip(axes[0], labels.items()):
-        curves = {f"{label} {value}": metrics[metrics.step <= steps]
-                  for (a, value), metrics in runs.items() if a == axis}
-        curves_together(curves, "L_mask", level=level, ax=ax)
+        values = list(dict.fromkeys(value for a, value, _ in runs if a == axis))
+        for (a, value, seed), metrics in runs.items():
+            if a != axis:
+                continue
+            first = seed == min(s for a2, v2, s in runs if a2 == axis and v2 == value)
+            ax.plot(smooth(metrics[metrics.step <= steps]), color=f"C{values.index(value)}", lw=1.2,
+                    label=f"{label} {value}" if first else None)
+        if level is not None:
+            ax.axhline(level, color="gray", ls=":", lw=1, label=f"copying plateau ({level:.3g})")
+        ax.set(yscale="log", xlabel="training step", ylabel=f"{LOSS_LABELS['L_mask']}, smoothed")
+        ax.legend(fontsize=8)
         ax.set_title(f"{axis}: loss at missing entries")
     return fig
 
@@ -459,29 +468,41 @@ def seed_panels(curves: dict[int, dict[str, pd.DataFrame]], levels: dict[int, fl
 
 
 def family_titles(table: pd.DataFrame) -> list[list[str]]:
-    """Titles "(layer,head) family" for ``attention_grid``, from a ``classify_heads`` table indexed by
+    """Titles "(layer,head) families" for ``attention_grid``, from a ``classify_heads`` table indexed by
     (layer, head)."""
     layers, heads = (table.index.get_level_values(level).unique() for level in (0, 1))
-    return [[f"({layer},{head}) {table.loc[(layer, head), 'family']}" for head in heads] for layer in layers]
+    return [[f"({layer},{head}) {table.loc[(layer, head), 'families']}" for head in heads] for layer in layers]
 
 
-def drop_step_strip(by_seed: pd.DataFrame, budget: int, ax: plt.Axes | None = None) -> plt.Axes:
-    """The drop step of every seed (a ``drop_over_seeds`` table) as one dot per seed on a step axis,
-    with the mean ± sd of the seeds that drop; a seed that does not drop within ``budget`` steps is
-    a hollow marker at the budget (censored: it drops later or never)."""
+def drop_step_strip(by_seed: pd.DataFrame, budget: int, ax: plt.Axes | None = None,
+                    groups: list[str] | None = None) -> plt.Axes:
+    """The drop step of every seed (a table with a "drop step" column, indexed by seed, or by ``groups``
+    levels then seed) as one dot per seed on a step axis, one line per group, with the mean ± sd of
+    the seeds that drop; a seed that does not drop within ``budget`` steps is a hollow marker at the
+    budget (censored: it drops later or never)."""
+    parts = list(by_seed.groupby(level=groups, sort=False)) if groups else [("", by_seed)]
     if ax is None:
-        _, ax = plt.subplots(figsize=(10, 1.8), layout="constrained")
-    steps = by_seed["drop step"]
-    dropped, censored = steps.dropna().astype(float), steps[steps.isna()]
-    ax.plot(dropped, [0] * len(dropped), "o", color="tab:blue", label="drop step (L_mask below half its plateau)")
-    for seed, step in dropped.items():
-        ax.annotate(str(seed), (step, 0), textcoords="offset points", xytext=(0, 7), ha="center", fontsize=8)
-    if len(censored):
-        ax.plot([budget] * len(censored), [0] * len(censored), "o", mfc="none", color="tab:red",
-                label=f"no drop within {budget:,} steps ({len(censored)})")
-    if len(dropped) > 1:
-        mean, sd = dropped.mean(), dropped.std(ddof=1)
-        ax.errorbar([mean], [-0.5], xerr=[sd], fmt="s", color="black", capsize=4, label="mean ± sd of those that drop")
-    ax.set(ylim=(-1, 1), yticks=[], xlim=(0, budget * 1.05), xlabel="training step")
+        _, ax = plt.subplots(figsize=(10, 1.2 + 0.6 * len(parts)), layout="constrained")
+    for y, (name, part) in enumerate(parts):
+        steps = part["drop step"]
+        steps.index = steps.index.get_level_values(-1)  # the seed
+        dropped, censored = steps.dropna().astype(float), steps[steps.isna()]
+        ax.plot(dropped, [-y] * len(dropped), "o", color="tab:blue",
+                label="drop step (L_mask below half its plateau)" if y == 0 else None)
+        for seed, step in dropped.items():
+            ax.annotate(str(seed), (step, -y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7)
+        if len(censored):
+            ax.plot([budget] * len(censored), [-y] * len(censored), "o", mfc="none", color="tab:red",
+                    label=f"no drop within {budget:,} steps" if not any("no drop" in str(h.get_label())
+                                                                      for h in ax.lines) else None)
+            ax.annotate(f"×{len(censored)}", (budget, -y), textcoords="offset points", xytext=(8, -3), fontsize=7)
+        if len(dropped) > 1:
+            ax.errorbar([dropped.mean()], [-y - 0.3], xerr=[dropped.std(ddof=1)], fmt="s", color="black", capsize=4,
+                        ms=4, label="mean ± sd of those that drop" if y == 0 else None)
+    labels = [" ".join(map(str, name)) if isinstance(name, tuple) else str(name) for name, _ in parts]
+    ax.set(ylim=(-len(parts) + 0.2, 0.8), yticks=[-y for y in range(len(parts))], yticklabels=labels,
+           xlim=(0, budget * 1.07), xlabel="training step")
+    if not groups:
+        ax.set_yticks([])
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return ax

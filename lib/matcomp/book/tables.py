@@ -89,9 +89,35 @@ def steps_text(steps, none: str = "none") -> str:
     return ", ".join(none if pd.isna(step) else f"{int(step):,}" for step in steps)
 
 
-def variant_findings(table: pd.DataFrame) -> list[str]:
-    """One sentence per row of a ``matcomp.analysis.variants.variant_table`` (indexed by axis and value):
-    where its L_mask leaves the plateau, where it is below half of it, and its final L_mask."""
-    return [f"{axis.capitalize()} {value}: leaves the plateau {at_step(row['leaves plateau'])}, below half "
-            f"{at_step(row['drop step'])}, final L_mask {row['final L_mask']:.3f}."
-            for (axis, value), row in table.iterrows()]
+def variant_findings(summary: pd.DataFrame, budget: int, after_drop: int) -> list[str]:
+    """One sentence per point of a ``matcomp.analysis.variants.variant_summary`` (indexed by axis and
+    value): how many of its seeds drop within ``budget`` steps, where (least to most, mean ± sd), L_mask
+    ``after_drop`` steps after the drop, and the verdict against the chapter's own value."""
+    sentences = []
+    for (axis, value), row in summary.iterrows():
+        text = f"{axis.capitalize()} {value}: {row['dropped']} of {row['seeds']} seeds drop within {budget:,} steps"
+        if row["dropped"] == 1:
+            text += f", at step {row['first']:,.0f}"
+        elif row["dropped"]:
+            spread = f" ± {row['sd']:,.0f}" if pd.notna(row["sd"]) else ""
+            text += f", at steps {row['first']:,.0f} to {row['last']:,.0f} (mean {row['mean drop']:,.0f}{spread})"
+        if pd.notna(row["L_mask after drop"]):
+            text += f"; L_mask {after_drop:,} steps after the drop {row['L_mask after drop']:.3f}"
+        verdict = row["verdict"]
+        text += "." if verdict == "the chapter's run" else f"; against the chapter's run: {verdict}."
+        sentences.append(text)
+    return sentences
+
+
+def family_findings(counts: pd.DataFrame, label: str) -> list[str]:
+    """One sentence per family of a ``matcomp.analysis.heads.family_counts`` table (families x seeds): in how
+    many of the seeds it has heads, and how many in each.
+
+    >>> family_findings(pd.DataFrame({0: [2, 0], 1: [1, 0]}, index=["row", "masked-row"]), "random masks")
+    ['row heads on random masks: in 2 of 2 seeds (2, 1 heads).', 'masked-row heads on random masks: in 0 of 2 seeds.']
+    """
+    sentences = []
+    for family, row in counts.iterrows():
+        heads = f" ({', '.join(str(int(n)) for n in row)} heads)" if row.any() else ""
+        sentences.append(f"{family} heads on {label}: in {int((row > 0).sum())} of {len(row)} seeds{heads}.")
+    return sentences
