@@ -66,11 +66,10 @@ def test_init_from_an_unknown_run_is_a_clear_error(micro, store):
 
 
 def test_component_config_names_the_group_and_the_trained_run():
-    size = chapter_sizes("cpu")
-    cfg = component_config(preset("cpu"), "position", "cpu-f603ff8bc5", size.steps("component_steps", preset("cpu")),
-                           size.after_drop)
+    cfg = component_config(preset("cpu"), "position", "cpu-f603ff8bc5", 20000, 2000)
     assert (cfg.train.component, cfg.train.init_from, cfg.train.steps) == ("position", "cpu-f603ff8bc5", 20000)
     assert cfg.train.stop_after_drop == 2000  # the whole budget, stopping 2,000 steps after the drop
+    assert component_config(preset("cpu"), "position", "cpu-f603ff8bc5", 6000).train.stop_after_drop == 0
     assert chapter_sizes("smoke").steps("component_steps", preset("smoke")) == preset("smoke").train.steps
     with pytest.raises(ValueError, match="component must be one of"):
         component_config(preset("cpu"), "layernorm", "cpu-f603ff8bc5", 100)

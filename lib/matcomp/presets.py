@@ -86,13 +86,14 @@ class ChapterSizes:
     widths: tuple[int, ...]  # App. H
     depths: tuple[int, ...]
     shape_steps: int | None  # each width or depth variant
+    shape_seeds: int  # seeds per width or depth
     mixture_sizes: tuple[int, ...]  # App. I, Fig. 16 (rank 1)
     ranks: tuple[int, ...]
     size_steps: int | None  # each size or rank run alone
     gaussian_steps: int | None  # the run on Gaussian factors (App. J.1)
     completion_samples: int  # matrices per method of the nuclear-norm comparison (Fig. 3)
     lambda_samples: int  # matrices per lambda of the regularised nuclear norm (App. B)
-    after_drop: int = 2000  # steps a run of a drop-step table trains past its drop (train.stop_after_drop)
+    after_drop: int = 2000  # steps a run of a drop-step table trains past its drop (train.stop_after_drop; 0: all)
     probe_layers: int | None = None  # depth of the deeper model the probes also read (Fig. 6: 12), at half the lr
     paper_steps: bool = False  # the pre-shift model at the paper's own steps, not at fractions of the drop
 
@@ -102,18 +103,19 @@ class ChapterSizes:
 
 
 _PAPER_SIZES = ChapterSizes(seeds=3, drop_seeds=3, component_steps=None, widths=(64, 128, 256, 512, 768, 1024),
-                            depths=(4, 6, 8, 12), shape_steps=None, mixture_sizes=(5, 7, 9), ranks=(1, 2, 3, 4),
-                            size_steps=None, gaussian_steps=None, completion_samples=512, lambda_samples=256,
-                            after_drop=5000, paper_steps=True)
+                            depths=(4, 6, 8, 12), shape_steps=None, shape_seeds=3, mixture_sizes=(5, 7, 9),
+                            ranks=(1, 2, 3, 4), size_steps=None, gaussian_steps=None, completion_samples=512,
+                            lambda_samples=256, after_drop=5000, paper_steps=True)
 CHAPTER_SIZES: dict[str, ChapterSizes] = {
     "smoke": ChapterSizes(seeds=3, drop_seeds=3, component_steps=None, widths=(16, 32), depths=(1, 2),
-                          shape_steps=None, mixture_sizes=(3, 4), ranks=(1, 2), size_steps=None, gaussian_steps=None,
-                          completion_samples=32, lambda_samples=32, after_drop=100,
+                          shape_steps=None, shape_seeds=3, mixture_sizes=(3, 4), ranks=(1, 2), size_steps=None,
+                          gaussian_steps=None, completion_samples=32, lambda_samples=32, after_drop=100,
                           probe_layers=3),
-    "cpu": ChapterSizes(seeds=3, drop_seeds=8, component_steps=None, widths=(32, 64, 128), depths=(2, 4, 6),
-                        shape_steps=None, mixture_sizes=(3, 4, 5), ranks=(1, 2), size_steps=10000,
-                        gaussian_steps=10000, completion_samples=512, lambda_samples=256,
-                        probe_layers=12),
+    # component_steps, shape_steps, shape_seeds, after_drop and probe_layers: the shipped runs' protocol until
+    # the full-budget runs (None, None, 3, 2000, 12) are trained and shipped
+    "cpu": ChapterSizes(seeds=3, drop_seeds=8, component_steps=6000, widths=(32, 64, 128), depths=(2, 4, 6),
+                        shape_steps=10000, shape_seeds=1, after_drop=0, mixture_sizes=(3, 4, 5), ranks=(1, 2),
+                        size_steps=10000, gaussian_steps=10000, completion_samples=512, lambda_samples=256),
     "paper": _PAPER_SIZES,
     "paper12": _PAPER_SIZES,
 }

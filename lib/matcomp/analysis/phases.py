@@ -33,7 +33,7 @@ class Phases:
 
 def phase_targets(drop_step: int | None, paper_steps: bool) -> tuple[float, tuple[float, ...]]:
     """The steps the pre-shift model and the copy table aim at: the paper's own (4,000; 1,000,
-    4,000 and 14,000, NeurIPS §3.1 and Table 1) with ``paper_steps`` (the paper's presets), else the
+    4,000 and 14,000, NeurIPS §3, WS §3.1 and Table 1) with ``paper_steps`` (the paper's presets), else the
     same fractions of this run's drop step (the paper's drop is near 15,000: 0.27, and 0.07 / 0.27
     / 0.93). None without a drop.
 
@@ -70,5 +70,5 @@ def phases(run: Run, paper_steps: bool = False) -> Phases:
     rule = "the paper's steps" if paper_steps else f"the paper's fractions of this run's drop step {drop.half_step}"
     return Phases(True, tuple(plateau or [pre]), pre, copy_steps, steps[-1], note=fill(
         f"L_mask falls below half its plateau ({drop.plateau:.3g}) at step {drop.half_step}. By {rule} "
-        f"(NeurIPS §3.1), step {pre} is the pre-shift model and steps {list(copy_steps)} are the copy "
+        f"(NeurIPS §3; WS §3.1), step {pre} is the pre-shift model and steps {list(copy_steps)} are the copy "
         f"table's; step {steps[-1]} is the post-shift model."))

@@ -58,7 +58,10 @@ def variant_runs(cfg: RunConfig, variants: dict[tuple[str, int], dict],
             for (axis, value), change in variants.items() for seed in seeds}
 
 
-def variant_table(runs: dict[tuple[str, int, int], Run], steps: int, after_drop: int = 2000) -> pd.DataFrame:
+READ_AFTER_DROP = 2000  # steps after its drop at which a run's L_mask is compared with the others'
+
+
+def variant_table(runs: dict[tuple[str, int, int], Run], steps: int, after_drop: int = READ_AFTER_DROP) -> pd.DataFrame:
     """Per run (axis, value, seed): parameters, plateau, the step it leaves the plateau (below 0.9 × its
     level), drop steps of L_mask within the first ``steps`` steps, the step it stopped at, and L_mask
     ``after_drop`` steps after its drop (the mean over the 200 steps ending there; empty without a drop),

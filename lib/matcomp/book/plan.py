@@ -71,7 +71,7 @@ def _variants(cfg: RunConfig, axes: dict[str, list[int]], steps: int, after_drop
 def _width_depth(preset: str) -> list[RunConfig]:
     cfg, size = chapter_config(preset), sizes(preset)
     axes = {"width": list(size.widths), "depth": list(size.depths)}
-    seeds = seed_configs(cfg, range(cfg.train.seed, cfg.train.seed + size.seeds)).values()
+    seeds = seed_configs(cfg, range(cfg.train.seed, cfg.train.seed + size.shape_seeds)).values()
     return [c for seed_cfg in seeds for c in _variants(seed_cfg, axes, size.steps("shape_steps", cfg), size.after_drop)]
 
 
