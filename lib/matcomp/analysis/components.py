@@ -43,8 +43,8 @@ def fig8_checks(table: pd.DataFrame) -> dict[str, bool]:
     def plateau_then_drop(c: str) -> bool:
         return table.loc[c, "plateau"] == "yes" and pd.notna(table.loc[c, "below half"])
 
-    groups = [c for c in ("attention", "mlp", "position", "token") if c in table.index]
-    leaves = table.loc[groups, "leaves the plateau"].astype("Float64").fillna(float("inf")).astype(float)
+    leaves = table.loc[["attention", "mlp", "position", "token"], "leaves the plateau"]
+    leaves = leaves.astype("Float64").fillna(float("inf")).astype(float)  # never left: after every step
     others = leaves.drop("position")
     longest = table.loc["position", "plateau"] == "yes" and bool((leaves["position"] > others).all())
     return {"token embeddings: no plateau": table.loc["token", "plateau"] == "no",

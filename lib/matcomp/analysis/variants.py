@@ -13,6 +13,7 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
+from matcomp.analysis.seeds import seed_configs
 from matcomp.config import RunConfig
 from matcomp.data import random_mask
 from matcomp.drop import detect_drop, final_losses, leave_step
@@ -54,8 +55,8 @@ def variant_runs(cfg: RunConfig, variants: dict[tuple[str, int], dict],
     """The run of every variant (``variant_overrides``'s output) at every seed of ``seeds`` (default:
     ``cfg``'s own), from the store or trained: ``{(axis, value, seed): run}``."""
     seeds = [cfg.train.seed] if seeds is None else list(seeds)
-    return {(axis, value, seed): get_or_train(cfg.override({**change, "train.seed": seed}), progress=False)
-            for (axis, value), change in variants.items() for seed in seeds}
+    return {(axis, value, seed): get_or_train(seed_cfg, progress=False) for (axis, value), change in variants.items()
+            for seed, seed_cfg in seed_configs(cfg.override(change), seeds).items()}
 
 
 READ_AFTER_DROP = 2000  # steps after its drop at which a run's L_mask is compared with the others'

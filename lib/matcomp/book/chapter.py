@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 from matcomp.analysis.phases import Phases, phases
+from matcomp.analysis.seeds import seed_configs
 from matcomp.config import RunConfig, parse_overrides
 from matcomp.presets import ChapterSizes, chapter_sizes
 from matcomp.presets import preset as named_preset
@@ -74,7 +75,8 @@ def open_seeds(preset: str | None, seed: int | None, overrides: str | dict | Non
     """The run and phases of the chapter's config at ``count`` seeds from its own on (shipped, stored
     or trained), for the chapters that read one analysis over several seeds."""
     cfg = chapter_config(preset, seed, overrides)
-    return {s: open_run(cfg.override({"train.seed": s}), preset) for s in range(cfg.train.seed, cfg.train.seed + count)}
+    return {s: open_run(seed_cfg, preset)
+            for s, seed_cfg in seed_configs(cfg, range(cfg.train.seed, cfg.train.seed + count)).items()}
 
 
 def open_chapter(preset: str | None = None, seed: int | None = None, overrides: str | dict | None = None,
@@ -82,7 +84,6 @@ def open_chapter(preset: str | None = None, seed: int | None = None, overrides: 
     """A chapter's config, its run (shipped or stored; trained only if neither) and the run's
     phases; prints the phases' note, which says what "pre-" and "post-shift" mean for this run."""
     cfg = chapter_config(preset, seed, overrides, variant)
-    run = get_or_train(cfg, progress=False)
-    shift = phases(run, paper_steps=sizes(preset).paper_steps)
+    run, shift = open_run(cfg, preset)
     print(shift.note)
     return cfg, run, shift

@@ -251,12 +251,13 @@ def variant_curves(runs: dict[tuple[str, int, int], pd.DataFrame], labels: dict[
     colour per value (its seeds share it, the first labelled)."""
     fig, axes = plt.subplots(1, len(labels), figsize=(6.5 * len(labels), 4.2), layout="constrained", squeeze=False)
     for ax, (axis, label) in zip(axes[0], labels.items()):
-        values = list(dict.fromkeys(value for a, value, _ in runs if a == axis))
-        for (a, value, seed), metrics in runs.items():
+        colours: dict[int, str] = {}  # value -> its colour; a value's first curve carries the label
+        for (a, value, _), metrics in runs.items():
             if a != axis:
                 continue
-            first = seed == min(s for a2, v2, s in runs if a2 == axis and v2 == value)
-            ax.plot(smooth(metrics[metrics.step <= steps]), color=f"C{values.index(value)}", lw=1.2,
+            first = value not in colours
+            colour = colours.setdefault(value, f"C{len(colours)}")
+            ax.plot(smooth(metrics[metrics.step <= steps]), color=colour, lw=1.2,
                     label=f"{label} {value}" if first else None)
         if level is not None:
             ax.axhline(level, color="gray", ls=":", lw=1, label=f"copying plateau ({level:.3g})")
@@ -483,22 +484,28 @@ def drop_step_strip(by_seed: pd.DataFrame, budget: int, ax: plt.Axes | None = No
     parts = list(by_seed.groupby(level=groups, sort=False)) if groups else [("", by_seed)]
     if ax is None:
         _, ax = plt.subplots(figsize=(10, 1.2 + 0.6 * len(parts)), layout="constrained")
+    shown: set[str] = set()
+
+    def once(label: str) -> str | None:  # each kind of marker is labelled where it first appears
+        first = label not in shown
+        shown.add(label)
+        return label if first else None
+
     for y, (name, part) in enumerate(parts):
-        steps = part["drop step"]
-        steps.index = steps.index.get_level_values(-1)  # the seed
+        steps = part["drop step"].set_axis(part.index.get_level_values(-1))  # indexed by seed
         dropped, censored = steps.dropna().astype(float), steps[steps.isna()]
-        ax.plot(dropped, [-y] * len(dropped), "o", color="tab:blue",
-                label="drop step (L_mask below half its plateau)" if y == 0 else None)
+        if len(dropped):
+            ax.plot(dropped, [-y] * len(dropped), "o", color="tab:blue",
+                    label=once("drop step (L_mask below half its plateau)"))
         for seed, step in dropped.items():
             ax.annotate(str(seed), (step, -y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7)
         if len(censored):
             ax.plot([budget] * len(censored), [-y] * len(censored), "o", mfc="none", color="tab:red",
-                    label=f"no drop within {budget:,} steps" if not any("no drop" in str(h.get_label())
-                                                                      for h in ax.lines) else None)
+                    label=once(f"no drop within {budget:,} steps"))
             ax.annotate(f"×{len(censored)}", (budget, -y), textcoords="offset points", xytext=(8, -3), fontsize=7)
         if len(dropped) > 1:
             ax.errorbar([dropped.mean()], [-y - 0.3], xerr=[dropped.std(ddof=1)], fmt="s", color="black", capsize=4,
-                        ms=4, label="mean ± sd of those that drop" if y == 0 else None)
+                        ms=4, label=once("mean ± sd of those that drop"))
     labels = [" ".join(map(str, name)) if isinstance(name, tuple) else str(name) for name, _ in parts]
     ax.set(ylim=(-len(parts) + 0.2, 0.8), yticks=[-y for y in range(len(parts))], yticklabels=labels,
            xlim=(0, budget * 1.07), xlabel="training step")
