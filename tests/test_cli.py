@@ -1,16 +1,27 @@
 import pytest
 
+import matcomp.runs.shipped
+
 from matcomp.cli import main
 
 
-def test_train_prints_where_the_run_is_and_its_drop(store, capsys):
-    main(["train", "--preset", "smoke", "--set", "train.steps=120", "--set", "name=clismoke", "--quiet"])
+def test_train_prints_where_the_run_is_and_ship_refuses_a_bad_budget_by_name(store, tmp_path, monkeypatch, capsys):
+    run = ["--preset", "smoke", "--set", "train.steps=120", "--set", "name=clismoke"]
+    main(["train", *run, "--quiet"])
     out = capsys.readouterr().out
     assert f"stored in {store}/clismoke-" in out
     assert "final step 120: L " in out and "plateau L_mask" in out
     main(["runs"])
     listing = capsys.readouterr().out
     assert "clismoke-" in listing and "[finished] 120/120 steps" in listing
+    monkeypatch.setattr(matcomp.runs.shipped, "REFERENCE_ROOT", tmp_path / "reference")
+    with pytest.raises(SystemExit, match="leaves room for 0 checkpoints.*raise --max-mb"):
+        main(["ship", *run, "--max-mb", "0.01"])
+    with pytest.raises(SystemExit, match=r"steps \[7\] have no checkpoint"):
+        main(["ship", *run, "--steps", "0", "7"])
+    assert not (tmp_path / "reference").exists() or not any((tmp_path / "reference").iterdir())
+    main(["ship", *run, "--steps", "0", "120"])
+    assert "2 checkpoints" in capsys.readouterr().out
 
 
 def test_bad_override_names_the_field():

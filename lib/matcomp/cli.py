@@ -96,8 +96,11 @@ def cmd_ship(args) -> None:
     chosen = f" --steps {' '.join(map(str, args.steps))}" if args.steps else ""
     command = (f"python -m matcomp train --preset {args.preset}{sets} --threads {threads} --no-shipped && "
                f"python -m matcomp ship --preset {args.preset}{sets} --max-mb {args.max_mb:g}{chosen}")
-    steps = args.steps or reference_steps(run, int(args.max_mb * 2**20), keep=_phase_steps(run, args.preset))
-    shipped = export_reference(run, steps, command)
+    try:
+        steps = args.steps or reference_steps(run, int(args.max_mb * 2**20), keep=_phase_steps(run, args.preset))
+        shipped = export_reference(run, steps, command)
+    except ValueError as error:  # a budget too small for the checkpoints kept, or --steps without a checkpoint
+        raise SystemExit(f"error: {error} (raise --max-mb, or name the checkpoints with --steps)") from None
     size = sum(shipped.summary["files"].values())
     print(f"shipped {shipped.path}: {len(steps)} checkpoints, {size / 2**20:.1f} MiB")
     print(f"steps: {steps}")
