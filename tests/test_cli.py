@@ -1,7 +1,6 @@
 import pytest
 
 import matcomp.runs.shipped
-
 from matcomp.cli import main
 
 

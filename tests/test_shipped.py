@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from matcomp.analysis.progress import MEASURES, checkpoint_measures, progress_table
+from matcomp.book.plan import plan
 from matcomp.data import sample_batch
 from matcomp.presets import preset
 from matcomp.runs.folder import RunFolder
@@ -35,7 +36,15 @@ def test_every_shipped_run_is_whole_and_what_its_command_trains(path):
     train_command = run.summary["command"].split(" && ")[0].split()
     sets = dict(train_command[i + 1].split("=", 1) for i, word in enumerate(train_command) if word == "--set")
     assert verify(run.folder, preset(run.config.name).override(sets)) is None
-    assert {0, run.config.train.steps} <= set(run.steps)
+    last = int(run.metrics.step.iloc[-1])  # the first and the last model are shipped
+    assert run.steps[0] == 0 and run.steps[-1] == last
+    assert last == run.config.train.steps or run.config.train.stop_after_drop > 0
+
+
+def test_every_shipped_run_is_read_by_a_chapter():
+    """No dead weight in the repository: each shipped run is in the default build's plan."""
+    read = {planned.cfg.run_id for planned in plan("cpu")}
+    assert sorted(p.name for p in REFERENCE_ROOT.glob("*-*") if p.is_dir() and p.name not in read) == []
 
 
 @pytest.mark.parametrize("path", sorted((REFERENCE_ROOT / "progress").glob("*.csv")), ids=lambda p: p.name)

@@ -111,10 +111,8 @@ CHAPTER_SIZES: dict[str, ChapterSizes] = {
                           shape_steps=None, shape_seeds=3, mixture_sizes=(3, 4), ranks=(1, 2), size_steps=None,
                           gaussian_steps=None, completion_samples=32, lambda_samples=32, after_drop=100,
                           probe_layers=3),
-    # component_steps, shape_steps, shape_seeds and after_drop: the shipped runs' protocol until the
-    # full-budget runs (None, None, 3, 2000) are trained and shipped
-    "cpu": ChapterSizes(seeds=3, drop_seeds=8, component_steps=6000, widths=(32, 64, 128), depths=(2, 4, 6),
-                        shape_steps=10000, shape_seeds=1, after_drop=0, mixture_sizes=(3, 4, 5), ranks=(1, 2),
+    "cpu": ChapterSizes(seeds=3, drop_seeds=8, component_steps=None, widths=(32, 64, 128), depths=(2, 4, 6),
+                        shape_steps=None, shape_seeds=3, mixture_sizes=(3, 4, 5), ranks=(1, 2),
                         size_steps=10000, gaussian_steps=10000, completion_samples=512, lambda_samples=256,
                         probe_layers=12),
     "paper": _PAPER_SIZES,

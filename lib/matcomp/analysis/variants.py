@@ -112,6 +112,8 @@ def variant_summary(table: pd.DataFrame, own: dict[str, int], budget: int) -> pd
         verdicts.append("earlier" if mine.max() < base.min() else "later" if mine.min() > base.max()
                         else "within the spread")
     summary["verdict"] = verdicts
+    steps = ["mean drop", "sd", "first", "last"]  # in whole steps, so tables print 12,330 rather than 1.233e+04
+    summary[steps] = summary[steps].round().astype("Int64")
     return summary.astype({"seeds": "Int64", "dropped": "Int64"})
 
 
