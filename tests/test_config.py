@@ -111,7 +111,8 @@ def test_later_fields_at_their_defaults_leave_the_hash_alone():
     cfg = preset("cpu")
     d = cfg.to_dict()
     d.pop("name")
-    for key in ("position_init", "attention_bias", "attention_bias_steps", "component", "init_from", "stop_after_drop"):
+    for key in ("position_init", "attention_bias", "attention_bias_steps", "attention_bias_schedule", "attention_scale",
+                "attention_scale_from", "attention_diagonal", "component", "init_from", "stop_after_drop"):
         d["train"].pop(key)
     d["data"].pop("sizes")
     d["model"].pop("arch")
@@ -121,5 +122,9 @@ def test_later_fields_at_their_defaults_leave_the_hash_alone():
                preset("cpu", {"train.component": "mlp", "train.init_from": cfg.run_id}).hash,
                preset("cpu", {"data.sizes": [3, 4]}).hash,
                preset("cpu", {"train.stop_after_drop": 2000}).hash,
-               preset("cpu", {"model.arch": "gpt", "model.max_positions": 32}).hash}
-    assert len(changed) == 6 and cfg.hash not in changed
+               preset("cpu", {"model.arch": "gpt", "model.max_positions": 32}).hash,
+               preset("cpu", {"train.attention_bias": 1, "train.attention_bias_schedule": "constant"}).hash,
+               preset("cpu", {"train.attention_scale": 10, "train.attention_scale_from": 500}).hash,
+               preset("cpu", {"train.attention_bias": 1, "train.attention_bias_steps": 10,
+                              "train.attention_diagonal": False}).hash}
+    assert len(changed) == 9 and cfg.hash not in changed

@@ -30,6 +30,7 @@ ATTENTIONS = ("sdpa", "eager")
 POSITION_INITS = ("bert", "grid")
 ARCHS = ("bert", "gpt")
 COMPONENTS = ("all", "attention", "mlp", "position", "token")
+BIAS_SCHEDULES = ("fade", "constant")
 PAPER_CHECKPOINT_STEPS = (4000, 10000, 14000, 16000, 20000, 50000)
 
 
@@ -155,10 +156,14 @@ class TrainConfig:
     The drop step is the same as if the run had gone on, so a table of drop steps costs only the steps up
     to each drop, and no run is censored before its budget.
 
-    The last four fields change the paper's recipe (the training-dynamics chapters):
-    ``position_init`` "grid" starts position (i, j) at r_i + c_j (``matcomp.models.recipe``);
+    The fields from ``position_init`` on change the paper's recipe (the training-dynamics chapters,
+    ``matcomp.models.recipe``): ``position_init`` "grid" starts position (i, j) at r_i + c_j;
     ``attention_bias`` b > 0 adds b · (1 - (s-1)/``attention_bias_steps``) to the attention score of
-    every same-row or same-column pair at step s until the bias reaches 0; ``component`` other than
+    every same-row or same-column pair at step s until the bias reaches 0 (``attention_bias_schedule``
+    "fade"), or b at every step ("constant", ``attention_bias_steps`` 0); ``attention_scale`` c ≠ 1
+    multiplies the attention probabilities of those pairs by c from step ``attention_scale_from`` to the
+    end (the follow-up's intervention, Gopalani & Hu 2025); ``attention_diagonal`` False leaves each
+    position's own pair out of both; ``component`` other than
     "all" trains only that group of parameters, starting from the final weights of the run
     ``init_from`` (a run id) with the group re-initialised (``matcomp.analysis.components``).
     """
@@ -177,6 +182,10 @@ class TrainConfig:
     position_init: str = "bert"
     attention_bias: float = 0.0
     attention_bias_steps: int = 0
+    attention_bias_schedule: str = "fade"
+    attention_scale: float = 1.0
+    attention_scale_from: int = 1
+    attention_diagonal: bool = True
     component: str = "all"
     init_from: str = ""
 
@@ -201,8 +210,18 @@ class TrainConfig:
                  self.position_init)
         _require(self.attention_bias >= 0, "train.attention_bias", ">= 0", self.attention_bias)
         _require(self.attention_bias_steps >= 0, "train.attention_bias_steps", ">= 0", self.attention_bias_steps)
-        _require(self.attention_bias == 0 or self.attention_bias_steps >= 1, "train.attention_bias_steps",
-                 ">= 1 when train.attention_bias > 0", self.attention_bias_steps)
+        _require(self.attention_bias_schedule in BIAS_SCHEDULES, "train.attention_bias_schedule",
+                 f"one of {BIAS_SCHEDULES}", self.attention_bias_schedule)
+        if self.attention_bias_schedule == "fade":
+            _require(self.attention_bias == 0 or self.attention_bias_steps >= 1, "train.attention_bias_steps",
+                     ">= 1 when train.attention_bias > 0 fades", self.attention_bias_steps)
+        else:
+            _require(self.attention_bias_steps == 0, "train.attention_bias_steps",
+                     "0 when train.attention_bias_schedule is 'constant' (the bias is never withdrawn)",
+                     self.attention_bias_steps)
+        _require(self.attention_scale > 0, "train.attention_scale", "> 0", self.attention_scale)
+        _require(self.attention_scale_from >= 1, "train.attention_scale_from", ">= 1 (an update step)",
+                 self.attention_scale_from)
         _require(self.component in COMPONENTS, "train.component", f"one of {COMPONENTS}", self.component)
         _require((self.component == "all") == (self.init_from == ""), "train.init_from",
                  "a run id exactly when train.component is not 'all'", self.init_from)
@@ -315,7 +334,8 @@ class RunConfig:
 
 LATER_FIELDS: dict[str, dict[str, object]] = {"data": {"sizes": ()}, "model": {"arch": "bert"},
                 "train": {"position_init": "bert", "attention_bias": 0.0, "attention_bias_steps": 0,
-                          "component": "all", "init_from": "", "stop_after_drop": 0}}
+                          "attention_bias_schedule": "fade", "attention_scale": 1.0, "attention_scale_from": 1,
+                          "attention_diagonal": True, "component": "all", "init_from": "", "stop_after_drop": 0}}
 
 
 def _parse(text: str):

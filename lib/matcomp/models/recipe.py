@@ -10,9 +10,18 @@ default (the training-dynamics chapters):
   (r_i + c_j) / √2, with r_i and c_j drawn like BERT's own initialisation (normal, std 0.02), so
   positions in one row or one column share a direction from step 0.
 - an **attention bias** (``train.attention_bias``): every head of every layer adds b_s to its score
-  for each same-row or same-column pair (the diagonal included), with b_s falling linearly from
-  ``train.attention_bias`` at step 1 to 0 after ``train.attention_bias_steps``; then training goes
-  on with plain attention. It is an attention hook (``matcomp.models.hooks``) held for one step.
+  for each same-row or same-column pair (the *target* pairs; each position's own pair included unless
+  ``train.attention_diagonal`` is false), with b_s falling linearly from ``train.attention_bias`` at
+  step 1 to 0 after ``train.attention_bias_steps`` (then training goes on with plain attention), or
+  held at ``train.attention_bias`` throughout (``attention_bias_schedule = "constant"``);
+- an **attention scale** (``train.attention_scale`` c): from update ``train.attention_scale_from`` to
+  the end, every head multiplies its attention probabilities on the target pairs by c, without
+  renormalising: the intervention of the follow-up (Gopalani & Hu 2025, ``tf-loss-plateau``), which
+  multiplies the attention weights of the positions a task needs by c from a chosen step and keeps it
+  on (there on linear attention, here on the softmax's output).
+
+Both are attention hooks (``matcomp.models.hooks``) held for one training step (``recipe_hooks``);
+the ``eval_*`` columns read the model without them.
 """
 
 from __future__ import annotations
@@ -85,18 +94,55 @@ def grid_positions(model: MatrixBert, n_rows: int, n_cols: int, seed: int) -> No
     weight[: n_rows * n_cols] = ((rows + cols) / math.sqrt(2)).reshape(n_rows * n_cols, -1).to(weight)
 
 
+def attention_targets(n_rows: int, n_cols: int, diagonal: bool = True) -> torch.Tensor:
+    """(S, S) float: the pairs the attention recipes act on, those sharing a row or a column, with or
+    without each position's own pair.
+
+    >>> attention_targets(2, 2, diagonal=False).int().tolist()
+    [[0, 1, 1, 0], [1, 0, 0, 1], [1, 0, 0, 1], [0, 1, 1, 0]]
+    """
+    targets = same_row_or_column(n_rows, n_cols)
+    return targets if diagonal else targets * (1 - torch.eye(len(targets)))
+
+
 def bias_strength(tc: TrainConfig, step: int) -> float:
-    """b_s for update ``step`` (1-based): linear from ``attention_bias`` to 0 over ``attention_bias_steps``.
+    """b_s for update ``step`` (1-based): linear from ``attention_bias`` to 0 over ``attention_bias_steps``,
+    or ``attention_bias`` at every step when the schedule is "constant".
 
     >>> tc = TrainConfig(attention_bias=2.0, attention_bias_steps=4)
     >>> [bias_strength(tc, s) for s in (1, 2, 4, 5)]
     [2.0, 1.5, 0.5, 0.0]
+    >>> bias_strength(TrainConfig(attention_bias=2.0, attention_bias_schedule="constant"), 10**6)
+    2.0
     """
+    if tc.attention_bias_schedule == "constant":
+        return tc.attention_bias
     if tc.attention_bias == 0 or step > tc.attention_bias_steps:
         return 0.0
     return tc.attention_bias * (1 - (step - 1) / tc.attention_bias_steps)
 
 
-def attention_bias(model: MatrixBert, bias: torch.Tensor):
-    """Context manager: within the block every layer adds ``bias`` (S, S) to its attention scores."""
-    return attention_hooks(model, {layer: LayerHooks(bias=bias) for layer in range(model.cfg.layers)})
+def scale_strength(tc: TrainConfig, step: int) -> float:
+    """The factor on the target pairs' attention at update ``step``: ``attention_scale`` from
+    ``attention_scale_from`` on, else 1.
+
+    >>> [scale_strength(TrainConfig(attention_scale=10.0, attention_scale_from=3), s) for s in (2, 3, 99)]
+    [1.0, 10.0, 10.0]
+    """
+    return tc.attention_scale if step >= tc.attention_scale_from else 1.0
+
+
+def recipe_hooks(model: MatrixBert, tc: TrainConfig, step: int, targets: torch.Tensor):
+    """The attention hooks of update ``step`` (a context manager for every layer), or None when the
+    recipe leaves attention alone at that step; ``targets`` from ``attention_targets``."""
+    strength, scale = bias_strength(tc, step), scale_strength(tc, step)
+    if not strength and scale == 1:
+        return None
+    bias = strength * targets if strength else None
+    factor = 1 + (scale - 1) * targets
+
+    def edit(probs: torch.Tensor) -> torch.Tensor:
+        return probs * factor.to(probs.dtype)
+
+    hooks = LayerHooks(bias=bias, edit=edit if scale != 1 else None)
+    return attention_hooks(model, dict.fromkeys(range(model.cfg.layers), hooks))

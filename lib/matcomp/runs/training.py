@@ -30,7 +30,7 @@ from matcomp.data import sample_batch, second_moment
 from matcomp.drop import drop_settled
 from matcomp.models.bert import MatrixBert
 from matcomp.models.factory import Model, build_model, metric_names, trainable_parameters
-from matcomp.models.recipe import attention_bias, bias_strength, grid_positions, same_row_or_column, start_from
+from matcomp.models.recipe import attention_targets, grid_positions, recipe_hooks, start_from
 from matcomp.runs.folder import RunFolder
 from matcomp.seeding import EVAL, TRAIN, stream
 
@@ -89,7 +89,7 @@ def train(cfg: RunConfig, folder: RunFolder, device: str | torch.device | None =
     device = resolve_device(device)
     tc = cfg.train
     model, optimizer, train_gen, eval_gen = init_training(cfg, device, trained=trained)
-    grid = same_row_or_column(cfg.data.n_rows, cfg.data.n_cols).to(device) if tc.attention_bias else None
+    targets = attention_targets(cfg.data.n_rows, cfg.data.n_cols, tc.attention_diagonal).to(device)
     rows: list[dict] = []
     start, elapsed = 0, 0.0
 
@@ -118,9 +118,8 @@ def train(cfg: RunConfig, folder: RunFolder, device: str | torch.device | None =
 
     end = start if resume is not None and stopped() else tc.steps  # a crash after the stopping checkpoint
     for step in range(start + 1, end + 1):
-        strength = bias_strength(tc, step)
-        biased = attention_bias(cast(MatrixBert, model), strength * grid) if grid is not None and strength else None
-        with biased or contextlib.nullcontext():
+        hooks = recipe_hooks(cast(MatrixBert, model), tc, step, targets)
+        with hooks or contextlib.nullcontext():
             latest = train_step(model, optimizer, cfg, train_gen, device)
         pending.append(latest)
 
