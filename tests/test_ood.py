@@ -1,3 +1,4 @@
+import pandas as pd
 import pytest
 
 from matcomp.analysis.ood import axis_variants, default_axes, distribution_variants, shifted_losses
@@ -62,3 +63,53 @@ def test_relative_curves_divide_l_mask_by_each_runs_second_moment():
     assert curves["uniform"]["L_mask"].tolist() == pytest.approx([0.9, 1.8])  # / (1/9)
     assert curves["gaussian"]["L_mask"].tolist() == pytest.approx([0.05, 0.1])  # / r = 2
     assert curves["uniform"]["L"].tolist() == [1.0, 1.0] and metrics["L_mask"].tolist() == [0.1, 0.2, 0.4]
+
+
+def _fake_run(rank: int, l_mask: list[float], distribution: str = "uniform", name: str = "r"):
+    """A stand-in for a Run: a metrics table with L_mask, read by detect_drop and final_losses."""
+    from types import SimpleNamespace
+
+    from matcomp.drop import detect_drop
+
+    steps = list(range(1, len(l_mask) + 1))
+    metrics = pd.DataFrame({"step": steps, "L_mask": l_mask, "L": l_mask, "L_obs": [0.0] * len(steps)})
+    data = DataConfig(n_rows=4, n_cols=4, rank=rank, distribution=distribution,
+                      **({"scale": 1.0, "clamp": True} if distribution == "gaussian" else {}))
+    return SimpleNamespace(metrics=metrics, drop=detect_drop(metrics), last_step=steps[-1],
+                           config=SimpleNamespace(data=data, run_id=name))
+
+
+def test_the_rank_panel_reads_a_rank_2_model_only_if_it_dropped():
+    from matcomp.analysis.ood import rank_panel, rank_panel_training
+    from matcomp.presets import preset
+
+    cfg = preset("cpu")
+    assert rank_panel_training(cfg, 5000, 2000).data.rank == 2
+    assert rank_panel_training(cfg, 5000, 2000).train.stop_after_drop == 2000
+    assert rank_panel_training(cfg.override({"data.rank": 2}), 5000) is None  # trained on rank 2 already
+    own = _fake_run(1, [0.11] * 3000)
+    dropped = _fake_run(2, [0.22] * 1500 + [0.02] * 1500)
+    flat = _fake_run(2, [0.22] * 3000)
+    assert rank_panel(own, 2500, dropped)[:2] == (dropped, 3000)
+    assert "trained on rank 2" in rank_panel(own, 2500, dropped)[2]
+    run, step, title = rank_panel(own, 2500, flat)
+    assert (run, step) == (own, 2500) and "extrapolation from rank 1" in title and "no drop by step 3,000" in title
+    assert rank_panel(own, 2500, None)[2] == "varying the rank (model trained on rank 1)"
+
+
+def test_drops_by_factors_counts_seeds_and_never_says_no_drop_when_one_seed_drops():
+    from matcomp.analysis.ood import drops_by_factors, training_table
+
+    runs = {("uniform factors", 0): _fake_run(1, [0.11] * 1000 + [0.02] * 1000, name="u0"),
+            ("uniform factors", 1): _fake_run(1, [0.11] * 1500 + [0.02] * 500, name="u1"),
+            ("Gaussian factors", 0): _fake_run(1, [1.0] * 2000, "gaussian", name="g0"),
+            ("Gaussian factors", 1): _fake_run(1, [1.0] * 1800 + [0.1] * 200, "gaussian", name="g1")}
+    table = training_table(runs, steps=2000)
+    assert list(table.index.names) == ["factors", "seed"] and table.loc[("Gaussian factors", 0), "run"] == "g0"
+    assert pd.isna(table.loc[("Gaussian factors", 0), "drop step"])
+    uniform, gaussian = drops_by_factors(table, 2000)
+    assert uniform.startswith("uniform factors: 2 of 2 seeds fall below half the plateau within 2,000 steps")
+    assert gaussian.startswith("Gaussian factors: 1 of 2 seeds") and "no seed" not in gaussian
+    none_drop = drops_by_factors(training_table({k: v for k, v in runs.items() if k[1] == 0}, steps=1500), 1500)
+    assert none_drop[1].startswith("Gaussian factors: no seed falls below half the plateau within 1,500 steps")
+    assert "final L_mask / E[X²] 1.00–1.00" in none_drop[1]

@@ -81,24 +81,69 @@ def default_axes(data: DataConfig, reach: int = 2) -> dict[str, list[int]]:
             "columns": around(data.n_cols)}
 
 
-def gaussian_training(cfg: RunConfig, steps: int) -> RunConfig:
+def gaussian_training(cfg: RunConfig, steps: int, after_drop: int = 0) -> RunConfig:
     """``cfg`` trained on N(0, 1) factors instead (App. J.1), clipped to the tokens' range, for
-    ``steps`` steps."""
-    return cfg.override({"data.distribution": "gaussian", "data.scale": 1.0, "data.clamp": True, "train.steps": steps})
+    ``steps`` steps, or until ``after_drop`` steps past its drop (``train.stop_after_drop``)."""
+    return cfg.override({"data.distribution": "gaussian", "data.scale": 1.0, "data.clamp": True, "train.steps": steps,
+                         "train.stop_after_drop": after_drop})
 
 
-def training_table(runs: dict[str, Run], steps: int) -> pd.DataFrame:
-    """Per run (one row per key of ``runs``, with its id): E[X²] of its factors, its plateau, drop
-    step and final losses within its first ``steps`` steps, and the final L_mask / E[X²] (1 means no
-    better than answering 0), so that runs on different distributions compare."""
+RANK_PANEL_RANK = 2  # the paper's Fig. 19 rank sweep reads a model trained on rank 2
+
+
+def rank_panel_training(cfg: RunConfig, steps: int, after_drop: int = 0) -> RunConfig | None:
+    """The run whose model Fig. 19's rank panel reads: None when ``cfg`` itself is trained on rank 2
+    or more, else ``cfg`` on rank-2 matrices (for ``steps`` steps, or until ``after_drop`` past its
+    drop), so that the panel tests the paper's claim rather than extrapolating from rank 1."""
+    if cfg.data.rank >= RANK_PANEL_RANK:
+        return None
+    return cfg.override({"data.rank": RANK_PANEL_RANK, "train.steps": steps, "train.stop_after_drop": after_drop})
+
+
+def rank_panel(own: Run, own_post: int, rank_run: Run | None) -> tuple[Run, int, str]:
+    """The run and checkpoint whose model Fig. 19's rank panel reads, with the panel's title: the
+    rank-2 run's last checkpoint if it has dropped; else (no such run, or one still on its plateau)
+    the chapter's own post-shift model, titled as an extrapolation from the rank it was trained on."""
+    if rank_run is None:
+        return own, own_post, f"varying the rank (model trained on rank {own.config.data.rank})"
+    drop = rank_run.drop
+    if drop.dropped:
+        return rank_run, rank_run.last_step, f"varying the rank (model trained on rank {rank_run.config.data.rank})"
+    return own, own_post, (f"varying the rank: extrapolation from rank {own.config.data.rank}\n"
+                           f"(the rank-{rank_run.config.data.rank} run has no drop by step {rank_run.last_step:,})")
+
+
+def training_table(runs: dict[tuple[str, int], Run], steps: int) -> pd.DataFrame:
+    """One row per run (``runs``: (factors, seed) -> run): its id, E[X²] of its factors, its plateau,
+    drop step, last step and final losses within its first ``steps`` steps, and the final
+    L_mask / E[X²] (1 means no better than answering 0), so that runs on different distributions
+    compare."""
     rows = {}
-    for name, run in runs.items():
+    for key, run in runs.items():
         metrics = run.metrics[run.metrics.step <= steps]
         drop, final, moment = detect_drop(metrics), final_losses(metrics), second_moment(run.config.data)
-        rows[f"{name} ({run.config.run_id})"] = {"E[X²]": moment, "plateau": drop.plateau, "drop step": drop.half_step,
-                                                "final L": final.L, "final L_mask": final.L_mask,
-                                                "final L_mask / E[X²]": final.L_mask / moment}
-    return pd.DataFrame(rows).T.astype({"drop step": "Int64"})
+        rows[key] = {"run": run.config.run_id, "E[X²]": moment, "plateau": drop.plateau, "drop step": drop.half_step,
+                     "last step": int(metrics.step.iloc[-1]), "final L": final.L, "final L_mask": final.L_mask,
+                     "final L_mask / E[X²]": final.L_mask / moment}
+    table = pd.DataFrame.from_dict(rows, orient="index").astype({"drop step": "Int64"})
+    table.index = pd.MultiIndex.from_tuples(table.index, names=["factors", "seed"])
+    return table
+
+
+def drops_by_factors(table: pd.DataFrame, steps: int) -> list[str]:
+    """One sentence per factor distribution of a ``training_table``: how many seeds drop within
+    ``steps`` and where, and the final L_mask / E[X²]. "Does not drop" is said only when no seed does,
+    and then only of this budget."""
+    lines = []
+    for factors, rows in table.groupby(level="factors", sort=False):
+        drops = rows["drop step"].dropna().astype(int).sort_values()
+        where = f" (steps {', '.join(f'{s:,}' for s in drops)})" if len(drops) else ""
+        verdict = (f"no seed falls below half the plateau within {steps:,} steps" if not len(drops) else
+                   f"{len(drops)} of {len(rows)} seeds fall below half the plateau within {steps:,} steps{where}")
+        ratio = rows["final L_mask / E[X²]"]
+        lines.append(f"{factors}: {verdict}; final L_mask / E[X²] {ratio.min():.2f}–{ratio.max():.2f} over "
+                     f"seeds {', '.join(map(str, rows.index.get_level_values('seed')))}.")
+    return lines
 
 
 def relative_curves(runs: dict[str, Run], steps: int) -> dict[str, pd.DataFrame]:

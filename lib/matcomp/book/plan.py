@@ -3,9 +3,10 @@
 
 Each chapter's runs come from one function here, built from the library functions the chapter
 itself calls with its default parameters: ``seed_configs``, ``component_config``,
-``shortening_defaults``, ``variant_overrides``, ``mixture_overrides``, ``gaussian_training`` and the
-preset's ``ChapterSizes``. A test executes every chapter at the ``smoke`` preset after ``prepare``
-and checks that none of them trains, so the plan and the chapters cannot drift apart.
+``shortening_defaults``, ``variant_overrides``, ``mixture_overrides``, ``gaussian_training``,
+``rank_panel_training`` and the preset's ``ChapterSizes``. A test executes every chapter at the
+``smoke`` preset after ``prepare`` and checks that none of them trains, so the plan and the
+chapters cannot drift apart.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from matcomp.analysis.components import component_config
-from matcomp.analysis.ood import gaussian_training
+from matcomp.analysis.ood import gaussian_training, rank_panel_training
 from matcomp.analysis.seeds import seed_configs
 from matcomp.analysis.shortening import shortening_defaults
 from matcomp.analysis.variants import mixture_overrides, variant_overrides
@@ -78,13 +79,17 @@ def _width_depth(preset: str) -> list[RunConfig]:
 def _sizes_ranks(preset: str) -> list[RunConfig]:
     cfg, size = chapter_config(preset), sizes(preset)
     mixture = cfg.override(mixture_overrides(list(size.mixture_sizes)))
+    mixtures = seed_configs(mixture, range(cfg.train.seed, cfg.train.seed + size.seeds)).values()
     axes = {"size": list(size.mixture_sizes), "rank": list(size.ranks)}
-    return [mixture] + _variants(cfg, axes, size.steps("size_steps", cfg))
+    return [*mixtures, *_variants(cfg, axes, size.steps("size_steps", cfg))]
 
 
 def _ood(preset: str) -> list[RunConfig]:
-    cfg = chapter_config(preset)
-    return [cfg, gaussian_training(cfg, sizes(preset).steps("gaussian_steps", cfg))]
+    cfg, size = chapter_config(preset), sizes(preset)
+    gaussian = [gaussian_training(seed_cfg, size.steps("gaussian_steps", cfg), size.after_drop)
+                for seed_cfg in _seeds(preset)]
+    rank_run = rank_panel_training(cfg, cfg.train.steps, size.after_drop)
+    return [*_seeds(preset), *gaussian, *([rank_run] if rank_run else [])]
 
 
 # the chapters in the book's order (``_toc.yml``) -> the runs each reads at a preset
