@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -125,3 +126,17 @@ def test_greedy_decoding_reads_the_mode_and_the_softmax_mean_reads_the_mean():
     x = batch.values
     assert scores.loc["softmax mean", "L"] == pytest.approx(((x - 0.25) ** 2).mean().item(), rel=1e-5)
     assert scores.loc["greedy token", "L"] == pytest.approx(((x - 0.5) ** 2).mean().item(), rel=1e-5)
+
+
+def test_late_gain_tells_a_rising_accuracy_from_a_flat_one():
+    from matcomp.analysis.gpt import late_gain
+
+    steps = np.arange(25, 4001, 25)
+    noise = np.random.default_rng(0).normal(0, 0.02, len(steps))
+    rising = pd.DataFrame({"step": steps, "eval_acc_mask": 0.05 + steps / 20000 + noise})
+    flat = pd.DataFrame({"step": steps, "eval_acc_mask": 0.3 + noise})
+    gain = late_gain(rising, window=1000)
+    assert not gain.flat and gain.gain == pytest.approx(1000 / 20000, abs=0.01) and gain.se < 0.01
+    assert late_gain(flat, window=1000).flat and late_gain(flat).window == 1000  # a quarter of the run
+    with pytest.raises(ValueError, match="at least 2 evaluations.*a shorter window"):
+        late_gain(flat, window=5000)

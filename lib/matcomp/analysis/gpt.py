@@ -84,3 +84,24 @@ def copy_onset(metrics: pd.DataFrame, level: float = 0.5) -> int | None:
     evals = metrics.dropna(subset=["eval_acc_obs"])
     reached = evals[evals.eval_acc_obs >= level]
     return int(reached.step.iloc[0]) if len(reached) else None
+
+
+def late_gain(metrics: pd.DataFrame, column: str = "eval_acc_mask", window: int | None = None) -> pd.Series:
+    """Whether ``column`` still moves at the end of a run: the mean of its evaluations in the last
+    ``window`` steps (default: a quarter of the run) minus their mean in the ``window`` before, with
+    the standard error of that difference (from the evaluations' own scatter). The curve counts as
+    flat when the gain is within two standard errors of 0: a rule for "trained until its accuracy
+    flattens" that does not depend on a threshold chosen for one run."""
+    evals = metrics.dropna(subset=[column])
+    last = int(evals.step.max())
+    window = window or last // 4
+    late = evals[evals.step > last - window][column]
+    early = evals[(evals.step > last - 2 * window) & (evals.step <= last - window)][column]
+    if len(late) < 2 or len(early) < 2:
+        raise ValueError(f"late_gain needs at least 2 evaluations of {column!r} in each of the last two windows "
+                         f"of {window} steps; the run has {len(early)} and {len(late)} (a shorter window, or a longer "
+                         f"run)")
+    se = (late.var() / len(late) + early.var() / len(early)) ** 0.5
+    gain = late.mean() - early.mean()
+    return pd.Series({"window": window, "earlier": early.mean(), "last": late.mean(), "gain": gain, "se": se,
+                      "flat": bool(abs(gain) <= 2 * se)})

@@ -268,10 +268,11 @@ def variant_curves(runs: dict[tuple[str, int, int], pd.DataFrame], labels: dict[
 
 
 def ood_panels(tables: dict[str, pd.DataFrame], trained: dict[str, int],
-               columns=("L_mask / E[X²]", "nuclear_norm")) -> plt.Figure:
+               columns=("L_mask / E[X²]", "nuclear_norm"), titles: dict[str, str] | None = None) -> plt.Figure:
     """The paper's Fig. 19: one column of panels per varied quantity (``tables``: axis -> a
     ``shifted_losses`` table), one row per measure in ``columns``; a line per method, the trained
-    value dashed, and (for the relative loss) the level of answering 0 dotted."""
+    value dashed, and (for the relative loss) the level of answering 0 dotted. ``titles`` replaces an
+    axis's default title ("varying the <axis>")."""
     fig, axes = plt.subplots(len(columns), len(tables), figsize=(4.3 * len(tables), 3.1 * len(columns)),
                              layout="constrained", squeeze=False)
     for j, (axis, table) in enumerate(tables.items()):
@@ -286,14 +287,16 @@ def ood_panels(tables: dict[str, pd.DataFrame], trained: dict[str, int],
                 ax.axhline(1, color="gray", ls=":", lw=1)
             ax.set(xlabel=axis, ylabel=column if j == 0 else None)
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        axes[0, j].set_title(f"varying the {axis}")
+        axes[0, j].set_title((titles or {}).get(axis, f"varying the {axis}"), fontsize=10)
     axes[0, 0].legend(fontsize=8)
     return fig
 
 
 def gpt_curves(metrics: pd.DataFrame, onset: int | None = None, window: int = 25) -> plt.Figure:
     """The GPT's losses (left) and accuracies at observed and missing entries (right) against step
-    (App. G, Fig. 11): greedy decoding at the evaluated steps, teacher forcing faint behind."""
+    (App. G, Fig. 11): greedy decoding at the evaluated steps, teacher forcing faint behind. Steps
+    on a log axis, so that a copy learnt in a few hundred steps and a slow rise over tens of
+    thousands both show."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4), layout="constrained")
     for column, label, color in (("L", "$L$: every next token", "black"),
                                  ("L_full", "$L_{full}$: the full-matrix half", "tab:purple")):
@@ -302,10 +305,11 @@ def gpt_curves(metrics: pd.DataFrame, onset: int | None = None, window: int = 25
     evals = metrics.dropna(subset=["eval_acc_obs"])
     for where, color in (("obs", "tab:blue"), ("mask", "tab:red")):
         right.plot(smooth(metrics, f"acc_{where}", window), color=color, alpha=0.3, lw=1)
-        right.plot(evals.step, evals[f"eval_acc_{where}"], "o-", ms=3, color=color,
+        right.plot(evals.step, evals[f"eval_acc_{where}"], "o-", ms=2, lw=0.8, color=color,
                    label=f"{'observed' if where == 'obs' else 'missing'} entries (greedy decoding)")
     right.set(xlabel="training step", ylabel="token accuracy", ylim=(-0.02, 1.02))
     for ax in (left, right):
+        ax.set_xscale("log")
         if onset is not None:
             ax.axvline(onset, color="gray", ls="--", lw=1, label=f"copying (step {onset})")
         ax.legend(fontsize=8)
@@ -455,13 +459,15 @@ def patching_heatmaps(grid: pd.DataFrame, clean: float, corrupted: float) -> plt
 
 
 def seed_panels(curves: dict[int, dict[str, pd.DataFrame]], levels: dict[int, float], styles: dict | None = None,
-                marks: dict[str, int] | None = None, column: str = "L_mask") -> plt.Figure:
+                marks: dict[str, int] | None = None, column: str = "L_mask", window: int = 101) -> plt.Figure:
     """One panel per seed (``curves``: seed -> {name: metrics}), each the ``curves_together`` of its
-    runs with the seed's copying plateau (``levels``) dotted, and a dotted vertical line at each step of
-    ``marks`` (name -> step, e.g. where an attention bias ends) in that run's colour."""
+    runs (smoothed over ``window`` rows) with the seed's copying plateau (``levels``) dotted, and a
+    dotted vertical line at each step of ``marks`` (name -> step, e.g. where an attention bias ends)
+    in that run's colour."""
     fig, axes = plt.subplots(1, len(curves), figsize=(5 * len(curves), 3.8), layout="constrained", squeeze=False)
     for ax, (seed, runs) in zip(axes.flat, curves.items()):
-        curves_together(runs, column, level=levels[seed], ax=ax, styles=styles)
+        curves_together(runs, column, level=levels[seed], window=window, ax=ax, styles=styles)
+        ax.xaxis.set_major_locator(MaxNLocator(5))
         for name, step in (marks or {}).items():
             ax.axvline(step, ls=":", color=(styles or {}).get(name, {}).get("color"))
         ax.set_title(f"seed {seed}")
