@@ -73,7 +73,33 @@ def test_learning_order_sorts_sizes_by_their_drop():
     order = learning_order(metrics, [3, 4, 5], window=1)
     assert list(order.index) == ["4x4", "3x3", "5x5"]
     assert order["drop step"].tolist()[:2] == [8000, 12000] and pd.isna(order["drop step"].iloc[2])
-    assert mixture_overrides([3, 5, 4]) == {"data.sizes": [3, 5, 4], "data.rank": 1, "data.n_rows": 5, "data.n_cols": 5}
+    assert mixture_overrides([3, 5, 4]) == {"data.sizes": [3, 5, 4], "data.rank": 1, "data.n_rows": 5, "data.n_cols": 5,
+                                            "train.eval_every": 25, "train.eval_batch": 256}
+
+
+def test_order_findings_tell_resolved_gaps_from_ties_over_seeds():
+    from types import SimpleNamespace
+
+    from matcomp.analysis.variants import mixture_orders, order_findings, order_resolution
+    from matcomp.presets import preset
+
+    step = np.arange(25, 20001, 25)
+
+    def mixture(d3, d4, d5):
+        drops = {3: d3, 4: d4, 5: d5}
+        return SimpleNamespace(metrics=pd.DataFrame({"step": step, "eval_L_mask": 0.1, **{
+            f"eval_L_mask_n{n}": np.where(step < (d or 10**6), 0.11, 0.02) for n, d in drops.items()}}))
+
+    orders = mixture_orders({0: mixture(11000, 11050, 15000), 1: mixture(9000, 12000, None)}, [3, 4, 5], window=1)
+    assert orders.loc[(0, "4x4"), "drop step"] == 11050 and list(orders.loc[1].index) == ["3x3", "4x4", "5x5"]
+    resolution = order_resolution(preset("cpu").override(mixture_overrides([3, 4, 5])))
+    assert resolution == 125  # 5 evaluations, 25 steps apart
+    seed0, seed1, three_four, four_five = order_findings(orders, resolution)
+    assert seed0 == "Seed 0: 3x3 (11,000) ≈ 4x4 (11,050) < 5x5 (15,000)."
+    assert seed1 == "Seed 1: 3x3 (9,000) < 4x4 (12,000) < 5x5 (no drop)."
+    assert three_four.startswith("3x3 drops before 4x4 in 2 of 2 seeds where both drop (4x4 − 3x3: +50, +3,000 steps), "
+                                 "1 of them by more than 125")
+    assert four_five.startswith("4x4 drops before 5x5 in 1 of 1 seeds")
 
 
 def test_undetermined_entries_are_those_whose_row_and_column_are_not_linked():

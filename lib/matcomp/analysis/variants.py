@@ -117,10 +117,17 @@ def variant_summary(table: pd.DataFrame, own: dict[str, int], budget: int) -> pd
     return summary.astype({"seeds": "Int64", "dropped": "Int64"})
 
 
+MIXTURE_EVAL_EVERY = 25  # steps between the per-size test losses: the sizes' drops lie 100-200 steps apart
+MIXTURE_EVAL_BATCH = 256  # test matrices of each size at each evaluation, as the authors' App. I script
+
+
 def mixture_overrides(sizes: list[int]) -> dict:
-    """The overrides that train on a mixture of square ``sizes`` of rank 1 (App. I, Fig. 16)."""
+    """The overrides that train on a mixture of square ``sizes`` of rank 1 (App. I, Fig. 16), with
+    a test batch of each size dense enough in steps and matrices to order drops a few hundred steps
+    apart."""
     n = max(sizes)
-    return {"data.sizes": list(sizes), "data.rank": 1, "data.n_rows": n, "data.n_cols": n}
+    return {"data.sizes": list(sizes), "data.rank": 1, "data.n_rows": n, "data.n_cols": n,
+            "train.eval_every": MIXTURE_EVAL_EVERY, "train.eval_batch": MIXTURE_EVAL_BATCH}
 
 
 def learning_order(metrics: pd.DataFrame, sizes: list[int], window: int = 5) -> pd.DataFrame:
@@ -135,6 +142,46 @@ def learning_order(metrics: pd.DataFrame, sizes: list[int], window: int = 5) -> 
                      "10x step": drop.tenfold_step, "final L_mask": drop.final})
     table = pd.DataFrame(rows).astype({"drop step": "Int64", "10x step": "Int64"})
     return table.sort_values("drop step", na_position="last").set_index("size")
+
+
+def mixture_orders(runs: dict[int, Run], sizes: list[int], window: int = 5) -> pd.DataFrame:
+    """The ``learning_order`` of the mixture run of every seed (``runs``: seed -> run), indexed by
+    (seed, size) in each seed's order of learning."""
+    return pd.concat({seed: learning_order(run.metrics, sizes, window) for seed, run in runs.items()},
+                     names=["seed", "size"])
+
+
+def order_resolution(cfg: RunConfig, window: int = 5) -> int:
+    """The steps below which two sizes' drops in one mixture run are a tie: the span of the
+    ``window`` evaluations (``train.eval_every`` apart) that smooth each size's test loss."""
+    return window * cfg.train.eval_every
+
+
+def order_findings(orders: pd.DataFrame, resolution: int) -> list[str]:
+    """Sentences on a ``mixture_orders`` table: each seed's order, "<" between drops more than
+    ``resolution`` steps apart (or before a size with no drop in the run) and "≈" otherwise; then, for
+    every pair of sizes, in how many seeds the smaller is learned first and by how many steps."""
+    lines = []
+    for seed, rows in orders.groupby(level="seed", sort=False):
+        steps = rows["drop step"].droplevel("seed")
+        parts = [f"{size} ({step:,})" if pd.notna(step) else f"{size} (no drop)" for size, step in steps.items()]
+        text = parts[0]
+        for (a, b), part in zip(zip(steps.iloc[:-1], steps.iloc[1:]), parts[1:]):
+            apart = pd.notna(a) and (pd.isna(b) or b - a > resolution)
+            text += (" < " if apart else " ≈ ") + part
+        lines.append(f"Seed {seed}: {text}.")
+    table = orders["drop step"].unstack("size")
+    sizes = sorted(table.columns, key=lambda name: int(name.split("x")[0]))
+    for a, b in zip(sizes[:-1], sizes[1:]):
+        gaps = (table[b] - table[a]).dropna().astype(int)
+        if not len(gaps):
+            lines.append(f"{a} against {b}: no seed where both drop.")
+            continue
+        first = int((gaps > 0).sum())
+        resolved = int((gaps.abs() > resolution).sum())
+        lines.append(f"{a} drops before {b} in {first} of {len(gaps)} seeds where both drop ({b} − {a}: "
+                     f"{', '.join(f'{g:+,}' for g in gaps)} steps), {resolved} of them by more than {resolution}.")
+    return lines
 
 
 def undetermined(observed: torch.Tensor) -> torch.Tensor:
