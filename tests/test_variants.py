@@ -97,8 +97,8 @@ def test_order_findings_tell_resolved_gaps_from_ties_over_seeds():
     seed0, seed1, three_four, four_five = order_findings(orders, resolution)
     assert seed0 == "Seed 0: 3x3 (11,000) ≈ 4x4 (11,050) < 5x5 (15,000)."
     assert seed1 == "Seed 1: 3x3 (9,000) < 4x4 (12,000) < 5x5 (no drop)."
-    assert three_four.startswith("3x3 drops before 4x4 in 2 of 2 seeds where both drop (4x4 − 3x3: +50, +3,000 steps), "
-                                 "1 of them by more than 125")
+    assert three_four.startswith("3x3 drops before 4x4 in 2 of 2 seeds where both drop (4x4 − 3x3: +50, +3,000 steps); "
+                                 "the two are more than 125 steps apart at 1 of these 2 seeds.")
     assert four_five.startswith("4x4 drops before 5x5 in 1 of 1 seeds")
 
 

@@ -180,7 +180,8 @@ def order_findings(orders: pd.DataFrame, resolution: int) -> list[str]:
         first = int((gaps > 0).sum())
         resolved = int((gaps.abs() > resolution).sum())
         lines.append(f"{a} drops before {b} in {first} of {len(gaps)} seeds where both drop ({b} − {a}: "
-                     f"{', '.join(f'{g:+,}' for g in gaps)} steps), {resolved} of them by more than {resolution}.")
+                     f"{', '.join(f'{g:+,}' for g in gaps)} steps); the two are more than {resolution} steps "
+                     f"apart at {resolved} of these {len(gaps)} seeds.")
     return lines
 
 
