@@ -85,11 +85,10 @@ def _sizes_ranks(preset: str) -> list[RunConfig]:
 
 
 def _ood(preset: str) -> list[RunConfig]:
-    cfg, size = chapter_config(preset), sizes(preset)
-    gaussian = [gaussian_training(seed_cfg, size.steps("gaussian_steps", cfg), size.after_drop)
-                for seed_cfg in _seeds(preset)]
+    cfg, size, uniform = chapter_config(preset), sizes(preset), _seeds(preset)
+    gaussian = [gaussian_training(seed_cfg, size.steps("gaussian_steps", cfg), size.after_drop) for seed_cfg in uniform]
     rank_run = rank_panel_training(cfg, cfg.train.steps, size.after_drop)
-    return [*_seeds(preset), *gaussian, *([rank_run] if rank_run else [])]
+    return [*uniform, *gaussian, *([rank_run] if rank_run else [])]
 
 
 # the chapters in the book's order (``_toc.yml``) -> the runs each reads at a preset

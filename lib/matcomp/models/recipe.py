@@ -139,10 +139,12 @@ def recipe_hooks(model: MatrixBert, tc: TrainConfig, step: int, targets: torch.T
     if not strength and scale == 1:
         return None
     bias = strength * targets if strength else None
-    factor = 1 + (scale - 1) * targets
+    edit = None
+    if scale != 1:
+        factor = 1 + (scale - 1) * targets
 
-    def edit(probs: torch.Tensor) -> torch.Tensor:
-        return probs * factor.to(probs.dtype)
+        def edit(probs: torch.Tensor) -> torch.Tensor:
+            return probs * factor.to(probs.dtype)
 
-    hooks = LayerHooks(bias=bias, edit=edit if scale != 1 else None)
+    hooks = LayerHooks(bias=bias, edit=edit)
     return attention_hooks(model, dict.fromkeys(range(model.cfg.layers), hooks))
