@@ -3,7 +3,7 @@ import pandas as pd
 import pytest
 
 from matcomp.analysis.phases import phases
-from matcomp.analysis.shortening import drop_comparison, drop_summary, shortening_defaults
+from matcomp.analysis.shortening import arm_summary, shortening_defaults
 from matcomp.book.chapter import chapter_config
 from matcomp.config import parse_overrides
 from matcomp.presets import preset
@@ -68,22 +68,35 @@ def test_phases_without_a_drop_say_so(tmp_path):
     assert "no drop" in p.note
 
 
-def test_shortening_defaults_scale_with_the_preset():
-    cpu = shortening_defaults(preset("cpu"))
-    assert cpu["bias, long"] == {"train.attention_bias": 2.0, "train.attention_bias_steps": 4000, "train.steps": 8000}
-    assert cpu["bias, short"]["train.attention_bias_steps"] == 2000
-    assert cpu["lr × 2"] == {"train.lr": 0.002, "train.steps": 6000}
-    smoke = preset("smoke").override(shortening_defaults(preset("smoke"))["bias, short"])
-    assert (smoke.train.attention_bias_steps, smoke.train.steps) == (30, 200)  # never shorter than the detector needs
+def test_shortening_arms_run_the_full_steps_and_stop_after_their_drop():
+    cpu = shortening_defaults(preset("cpu"), after_drop=2000)
+    assert list(cpu) == ["attention × 10 (follow-up)", "bias, fading", "bias, fading, no diagonal", "bias, kept on",
+                         "bias, kept on, no diagonal", "lr × 2"]
+    assert all(change["train.stop_after_drop"] == 2000 and "train.steps" not in change for change in cpu.values())
+    scale = preset("cpu").override(cpu["attention × 10 (follow-up)"]).train
+    assert (scale.attention_scale, scale.attention_scale_from, scale.attention_diagonal) == (10.0, 500, False)
+    fading = preset("cpu").override(cpu["bias, fading"]).train
+    assert (fading.attention_bias, fading.attention_bias_steps, fading.attention_diagonal) == (2.0, 4000, True)
+    kept = preset("cpu").override(cpu["bias, kept on, no diagonal"]).train
+    assert (kept.attention_bias_schedule, kept.attention_bias_steps, kept.attention_diagonal) == ("constant", 0, False)
+    assert cpu["lr × 2"]["train.lr"] == 2 * preset("cpu").train.lr
+    smoke = preset("smoke").override(shortening_defaults(preset("smoke"), after_drop=100)["bias, fading"])
+    assert (smoke.train.attention_bias_steps, smoke.train.steps) == (60, 300)
 
 
-def test_drop_comparison_keeps_censored_seeds_out_of_the_spread():
-    plain = pd.DataFrame({"drop step": pd.array([5000, 6500, 11000], dtype="Int64")}, index=[0, 1, 2])
-    changed = pd.DataFrame({"drop step": pd.array([3000, 3500, None], dtype="Int64")}, index=[0, 1, 2])
-    table = drop_comparison(plain, changed, budget=8000)
-    assert table["change"].tolist()[:2] == [-2000, -3000] and pd.isna(table.loc[2, "change"])
-    assert table["plain dropped by budget"].tolist() == [True, True, False]
-    summary = drop_summary(table, budget=8000)
-    assert summary.loc["plain", "dropped within it"] == "2/3" and summary.loc["changed", "dropped within it"] == "2/3"
-    assert summary.loc["change", "mean drop step"] == -2500 and summary.loc["plain", "max"] == 6500
-    assert summary.loc["change", "std"] == pytest.approx(np.std([-2000, -3000], ddof=1))
+def test_arm_summary_counts_censored_seeds_as_later_and_keeps_them_out_of_the_spread():
+    plain = pd.DataFrame({"drop step": pd.array([5000, 6500, 11000, None], dtype="Int64")}, index=[0, 1, 2, 3])
+    faster = pd.DataFrame({"drop step": pd.array([3000, 3500, 9000, 15000], dtype="Int64")}, index=[0, 1, 2, 3])
+    slower = pd.DataFrame({"drop step": pd.array([6000, None, 12000, None], dtype="Int64")}, index=[0, 1, 2, 3])
+    summary = arm_summary(plain, {"faster": faster, "slower": slower}, budget=20000)
+    assert list(summary.index) == ["plain", "faster", "slower"]
+    assert summary.loc["plain", "dropped"] == "3/4" and summary.loc["plain", "max"] == 11000
+    faster_row = summary.loc["faster"]
+    assert faster_row["earlier than plain"] == "4/4" and faster_row["verdict"] == "earlier on every seed"
+    assert faster_row["mean change"] == pytest.approx(np.mean([-2000, -3000, -2000]))  # seeds where both drop
+    assert summary.loc["slower", "dropped"] == "2/4" and summary.loc["slower", "mean"] == 9000
+    assert summary.loc["slower", "earlier than plain"] == "0/4"
+    assert summary.loc["slower", "verdict"] == "mixed"  # seed 3: neither drops
+    assert summary.loc["slower", "sd"] == pytest.approx(np.std([6000, 12000], ddof=1))
+    never = pd.DataFrame({"drop step": pd.array([None] * 4, dtype="Int64")}, index=[0, 1, 2, 3])
+    assert arm_summary(never, {"same": never}, budget=20000).loc["same", "verdict"] == "no seed tells them apart"

@@ -6,10 +6,24 @@ import pytest
 import torch
 
 import matcomp.analysis.progress
-from matcomp.analysis.progress import MEASURES, _mean_abs_cos, checkpoint_measures, lead_table, onset, progress_table
+from matcomp.analysis.evaluation import losses
+from matcomp.analysis.progress import (
+    L_MASK,
+    MEASURES,
+    _mean_abs_cos,
+    checkpoint_measures,
+    lead_summary,
+    lead_table,
+    onset,
+    progress_configs,
+    progress_table,
+    smoothed,
+    smoothing_sensitivity,
+)
 from matcomp.config import DataConfig, ModelConfig
 from matcomp.data import sample_batch
 from matcomp.models.factory import build_model
+from matcomp.presets import preset
 from matcomp.runs.store import get_or_train
 
 
@@ -25,8 +39,10 @@ def test_mean_abs_cos_is_one_for_parallel_and_zero_for_orthogonal_states():
 def test_a_fresh_model_attends_uniformly_and_every_measure_is_there():
     data = DataConfig(n_rows=4, n_cols=4, rank=1)
     model = build_model(ModelConfig(hidden=32, layers=2, heads=2), seed=0).set_attention("eager")
-    out = checkpoint_measures(model, sample_batch(data, 64, torch.Generator().manual_seed(0)))
+    batch = sample_batch(data, 64, torch.Generator().manual_seed(0))
+    out = checkpoint_measures(model, batch)
     assert list(out) == list(MEASURES)
+    assert out[L_MASK] == pytest.approx(losses(model, batch)["L_mask"], rel=1e-6)  # the loss on the same batch
     assert out["row attention"] == pytest.approx(3 / 16, abs=0.01)  # BERT init: near-uniform attention
     assert out["column attention"] == pytest.approx(3 / 16, abs=0.01)
     assert 0 < out["prediction spread"] and -1 <= out["column clustering"] <= 1
@@ -50,6 +66,56 @@ def test_onset_finds_the_first_lasting_move_and_ignores_noise():
         onset(ramp, drop_step=600)
 
 
+def test_smoothing_is_a_trailing_mean_that_never_reads_a_later_checkpoint():
+    table = pd.DataFrame({"a": [0.0, 3.0, 6.0, 9.0]}, index=[0, 50, 100, 150])
+    assert smoothed(table, 1).equals(table)
+    assert smoothed(table, 3)["a"].tolist() == [0.0, 1.5, 3.0, 6.0]
+    spiked = table.copy()
+    spiked.loc[150, "a"] = 100.0
+    assert smoothed(spiked, 3).loc[:100].equals(smoothed(table, 3).loc[:100])  # the future changes nothing before it
+    with pytest.raises(ValueError, match="window must be >= 1"):
+        smoothed(table, 0)
+
+
+def test_lead_over_the_loss_compares_onsets_on_the_same_table():
+    steps = np.arange(0, 6001, 250)
+    rng = np.random.default_rng(1)
+    noise = rng.normal(0, 0.01, (len(steps), 3))
+    loss = 1 - np.where(steps >= 5250, (steps - 5000) / 1000, 0.0) + noise[:, 0]
+    early = np.where(steps >= 4500, (steps - 4250) / 250, 0.0) + noise[:, 1]
+    table = lead_table(pd.DataFrame({L_MASK: loss, "early": early, "flat": noise[:, 2]}, index=steps), drop_step=6000)
+    assert table.loc[L_MASK, "onset step"] == 5250 and table.loc["early", "onset step"] == 4500
+    lead = table["lead over the loss (steps)"]
+    assert lead["early"] == 750 and lead[L_MASK] == 0
+    assert pd.isna(lead["flat"])
+
+
+def _leads(values: dict[tuple[int, int], float]) -> pd.DataFrame:
+    index = pd.MultiIndex.from_tuples(list(values), names=["seed", "window"])
+    return pd.DataFrame({"drop step": 5000, "loss onset": 4000, "m": pd.array(list(values.values()), dtype="Int64"),
+                         "first to move": "m"}, index=index)
+
+
+def test_lead_summary_counts_seeds_ahead_by_more_than_the_margin_and_takes_the_median():
+    by_seed = _leads({(0, 1): 50, (1, 1): 400, (2, 1): -100, (0, 3): 200, (1, 3): 600, (2, 3): None})
+    summary = lead_summary(by_seed, margin=50)
+    assert summary.loc["m", (1, "seeds ahead")] == "1/3"  # 50 is one checkpoint: not ahead
+    assert summary.loc["m", (1, "median lead")] == 50 and summary.loc["m", (3, "median lead")] == 400
+    assert lead_summary(by_seed).loc["m", (1, "seeds ahead")] == "2/3"
+    sensitivity = smoothing_sensitivity(by_seed, margin=50)
+    assert sensitivity.loc["m", "largest change (steps)"] == 200  # seed 1: 400 -> 600, seed 0: 50 -> 200
+    assert sensitivity.loc["m", "seeds whose verdict changes"] == "1/3"  # seed 0 is ahead only smoothed
+
+
+def test_progress_runs_are_checkpointed_densely_and_stop_after_the_drop():
+    cpu = preset("cpu")
+    configs = progress_configs(cpu, range(5), after_drop=2000)
+    assert list(configs) == [0, 1, 2, 3, 4] and configs[3].train.seed == 3
+    assert {c.train.checkpoint_every for c in configs.values()} == {50}
+    assert {c.train.stop_after_drop for c in configs.values()} == {2000}
+    assert progress_configs(preset("smoke"), [0], 100)[0].train.checkpoint_every == 10  # never denser than 10
+
+
 def test_progress_table_is_cached_beside_the_run(micro, store, monkeypatch):
     run = get_or_train(micro, progress=False)
     first = progress_table(run, samples=16)
@@ -67,8 +133,9 @@ def test_leads_need_a_drop_and_seeds_without_one_get_an_empty_column(micro, stor
     assert not run.drop.dropped
     with pytest.raises(ValueError, match="shows no drop"):
         run_leads(run)
-    table = leads_over_seeds(cfg, [0], samples=16)
-    assert list(table.columns) == ["seed 0"] and table["seed 0"].isna().all()
+    table = leads_over_seeds({0: cfg}, (1, 3), samples=16)
+    assert table.index.get_level_values("seed").tolist() == [0] and table["drop step"].isna().all()
+    assert lead_summary(table).empty
 
 
 def test_measures_of_a_shipped_run_are_cached_in_the_working_store_not_beside_it(micro, store, tmp_path,

@@ -86,7 +86,7 @@ class ChapterSizes:
     """How big the chapters' experiments are at one preset; a step count of None means the preset's
     own ``train.steps``. The paper's lists are those of App. H and I."""
 
-    seeds: int  # seeds of the chapters that read several (embeddings, progress, shortening)
+    seeds: int  # seeds of the chapters that read several (embeddings, OOD, sizes)
     drop_seeds: int  # seeds of the drop-step distribution (sudden_drop)
     component_steps: int | None  # each group trained alone (Fig. 8)
     widths: tuple[int, ...]  # App. H
@@ -102,6 +102,8 @@ class ChapterSizes:
     after_drop: int = 2000  # steps a run of a drop-step table trains past its drop (train.stop_after_drop; 0: all)
     probe_layers: int | None = None  # depth of the deeper model the probes also read (Fig. 6: 12), at half the lr
     paper_steps: bool = False  # the pre-shift model at the paper's own steps, not at fractions of the drop
+    progress_seeds: int = 5  # seeds of the progress measures' leads
+    shortening_seeds: int = 4  # seeds of each arm of the shortening comparison
 
     def steps(self, field: str, cfg: RunConfig) -> int:
         """The steps ``field`` names for a run of ``cfg``: its own steps if None, never more."""
@@ -116,7 +118,7 @@ CHAPTER_SIZES: dict[str, ChapterSizes] = {
     "smoke": ChapterSizes(seeds=3, drop_seeds=3, component_steps=None, widths=(16, 32), depths=(1, 2),
                           shape_steps=None, shape_seeds=3, mixture_sizes=(3, 4), ranks=(1, 2), size_steps=None,
                           gaussian_steps=None, completion_samples=32, lambda_samples=32, after_drop=100,
-                          probe_layers=3),
+                          probe_layers=3, progress_seeds=3, shortening_seeds=2),
     "cpu": ChapterSizes(seeds=3, drop_seeds=8, component_steps=None, widths=(32, 64, 128), depths=(2, 4, 6),
                         shape_steps=None, shape_seeds=3, mixture_sizes=(3, 4, 5), ranks=(1, 2),
                         size_steps=10000, gaussian_steps=None, completion_samples=512, lambda_samples=256,

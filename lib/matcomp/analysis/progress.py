@@ -5,6 +5,8 @@ the Loss Plateau?").
 ``checkpoint_measures`` computes, on one fixed batch:
 
 ===========================  ==============================================================
+``L_mask (batch)``           the loss at the missing entries of that batch, so that loss and
+                             measures are read on the same matrices and smoothed alike
 ``row attention``            the largest same-row score of any head (``matcomp.analysis.heads``)
 ``column attention``         the largest same-column score of any head
 ``collapse``                 mean |cos| between last-layer hidden states of two positions of a
@@ -18,8 +20,11 @@ the Loss Plateau?").
 ===========================  ==============================================================
 
 ``onset`` says when a measure "starts to move", with one definition for all (see there), and
-``lead_table`` turns it into steps before the drop. ``progress_table`` caches a run's measures
-next to the run, so the book can ship them for checkpoints it does not ship.
+``lead_table`` turns it into steps before the drop and before the loss's own onset, on the table
+smoothed over a few checkpoints (``smoothed``). The rule is retrospective: its reference window and
+the size of the move are set by the drop step, known only once the drop has happened.
+``progress_table`` caches a run's measures next to the run, so the book can ship them for
+checkpoints it does not ship.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from matcomp.analysis.representations import cluster_score, position_groups
 from matcomp.analysis.seeds import seed_configs
 from matcomp.config import RunConfig
 from matcomp.data import Batch, sample_batch
-from matcomp.drop import smooth
+from matcomp.metrics import masked_mse
 from matcomp.models.bert import MatrixBert
 from matcomp.models.recipe import COMPONENT_PATTERNS, component_names
 from matcomp.runs.folder import atomic_write_bytes
@@ -43,9 +48,20 @@ from matcomp.runs.run import Run
 from matcomp.runs.store import get_or_train, runs_root
 from matcomp.seeding import analysis_generator
 
-L_MASK = "L_mask (smoothed)"
+L_MASK = "L_mask (batch)"
 
-MEASURES = ("row attention", "column attention", "collapse", "collapse (missing)", "prediction spread",
+CHECKPOINTS = 400  # checkpoints over a progress run's steps (every 50 at the cpu preset), at least every 10 steps
+
+
+def progress_configs(cfg: RunConfig, seeds, after_drop: int) -> dict[int, RunConfig]:
+    """The progress chapter's runs: ``cfg`` at each of ``seeds`` (seed -> config), checkpointed densely
+    so that an onset is resolved to a few dozen steps, and ended ``after_drop`` steps past the drop."""
+    dense = cfg.override({"train.checkpoint_every": max(cfg.train.steps // CHECKPOINTS, 10),
+                          "train.stop_after_drop": after_drop})
+    return seed_configs(dense, seeds)
+
+
+MEASURES = (L_MASK, "row attention", "column attention", "collapse", "collapse (missing)", "prediction spread",
             "column clustering", "row clustering", *(f"‖{group}‖" for group in COMPONENT_PATTERNS))
 
 
@@ -73,6 +89,7 @@ def checkpoint_measures(model: MatrixBert, batch: Batch) -> dict[str, float]:
     positions = model.bert.embeddings.position_embeddings.weight[: m * n].detach()
     rows, cols = position_groups(m, n)
     out = {
+        L_MASK: masked_mse(pred, batch.values, batch.observed)["L_mask"].item(),
         "row attention": float(scores["row"].max()),
         "column attention": float(scores["column"].max()),
         "collapse": _mean_abs_cos(hidden, torch.ones_like(missing)),
@@ -155,39 +172,96 @@ def onset(values: pd.Series, drop_step: int, fraction: float = 0.1, noise: float
     return int(before.index[np.argmax(stays)])
 
 
+def smoothed(table: pd.DataFrame, window: int) -> pd.DataFrame:
+    """Each column of ``table`` (one row per checkpoint) averaged over the last ``window`` checkpoints,
+    the current one included: a trailing mean, so a smoothed value never uses a later checkpoint."""
+    if window < 1:
+        raise ValueError(f"window must be >= 1 checkpoint; got {window}")
+    return table.rolling(window, min_periods=1).mean()
+
+
 def lead_table(table: pd.DataFrame, drop_step: int, **kwargs) -> pd.DataFrame:
-    """For each measure: its onset step and lead = drop step − onset (NaN when it does not move)."""
+    """For each measure: its onset step, lead over the drop (drop step − onset) and, when ``table``
+    holds ``L_MASK``, lead over the loss (the loss's onset − the measure's: > 0 when the measure
+    moves first); empty where a measure does not move."""
     rows = {}
     for measure in table.columns:
         start = onset(table[measure], drop_step, **kwargs)
         rows[measure] = {"onset step": start, "lead (steps)": None if start is None else drop_step - start}
-    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("measure").astype("Int64")
+    out = pd.DataFrame.from_dict(rows, orient="index").rename_axis("measure").astype("Int64")
+    if L_MASK in out.index:
+        out["lead over the loss (steps)"] = out.loc[L_MASK, "onset step"] - out["onset step"]
+    return out
 
 
-def run_leads(run: Run, samples: int = 256, seed: int = 0) -> pd.DataFrame:
-    """``lead_table`` of a run's measures, plus the smoothed L_mask itself as a yardstick (by the same
-    rule L_mask starts to move some steps before it crosses half its plateau). Needs a drop."""
+def behaviour(measures) -> list[str]:
+    """The measures of the model's behaviour: not the loss, not the weight norms (which grow from
+    step 0 and so pass any rule early)."""
+    return [m for m in measures if not m.startswith("‖") and m != L_MASK]
+
+
+def run_leads(run: Run, samples: int = 256, seed: int = 0, window: int = 1) -> pd.DataFrame:
+    """``lead_table`` of a run's measures (with the loss on the same batch) smoothed over ``window``
+    checkpoints. Needs a drop."""
     drop_step = run.drop.half_step
     if drop_step is None:
         raise ValueError(f"run {run.path.name} shows no drop, so no measure can lead it")
-    table = progress_table(run, samples, seed)
-    table[L_MASK] = smooth(run.metrics).reindex(table.index).to_numpy()
-    return lead_table(table, drop_step)
+    return lead_table(smoothed(progress_table(run, samples, seed), window), drop_step)
 
 
-def leads_over_seeds(cfg: RunConfig, seeds, samples: int = 256) -> pd.DataFrame:
-    """Lead (steps before the drop) of every measure for each seed of ``cfg`` (columns), with the drop
-    step as the first row and, last, the measure that moved first (ties listed together; weight
-    norms aside, since they grow from step 0). Seeds without a drop get an empty column."""
-    columns = {}
-    for seed, seed_cfg in seed_configs(cfg, seeds).items():
+def leads_over_seeds(configs: dict[int, RunConfig], windows=(1,), samples: int = 256) -> pd.DataFrame:
+    """For each run of ``configs`` (seed -> config, e.g. ``progress_configs``) and each smoothing window
+    (rows seed, window): the drop step, the loss's onset, every behavioural measure's lead over the loss
+    and the one that moved first (ties listed together; "none" if none moved). A seed without a drop
+    has one row with only its seed (no window, no drop step)."""
+    rows: list[dict[str, object]] = []
+    for seed, seed_cfg in configs.items():
         run = get_or_train(seed_cfg, progress=False)
         if not run.drop.dropped:
-            columns[f"seed {seed}"] = pd.Series({"drop step": None}, dtype=object)
+            rows.append({"seed": seed, "window": None, "drop step": None})
             continue
-        leads = run_leads(run, samples)["lead (steps)"]
-        behaviour = leads[[m for m in leads.index if not m.startswith("‖") and m != L_MASK]].dropna()
-        first = ", ".join(behaviour[behaviour == behaviour.max()].index) if len(behaviour) else "none"
-        columns[f"seed {seed}"] = pd.concat([pd.Series({"drop step": run.drop.half_step}), leads,
-                                             pd.Series({"first to move (not a norm)": first})])
-    return pd.DataFrame(columns)
+        for window in windows:
+            leads = run_leads(run, samples, window=window)
+            lead = leads.loc[behaviour(leads.index), "lead over the loss (steps)"]
+            ahead = lead.dropna()
+            first = ", ".join(ahead[ahead == ahead.max()].index) if len(ahead) else "none"
+            rows.append({"seed": seed, "window": window, "drop step": run.drop.half_step,
+                         "loss onset": leads.loc[L_MASK, "onset step"], **lead.to_dict(), "first to move": first})
+    numbers = ["drop step", "loss onset", *behaviour(MEASURES)]
+    table = pd.DataFrame(rows).set_index(["seed", "window"]).reindex(columns=[*numbers, "first to move"])
+    return table.astype(dict.fromkeys(numbers, "Int64"))
+
+
+def lead_summary(by_seed: pd.DataFrame, margin: int = 0) -> pd.DataFrame:
+    """Per behavioural measure (rows) and smoothing window: over the seeds that drop, how many have the
+    measure moving before the loss by more than ``margin`` steps (pass the checkpoint spacing: a lead of
+    one checkpoint is within the onset's resolution), and its median lead over the loss (steps; a seed
+    where it does not move counts as not ahead and is left out of the median)."""
+    dropped = by_seed.dropna(subset=["drop step"])
+    measures = [c for c in by_seed.columns if c not in ("drop step", "loss onset", "first to move")]
+    out = {}
+    for window, part in dropped.groupby(level="window"):
+        seeds = len(part)
+        out[(int(window), "seeds ahead")] = {m: f"{int((part[m] > margin).sum())}/{seeds}" for m in measures}
+        out[(int(window), "median lead")] = {m: part[m].astype(float).median() for m in measures}
+    table = pd.DataFrame(out, index=measures)
+    table.columns = pd.MultiIndex.from_tuples(list(out), names=["window (checkpoints)", ""])
+    return table
+
+
+def smoothing_sensitivity(by_seed: pd.DataFrame, margin: int = 0) -> pd.DataFrame:
+    """Per behavioural measure of a ``leads_over_seeds`` table, over the seeds that drop: the largest
+    change of its lead across the smoothing windows (steps) and on how many seeds whether it moves
+    first (lead > ``margin``, as in ``lead_summary``) depends on the window (a seed where it does not
+    move at some window counts)."""
+    dropped = by_seed.dropna(subset=["drop step"])
+    measures = [c for c in by_seed.columns if c not in ("drop step", "loss onset", "first to move")]
+    seeds = dropped.index.get_level_values("seed").unique()
+    rows = {}
+    for measure in measures:
+        leads = dropped[measure].astype(float).unstack("window")  # seed x window
+        ahead = leads.gt(margin)
+        rows[measure] = {"largest change (steps)": (leads.max(axis=1) - leads.min(axis=1)).max(),
+                         "seeds whose verdict changes": f"{int((ahead.any(axis=1) & ~ahead.all(axis=1)).sum())}"
+                                                        f"/{len(seeds)}"}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("measure")

@@ -3,7 +3,7 @@
 
 Each chapter's runs come from one function here, built from the library functions the chapter
 itself calls with its default parameters: ``seed_configs``, ``component_config``,
-``shortening_defaults``, ``variant_overrides``, ``mixture_overrides``, ``gaussian_training``,
+``progress_configs``, ``shortening_defaults``, ``variant_overrides``, ``mixture_overrides``, ``gaussian_training``,
 ``rank_panel_training`` and the preset's ``ChapterSizes``. A test executes every chapter at the
 ``smoke`` preset after ``prepare`` and checks that none of them trains, so the plan and the
 chapters cannot drift apart.
@@ -19,6 +19,7 @@ import pandas as pd
 
 from matcomp.analysis.components import component_config
 from matcomp.analysis.ood import gaussian_training, rank_panel_training
+from matcomp.analysis.progress import progress_configs
 from matcomp.analysis.seeds import seed_configs
 from matcomp.analysis.shortening import shortening_defaults
 from matcomp.analysis.variants import mixture_overrides, variant_overrides
@@ -51,9 +52,15 @@ def _components(preset: str) -> list[RunConfig]:
 
 
 def _shortening(preset: str) -> list[RunConfig]:
-    plain = _seeds(preset)
-    changes = shortening_defaults(plain[0]).values()
+    plain = _seeds(preset, "shortening_seeds")
+    changes = shortening_defaults(plain[0], sizes(preset).after_drop).values()
     return plain + [c.override(change) for change in changes for c in plain]
+
+
+def _progress(preset: str) -> list[RunConfig]:
+    cfg, size = chapter_config(preset), sizes(preset)
+    return list(progress_configs(cfg, range(cfg.train.seed, cfg.train.seed + size.progress_seeds),
+                                 size.after_drop).values())
 
 
 def _probing(preset: str) -> list[RunConfig]:
@@ -103,7 +110,7 @@ CHAPTER_RUNS: dict[str, Callable[[str], list[RunConfig]]] = {
     "embeddings": _seeds,
     "probing": _probing,
     "components": _components,
-    "progress": _seeds,
+    "progress": _progress,
     "shortening": _shortening,
     "gpt": _gpt,
     "width_depth": _width_depth,

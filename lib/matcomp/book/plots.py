@@ -459,12 +459,17 @@ def patching_heatmaps(grid: pd.DataFrame, clean: float, corrupted: float) -> plt
 
 
 def seed_panels(curves: dict[int, dict[str, pd.DataFrame]], levels: dict[int, float], styles: dict | None = None,
-                marks: dict[str, int] | None = None, column: str = "L_mask", window: int = 101) -> plt.Figure:
-    """One panel per seed (``curves``: seed -> {name: metrics}), each the ``curves_together`` of its
-    runs (smoothed over ``window`` rows) with the seed's copying plateau (``levels``) dotted, and a
-    dotted vertical line at each step of ``marks`` (name -> step, e.g. where an attention bias ends)
-    in that run's colour."""
-    fig, axes = plt.subplots(1, len(curves), figsize=(5 * len(curves), 3.8), layout="constrained", squeeze=False)
+                marks: dict[str, int] | None = None, column: str = "L_mask", window: int = 101,
+                columns: int | None = None) -> plt.Figure:
+    """One panel per seed (``curves``: seed -> {name: metrics}; ``columns`` to a row, default all),
+    each the ``curves_together`` of its runs (smoothed over ``window`` rows) with the seed's copying
+    plateau (``levels``) dotted, and a dotted vertical line at each step of ``marks`` (name -> step,
+    e.g. where an attention bias ends) in that run's colour."""
+    columns = columns or len(curves)
+    rows = -(-len(curves) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(5 * columns, 3.8 * rows), layout="constrained", squeeze=False)
+    for ax in axes.flat[len(curves):]:
+        ax.set_visible(False)
     for ax, (seed, runs) in zip(axes.flat, curves.items()):
         curves_together(runs, column, level=levels[seed], window=window, ax=ax, styles=styles)
         ax.xaxis.set_major_locator(MaxNLocator(5))
@@ -518,4 +523,30 @@ def drop_step_strip(by_seed: pd.DataFrame, budget: int, ax: plt.Axes | None = No
     if not groups:
         ax.set_yticks([])
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return ax
+
+
+def lead_strip(by_seed: pd.DataFrame, measures: list[str], resolution: int | None = None) -> plt.Axes:
+    """Each measure's lead over the loss's own onset (a ``leads_over_seeds`` table: rows seed, window)
+    as one dot per seed, one row per measure and one colour per smoothing window; right of 0 the
+    measure moves first. ``resolution`` (the checkpoint spacing) is shaded around 0: a lead inside it
+    is one checkpoint or less."""
+    dropped = by_seed.dropna(subset=["drop step"])
+    windows = sorted(dropped.index.get_level_values("window").unique())
+    _, ax = plt.subplots(figsize=(9, 0.9 + 0.55 * len(measures)), layout="constrained")
+    colors = plt.cm.viridis(np.linspace(0, 0.85, len(windows)))
+    for k, (window, color) in enumerate(zip(windows, colors)):
+        part = dropped.xs(window, level="window")
+        offset = 0.3 * (k - (len(windows) - 1) / 2) / max(len(windows) - 1, 1)
+        for y, measure in enumerate(measures):
+            leads = part[measure].dropna().astype(float)
+            ax.plot(leads, [-y + offset] * len(leads), "o", color=color, ms=4, alpha=0.8,
+                    label=f"{int(window)} checkpoint{'s' if window > 1 else ''}" if y == 0 else None)
+    if resolution:
+        ax.axvspan(-resolution, resolution, color="0.9", zorder=0, label="± one checkpoint")
+    ax.axvline(0, color="tab:red", lw=1)
+    ax.set(yticks=[-y for y in range(len(measures))], yticklabels=measures,
+           xlabel="lead over the loss's onset (steps; > 0: the measure moves first)")
+    ax.legend(title="smoothing", fontsize=8, title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+              frameon=False)
     return ax
