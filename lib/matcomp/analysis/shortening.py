@@ -6,53 +6,61 @@ from __future__ import annotations
 import pandas as pd
 
 from matcomp.config import RunConfig
+from matcomp.drop import final_losses
 from matcomp.runs.store import get_or_train
 
-MIN_BUDGET = 200  # fewest steps of a changed run in the shortening chapter
+BIAS = 2.0  # the attention bias added to same-row and same-column scores
+SCALE = 10.0  # the follow-up's factor on the attention to the target positions (att_scale_c)
 
 
-def shortening_defaults(cfg: RunConfig) -> dict[str, dict]:
-    """The changes the shortening chapter compares with plain training, as overrides scaled to
-    ``cfg``'s steps S: an attention bias of 2 falling to 0 over S/5 steps (runs of 2S/5 steps) or over
-    S/10 steps (runs of 3S/10), and twice the learning rate (runs of 3S/10); every run at least
-    ``MIN_BUDGET`` steps, so that the drop detector sees a plateau. On the cpu preset: bias over 4,000
-    of 8,000 steps or over 2,000 of 6,000, and lr 2e-3 for 6,000 steps."""
+def shortening_defaults(cfg: RunConfig, after_drop: int) -> dict[str, dict]:
+    """The changes the shortening chapter compares with plain training, as overrides of ``cfg``
+    (S steps), each run to the same S steps as plain training and ended ``after_drop`` steps past its
+    drop, so that no arm is cut short:
+
+    - the follow-up's intervention (Gopalani & Hu 2025): attention probabilities of the same-row and
+      same-column pairs multiplied by 10 from step S/40 to the end (500 on the cpu preset), the
+      diagonal left alone, since attending to itself is what copying does;
+    - our attention bias of 2 on those scores, fading to 0 over S/5 steps or kept on, each with and
+      without the diagonal (a position's score on itself, which also favours copying);
+    - twice the learning rate, the control that points attention nowhere."""
     steps = cfg.train.steps
-    bias = {f"bias, {label}": {"train.attention_bias": 2.0, "train.attention_bias_steps": steps // fade,
-                               "train.steps": max(budget * steps // 10, MIN_BUDGET)}
-            for label, fade, budget in (("long", 5, 4), ("short", 10, 3))}
-    return bias | {"lr × 2": {"train.lr": 2 * cfg.train.lr, "train.steps": max(3 * steps // 10, MIN_BUDGET)}}
+    full = {"train.stop_after_drop": after_drop}
+    no_diagonal = {"train.attention_diagonal": False}
+    fading = full | {"train.attention_bias": BIAS, "train.attention_bias_steps": max(steps // 5, 1)}
+    kept_on = full | {"train.attention_bias": BIAS, "train.attention_bias_schedule": "constant"}
+    return {"attention × 10 (follow-up)": full | no_diagonal | {"train.attention_scale": SCALE,
+                                                                "train.attention_scale_from": max(steps // 40, 1)},
+            "bias, fading": fading, "bias, fading, no diagonal": fading | no_diagonal,
+            "bias, kept on": kept_on, "bias, kept on, no diagonal": kept_on | no_diagonal,
+            "lr × 2": full | {"train.lr": 2 * cfg.train.lr}}
 
 
-def drop_comparison(plain: pd.DataFrame, changed: pd.DataFrame, budget: int) -> pd.DataFrame:
-    """Per seed, the drop step of ``plain`` and ``changed`` (tables of ``drop_over_seeds``) and the change.
-
-    ``changed`` ran ``budget`` steps, so a run of it without a drop is only known to drop after
-    ``budget`` (its cell is empty and the "dropped by budget" flag says so); a plain drop after
-    ``budget`` is kept, since plain runs go on longer."""
-    table = pd.DataFrame({"plain": plain["drop step"], "changed": changed["drop step"]}).astype("Int64")
-    table["change"] = table["changed"] - table["plain"]
-    table["plain dropped by budget"] = table["plain"].le(budget).fillna(False).astype(bool)
-    table["changed dropped by budget"] = table["changed"].notna()
-    return table
-
-
-def drop_summary(table: pd.DataFrame, budget: int) -> pd.DataFrame:
-    """Spread of a ``drop_comparison`` table: for plain and changed training, how many seeds drop by
-    ``budget`` and the mean, std, min and max drop step over the seeds where *both* dropped within it."""
-    both = table[table["plain dropped by budget"] & table["changed dropped by budget"]]
+def arm_summary(plain: pd.DataFrame, arms: dict[str, pd.DataFrame], budget: int) -> pd.DataFrame:
+    """One row per arm, plain training first (tables of ``drop_over_seeds`` on the same seeds, all
+    trained up to ``budget`` steps): how many seeds drop within the budget; the mean, sd, min and max
+    drop step of those; on how many seeds the arm drops earlier than plain training (a seed where only
+    plain training drops counts as later, one where neither does as neither); the mean change over
+    the seeds where both drop; and the verdict: "earlier on every seed", "later on every seed", "no
+    seed tells them apart" (neither drops, or both at the same step) or "mixed" (all n seeds one way
+    is the strongest a sign test can see: p = 2/2ⁿ two-sided, 1/8 for four)."""
     rows = {}
-    for side in ("plain", "changed"):
-        steps = both[side].astype(float)
-        dropped = int(table[f"{side} dropped by budget"].sum())
-        rows[side] = {"budget": budget, "dropped within it": f"{dropped}/{len(table)}",
-                      "seeds compared": len(both), "mean drop step": steps.mean(), "std": steps.std(),
-                      "min": steps.min(), "max": steps.max()}
-    change = both["change"].astype(float)
-    rows["change"] = {"budget": budget, "dropped within it": "", "seeds compared": len(both),
-                      "mean drop step": change.mean(), "std": change.std(), "min": change.min(), "max": change.max()}
-    numbers = ["budget", "seeds compared", "mean drop step", "std", "min", "max"]
-    return pd.DataFrame.from_dict(rows, orient="index").astype(dict.fromkeys(numbers, float))
+    for name, table in ({"plain": plain} | arms).items():
+        steps = table["drop step"].astype("Float64")
+        dropped = steps.dropna().astype(float)
+        mine = steps.fillna(budget + 1)  # no drop within the budget: later than any drop within it
+        base = plain["drop step"].astype("Float64").reindex(steps.index).fillna(budget + 1)
+        earlier, later = int((mine < base).sum()), int((mine > base).sum())
+        both = (steps - plain["drop step"].astype("Float64").reindex(steps.index)).dropna().astype(float)
+        row = {"dropped": f"{len(dropped)}/{len(steps)}", "mean": dropped.mean(), "sd": dropped.std(),
+               "min": dropped.min(), "max": dropped.max()}
+        if name != "plain":
+            verdict = ("earlier on every seed" if earlier == len(steps) else
+                       "later on every seed" if later == len(steps) else
+                       "no seed tells them apart" if earlier + later == 0 else "mixed")
+            row |= {"earlier than plain": f"{earlier}/{len(steps)}", "mean change": both.mean(), "verdict": verdict}
+        rows[name] = row
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("arm")
 
 
 def seed_curves(cfg: RunConfig, changed: dict[str, RunConfig], seeds) -> tuple[dict[int, dict[str, pd.DataFrame]],
@@ -71,6 +79,20 @@ def seed_curves(cfg: RunConfig, changed: dict[str, RunConfig], seeds) -> tuple[d
     return curves, levels
 
 
+def with_and_without(changed: dict[str, RunConfig], seeds, steps: int = 1000) -> pd.DataFrame:
+    """Per arm (rows) and seed: L_mask over the last ``steps`` steps of its run on the training
+    batches, where the change acts, and on the evaluation batches, which read the same weights without
+    it (``matcomp.runs.training``). A kept-on change whose model completes only with the change in
+    place shows as a gap between the two."""
+    rows = {}
+    for name, cfg in changed.items():
+        for seed in seeds:
+            end = final_losses(get_or_train(cfg.override({"train.seed": seed}), progress=False).metrics, steps)
+            rows[(name, seed)] = {"L_mask with the change": end["L_mask"], "L_mask without it": end["eval_L_mask"]}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis(["arm", "seed"])
+
+
 def bias_ends(changed: dict[str, RunConfig]) -> dict[str, int]:
-    """The step where each changed run's attention bias reaches 0 (runs without a bias left out)."""
-    return {name: c.train.attention_bias_steps for name, c in changed.items() if c.train.attention_bias}
+    """The step where each changed run's attention bias reaches 0 (runs without a fading bias left out)."""
+    return {name: c.train.attention_bias_steps for name, c in changed.items()
+            if c.train.attention_bias and c.train.attention_bias_schedule == "fade"}
