@@ -7,6 +7,10 @@
 - ``cpu``:     the book's default: 4×4 rank-1 matrices, a 0.3 M-parameter BERT (hidden 64, 4 layers,
                4 heads), batch 128, lr 1e-3. Copying plateau at r/9, drop near step 5,000 (~5 min on
                2 cores); 20,000 steps with a checkpoint every 250.
+- ``cpu5x5``:  the model the chapters that analyse one trained model read at the ``cpu`` scale: the
+               ``cpu`` model and recipe on 5×5 rank-1 matrices (25 positions, 5 columns), 30,000 steps
+               ending 10,000 after the drop. The largest task a search on 2 cores saw drop
+               (``benchmarks/presets.md``); 7×7 stayed on the plateau there.
 - ``smoke``:   a tiny run for CI that exercises every code path in seconds (it does not drop).
 - ``paper_gpt``, ``cpu_gpt``, ``smoke_gpt``: the autoregressive GPT of App. G at the paper's size
                (7×7 rank 2, hidden 256, 2 layers, 2 heads, lr 1e-4, batch 256)
@@ -15,7 +19,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from matcomp.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 
@@ -39,6 +43,14 @@ CPU = RunConfig(
     model=ModelConfig(hidden=64, layers=4, heads=4),
     train=TrainConfig(steps=20000, batch=128, lr=1e-3, eval_every=100, eval_batch=64, checkpoint_every=250,
                       checkpoint_steps=()),
+)
+
+CPU5X5 = RunConfig(
+    name="cpu5x5",
+    data=DataConfig(n_rows=5, n_cols=5, rank=1, p_mask=0.3),
+    model=CPU.model,
+    train=TrainConfig(steps=30000, batch=128, lr=1e-3, eval_every=100, eval_batch=64, checkpoint_every=250,
+                      checkpoint_steps=(), stop_after_drop=10000),
 )
 
 SMOKE = RunConfig(
@@ -71,7 +83,7 @@ PAPER_GPT = gpt_preset(PAPER, hidden=256, steps=100000, eval_every=100, checkpoi
 CPU_GPT = gpt_preset(CPU, hidden=64, steps=20000, eval_every=25, checkpoint_every=1000, early_checkpoints=50)
 SMOKE_GPT = gpt_preset(SMOKE, hidden=32, steps=200, eval_every=25, checkpoint_every=100)
 
-PRESETS: dict[str, RunConfig] = {c.name: c for c in (SMOKE, CPU, PAPER, PAPER12, SMOKE_GPT, CPU_GPT, PAPER_GPT)}
+PRESETS: dict[str, RunConfig] = {c.name: c for c in (SMOKE, CPU, CPU5X5, PAPER, PAPER12, SMOKE_GPT, CPU_GPT, PAPER_GPT)}
 
 
 def preset(name: str, overrides: dict[str, object] | None = None) -> RunConfig:
@@ -104,6 +116,7 @@ class ChapterSizes:
     paper_steps: bool = False  # the pre-shift model at the paper's own steps, not at fractions of the drop
     progress_seeds: int = 5  # seeds of the progress measures' leads
     shortening_seeds: int = 4  # seeds of each arm of the shortening comparison
+    one_model: str | None = None  # the preset of the model the one-model chapters read (None: this one)
 
     def steps(self, field: str, cfg: RunConfig) -> int:
         """The steps ``field`` names for a run of ``cfg``: its own steps if None, never more."""
@@ -122,10 +135,13 @@ CHAPTER_SIZES: dict[str, ChapterSizes] = {
     "cpu": ChapterSizes(seeds=3, drop_seeds=8, component_steps=None, widths=(32, 64, 128), depths=(2, 4, 6),
                         shape_steps=None, shape_seeds=3, mixture_sizes=(3, 4, 5), ranks=(1, 2),
                         size_steps=10000, gaussian_steps=None, completion_samples=512, lambda_samples=256,
-                        probe_layers=12),
+                        probe_layers=12, one_model="cpu5x5"),
     "paper": _PAPER_SIZES,
     "paper12": _PAPER_SIZES,
 }
+
+# read through the one-model chapters' ``model`` parameter: the ``cpu`` scale's sizes, without a deeper probe model
+CHAPTER_SIZES["cpu5x5"] = replace(CHAPTER_SIZES["cpu"], probe_layers=None, one_model=None)
 
 
 def chapter_sizes(name: str) -> ChapterSizes:
