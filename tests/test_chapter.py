@@ -4,7 +4,8 @@ import pytest
 
 from matcomp.analysis.phases import phases
 from matcomp.analysis.shortening import arm_summary, shortening_defaults
-from matcomp.book.chapter import chapter_config
+from matcomp.book.chapter import chapter_config, model_preset
+from matcomp.book.plan import plan
 from matcomp.config import parse_overrides
 from matcomp.presets import preset
 from matcomp.runs.folder import RunFolder
@@ -25,6 +26,18 @@ def test_parameters_resolve_from_arguments_then_environment_then_default(monkeyp
     gpt = chapter_config(variant="gpt")  # the GPT at the scale of $MATCOMP_PRESET
     assert (gpt.name, gpt.model.arch, gpt.train.seed) == ("smoke_gpt", "gpt", 4)
     assert chapter_config("paper_gpt", variant="gpt").name == "paper_gpt"
+
+
+def test_one_model_chapters_read_the_larger_run_at_cpu_and_their_seeds_stay_on_the_scale(monkeypatch):
+    monkeypatch.delenv("MATCOMP_PRESET", raising=False)
+    assert model_preset() == "cpu5x5" and model_preset("smoke") == "smoke" and model_preset("paper") == "paper"
+    assert model_preset(None, "cpu") == "cpu"  # the chapter's model parameter wins
+    large, small = preset("cpu5x5"), preset("cpu")
+    assert (large.data.n_rows, large.model) == (5, small.model)
+    readers = {p.cfg.hash: set(p.chapters) for p in plan("cpu")}
+    assert {"copying_phase", "head_taxonomy", "probing", "sudden_drop"} <= readers[large.hash]
+    assert {"sudden_drop", "head_taxonomy", "embeddings"} <= readers[small.hash]  # drop steps, families, clusters
+    assert "copying_phase" not in readers[small.hash]
 
 
 def test_bad_parameters_are_named():

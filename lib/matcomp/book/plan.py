@@ -23,7 +23,7 @@ from matcomp.analysis.progress import progress_configs
 from matcomp.analysis.seeds import seed_configs
 from matcomp.analysis.shortening import shortening_defaults
 from matcomp.analysis.variants import mixture_overrides, variant_overrides
-from matcomp.book.chapter import chapter_config, preset_name, probing_config, sizes
+from matcomp.book.chapter import chapter_config, model_preset, preset_name, probing_config, sizes
 from matcomp.config import RunConfig
 from matcomp.models.recipe import COMPONENT_PATTERNS
 from matcomp.runs.cost import CostBook
@@ -31,8 +31,8 @@ from matcomp.runs.folder import RunFolder
 from matcomp.runs.shipped import find_reference
 
 
-def _own(preset: str) -> list[RunConfig]:
-    return [chapter_config(preset)]
+def _model(preset: str) -> list[RunConfig]:
+    return [chapter_config(model_preset(preset))]
 
 
 def _seeds(preset: str, count: str = "seeds") -> list[RunConfig]:
@@ -42,6 +42,14 @@ def _seeds(preset: str, count: str = "seeds") -> list[RunConfig]:
 
 def _drop_seeds(preset: str) -> list[RunConfig]:
     return _seeds(preset, "drop_seeds")
+
+
+def _model_and_seeds(preset: str) -> list[RunConfig]:
+    return _model(preset) + _seeds(preset)
+
+
+def _sudden_drop(preset: str) -> list[RunConfig]:
+    return _model(preset) + _drop_seeds(preset)
 
 
 def _components(preset: str) -> list[RunConfig]:
@@ -65,7 +73,7 @@ def _progress(preset: str) -> list[RunConfig]:
 
 def _probing(preset: str) -> list[RunConfig]:
     deep = probing_config(preset)
-    return _own(preset) + ([deep] if deep is not None else [])
+    return _model(preset) + ([deep] if deep is not None else [])
 
 
 def _gpt(preset: str) -> list[RunConfig]:
@@ -101,13 +109,13 @@ def _ood(preset: str) -> list[RunConfig]:
 # the chapters in the book's order (``_toc.yml``) -> the runs each reads at a preset
 CHAPTER_RUNS: dict[str, Callable[[str], list[RunConfig]]] = {
     "task": lambda preset: [],
-    "sudden_drop": _drop_seeds,
-    "copying_phase": _own,
-    "nuclear_norm": _own,
-    "observed_entries": _own,
-    "attention_patching": _own,
-    "head_taxonomy": _own,
-    "embeddings": _seeds,
+    "sudden_drop": _sudden_drop,
+    "copying_phase": _model,
+    "nuclear_norm": _model,
+    "observed_entries": _model,
+    "attention_patching": _model,
+    "head_taxonomy": _model_and_seeds,
+    "embeddings": _model_and_seeds,
     "probing": _probing,
     "components": _components,
     "progress": _progress,
