@@ -232,13 +232,18 @@ def leads_over_seeds(configs: dict[int, RunConfig], windows=(1,), samples: int =
     return table.astype(dict.fromkeys(numbers, "Int64"))
 
 
+def _dropped_leads(by_seed: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The rows of a ``leads_over_seeds`` table whose seed drops, and its lead columns (the measures)."""
+    measures = [c for c in by_seed.columns if c not in ("drop step", "loss onset", "first to move")]
+    return by_seed.dropna(subset=["drop step"]), measures
+
+
 def lead_summary(by_seed: pd.DataFrame, margin: int = 0) -> pd.DataFrame:
     """Per behavioural measure (rows) and smoothing window: over the seeds that drop, how many have the
     measure moving before the loss by more than ``margin`` steps (pass the checkpoint spacing: a lead of
     one checkpoint is within the onset's resolution), and its median lead over the loss (steps; a seed
     where it does not move counts as not ahead and is left out of the median)."""
-    dropped = by_seed.dropna(subset=["drop step"])
-    measures = [c for c in by_seed.columns if c not in ("drop step", "loss onset", "first to move")]
+    dropped, measures = _dropped_leads(by_seed)
     out = {}
     for window, part in dropped.groupby(level="window"):
         seeds = len(part)
@@ -254,8 +259,7 @@ def smoothing_sensitivity(by_seed: pd.DataFrame, margin: int = 0) -> pd.DataFram
     change of its lead across the smoothing windows (steps) and on how many seeds whether it moves
     first (lead > ``margin``, as in ``lead_summary``) depends on the window (a seed where it does not
     move at some window counts)."""
-    dropped = by_seed.dropna(subset=["drop step"])
-    measures = [c for c in by_seed.columns if c not in ("drop step", "loss onset", "first to move")]
+    dropped, measures = _dropped_leads(by_seed)
     seeds = dropped.index.get_level_values("seed").unique()
     rows = {}
     for measure in measures:

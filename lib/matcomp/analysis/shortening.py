@@ -45,13 +45,14 @@ def arm_summary(plain: pd.DataFrame, arms: dict[str, pd.DataFrame], budget: int)
     seed tells them apart" (neither drops, or both at the same step) or "mixed" (all n seeds one way
     is the strongest a sign test can see: p = 2/2ⁿ two-sided, 1/8 for four)."""
     rows = {}
+    plain_steps = plain["drop step"].astype("Float64")
     for name, table in ({"plain": plain} | arms).items():
         steps = table["drop step"].astype("Float64")
         dropped = steps.dropna().astype(float)
-        mine = steps.fillna(budget + 1)  # no drop within the budget: later than any drop within it
-        base = plain["drop step"].astype("Float64").reindex(steps.index).fillna(budget + 1)
-        earlier, later = int((mine < base).sum()), int((mine > base).sum())
-        both = (steps - plain["drop step"].astype("Float64").reindex(steps.index)).dropna().astype(float)
+        base = plain_steps.reindex(steps.index)
+        mine, theirs = steps.fillna(budget + 1), base.fillna(budget + 1)  # no drop: later than any within the budget
+        earlier, later = int((mine < theirs).sum()), int((mine > theirs).sum())
+        both = (steps - base).dropna().astype(float)
         row = {"dropped": f"{len(dropped)}/{len(steps)}", "mean": dropped.mean(), "sd": dropped.std(),
                "min": dropped.min(), "max": dropped.max()}
         if name != "plain":
