@@ -13,6 +13,11 @@ def test_train_prints_where_the_run_is_and_ship_refuses_a_bad_budget_by_name(sto
     main(["runs"])
     listing = capsys.readouterr().out
     assert "clismoke-" in listing and "[finished] 120/120 steps" in listing
+    started = store / "started-0123456789"
+    started.mkdir()
+    (started / "config.json").write_bytes((next(store.glob("clismoke-*")) / "config.json").read_bytes())
+    main(["runs"])
+    assert "started-0123456789 [started] no checkpoint yet" in capsys.readouterr().out
     monkeypatch.setattr(matcomp.runs.shipped, "REFERENCE_ROOT", tmp_path / "reference")
     with pytest.raises(SystemExit, match="leaves room for 0 checkpoints.*raise --max-mb"):
         main(["ship", *run, "--max-mb", "0.01"])

@@ -111,6 +111,8 @@ def open_run(path: Path | str) -> Run:
 def summarize(path: Path | str) -> str:
     """One line on a run folder, finished or not: steps done, s/step, final losses and the drop."""
     folder = RunFolder(path)
+    if folder.config_path.exists() and not folder.metrics_path.exists():
+        return f"{folder.path.name} [started] no checkpoint yet (metrics are written at each checkpoint)"
     try:
         cfg, metrics = folder.read_config(), folder.read_metrics()
     except (OSError, ValueError) as err:
