@@ -1,0 +1,68 @@
+"""The chapters whose models differ between the smoke preset, at which the test command runs the book,
+and the default ``cpu`` scale, executed at ``cpu`` with training forbidden, as the default build runs
+them: the one-model chapters (they read the shipped ``cpu5x5`` run) and the width/depth chapter (its
+papermill sweep re-reads the 4×4 depth runs). A chapter that asked for a run not shipped would fail
+here rather than only in the default build."""
+
+import json
+import re
+from pathlib import Path
+
+import nbformat
+import papermill
+import pytest
+
+from matcomp.drop import detect_drop
+from matcomp.presets import preset
+from matcomp.runs.shipped import find_reference
+from matcomp.runs.store import ENV_NO_TRAINING
+
+BOOK = Path(__file__).resolve().parents[1] / "book"
+
+
+def one_model_chapters() -> list[str]:
+    """The chapters whose parameters cell has a ``model`` parameter: they analyse one trained model."""
+    def parameters(path: Path) -> str:
+        return next(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code")
+
+    return sorted(p.stem for p in BOOK.glob("*.ipynb") if re.search(r"^model\s*=", parameters(p), re.M))
+
+
+def outputs_text(path: Path) -> str:
+    """Every text output of an executed notebook, joined."""
+    cells = json.loads(path.read_text())["cells"]
+    return "".join("".join(out.get("text") or out.get("data", {}).get("text/plain") or "")
+                   for cell in cells if cell["cell_type"] == "code" for out in cell["outputs"])
+
+
+@pytest.fixture
+def default_scale(monkeypatch):
+    monkeypatch.setenv("MATCOMP_PRESET", "cpu")
+    monkeypatch.setenv(ENV_NO_TRAINING, "1")
+
+
+def test_the_one_model_chapters_are_the_eight_that_analyse_one_trained_model():
+    assert one_model_chapters() == ["attention_patching", "copying_phase", "embeddings", "head_taxonomy",
+                                    "nuclear_norm", "observed_entries", "probing", "sudden_drop"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chapter", one_model_chapters())
+def test_a_one_model_chapter_runs_on_the_shipped_5x5_run(chapter, default_scale, tmp_path):
+    run = find_reference(preset("cpu5x5"))
+    assert run is not None, "no shipped run matches the cpu5x5 preset"
+    drop = detect_drop(run.metrics).half_step
+    out = tmp_path / f"{chapter}.ipynb"
+    papermill.execute_notebook(BOOK / f"{chapter}.ipynb", out, cwd=BOOK, kernel_name="python3", progress_bar=False)
+    text = outputs_text(out)
+    assert str(drop) in text or f"{drop:,}" in text, f"{chapter} does not show the cpu5x5 run's drop step {drop}"
+
+
+@pytest.mark.slow
+def test_the_depth_sweep_runs_on_the_shipped_4x4_runs(default_scale, tmp_path):
+    out = tmp_path / "width_depth.ipynb"
+    papermill.execute_notebook(BOOK / "width_depth.ipynb", out, cwd=BOOK, kernel_name="python3",
+                               progress_bar=False, parameters={"sweep_out": str(tmp_path / "sweep")})
+    swept = sorted(p.name for p in (tmp_path / "sweep").glob("*.ipynb"))
+    assert len(swept) == 3 and not any("running" in name for name in swept)
+    assert all("4x4 rank 1" in outputs_text(tmp_path / "sweep" / name) for name in swept), "a point read cpu5x5"
