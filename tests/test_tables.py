@@ -1,3 +1,5 @@
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -19,6 +21,16 @@ def test_styled_writes_integer_columns_in_full_even_with_missing_cells():
 def test_styled_leaves_text_and_flags_alone():
     html = styled(pd.DataFrame({"family": ["row"], "flag": [True], "x": [0.5]}), "{:.2f}").to_html()
     assert "row" in html and "True" in html and "0.50" in html
+
+
+def test_styled_wraps_long_text_columns_and_keeps_numbers_and_short_text_on_one_line():
+    table = pd.DataFrame({"ours": ["layer 2 of 4 (0.069 / 0.072 / 0.074 against answering 0)"], "family": ["row"],
+                          "x": [0.5]}, index=pd.Index(["masked row: test MSE at that layer / layer 0"], name="claim"))
+    html = styled(table).to_html()
+    wrapped = set(re.findall(r"td\.(col\d) \{[^}]*white-space: normal", html))
+    assert wrapped == {"col0"}, "only the long text column wraps (a rule on its cells that outranks td's nowrap)"
+    assert re.search(r"th\.row_heading \{[^}]*white-space: normal", html), "long row labels wrap"
+    assert "row_heading {" not in styled(table.set_axis(["short"])).to_html(), "short row labels stay on a line"
 
 
 def test_beside_shows_ours_its_error_the_reference_and_the_relative_difference():

@@ -9,16 +9,23 @@ from IPython.display import Markdown
 
 CELL_CSS = [{"selector": "td, th", "props": "padding: 3px 8px; text-align: right; white-space: nowrap;"},
             {"selector": "caption", "props": "caption-side: top; font-weight: bold; padding-bottom: 6px;"}]
+WRAPPED_TEXT = "white-space: normal; text-align: left; min-width: 12em; max-width: 24em;"
+LONG_TEXT = 30  # characters: a text column or row label longer than this wraps, so a table of claims fits the page
 
 
 def styled(table: pd.DataFrame, fmt: str = "{:.3g}", caption: str | None = None) -> pd.io.formats.style.Styler:
     """``table``'s numeric columns formatted with ``fmt``, its integer columns (steps, counts) in full with
-    thousands separators, empty cells blank; captioned and padded."""
+    thousands separators, empty cells blank; numbers on one line, long text and row labels wrapped,
+    so a table of claims fits the page; captioned and padded."""
     numeric = table.select_dtypes("number").columns
     integer = [c for c in numeric if pd.api.types.is_integer_dtype(table[c])]
     floats = [c for c in numeric if c not in integer]
+    long_text = [c for c in table.columns if c not in numeric and table[c].astype(str).str.len().max() > LONG_TEXT]
     style = (table.style.format(fmt, na_rep="", subset=floats).format("{:,}", na_rep="", subset=integer)
-             .set_table_styles(CELL_CSS))
+             .set_table_styles(CELL_CSS)
+             .set_table_styles({c: [{"selector": "td", "props": WRAPPED_TEXT}] for c in long_text}, overwrite=False))
+    if max((len(str(label)) for label in table.index), default=0) > LONG_TEXT:
+        style = style.set_table_styles([{"selector": "th.row_heading", "props": WRAPPED_TEXT}], overwrite=False)
     return style.set_caption(caption) if caption else style
 
 
