@@ -2,6 +2,7 @@ import re
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from matcomp.book.tables import styled
 
@@ -83,3 +84,25 @@ def test_at_step_steps_text_and_variant_findings_write_steps_in_full():
         "Width 32: 2 of 3 seeds drop within 20,000 steps, at steps 8,000 to 10,000 (mean 9,000 ± 1,414); "
         "L_mask 2,000 steps after the drop 0.045; against the chapter's run: within the spread.",
         "Depth 6: 0 of 3 seeds drop within 20,000 steps; against the chapter's run: later."]
+
+
+def test_moves_text_says_which_way_and_by_how_much_and_refuses_what_it_cannot_say():
+    from matcomp.book.tables import moves_text
+
+    assert moves_text(pd.Series([2.0, 3.0, 0.01], index=[0, 250, 500])) == \
+        "grows 1.5× from step 0 to 250, then shrinks 300× to step 500"
+    with pytest.raises(ValueError, match="at least two positive"):
+        moves_text(pd.Series([1.0], index=[0]))
+    with pytest.raises(ValueError, match="at least two positive"):
+        moves_text(pd.Series([1.0, 0.0], index=[0, 1]))
+
+
+def test_versus_findings_says_no_p_mask_when_the_bert_is_behind_everywhere():
+    from matcomp.book.tables import versus_findings
+
+    versus = pd.DataFrame({"L gap (NN − BERT)": [-0.002, -0.004], "gap / s.e.": [-14.2, -1.5],
+                           "norm, BERT": [2.0, 2.0], "norm, nuclear norm min": [1.0, 3.0]}, index=[0.3, 0.6])
+    text = versus_findings(versus, at=0.3)
+    assert text.startswith("The BERT's L is below nuclear-norm minimisation's at no p_mask;")
+    assert "at its training p_mask 0.3 it is behind by 14.2 s.e.; it is behind by more than 2 s.e. at 0.3;" in text
+    assert text.endswith("the larger at 1 of 2 values of p_mask.") and "nan" not in text

@@ -96,6 +96,22 @@ def steps_text(steps, none: str = "none") -> str:
     return ", ".join(none if pd.isna(step) else f"{int(step):,}" for step in steps)
 
 
+def moves_text(values: pd.Series) -> str:
+    """How a positive quantity indexed by step moves from each step to the next, as a clause: which way
+    and by what factor, so a sentence says "shrinks" or "grows" from the numbers, not from a guess.
+
+    >>> moves_text(pd.Series([5.2e-4, 4.4e-5, 0.1], index=[1000, 4000, 15000]))
+    'shrinks 12× from step 1,000 to 4,000, then grows 2,273× to step 15,000'
+    """
+    if len(values) < 2 or (values <= 0).any():
+        raise ValueError(f"moves_text needs at least two positive values; got {values.tolist()}")
+    steps, v = [int(s) for s in values.index], values.to_numpy(dtype=float)
+    moves = [f"{'grows' if b > a else 'shrinks'} {max(a, b) / min(a, b):,.{1 if max(a, b) < 10 * min(a, b) else 0}f}×"
+             for a, b in zip(v, v[1:])]
+    return ", then ".join([f"{moves[0]} from step {steps[0]:,} to {steps[1]:,}",
+                           *(f"{move} to step {s:,}" for move, s in zip(moves[1:], steps[2:]))])
+
+
 def variant_findings(summary: pd.DataFrame, budget: int, after_drop: int) -> list[str]:
     """One sentence per point of a ``matcomp.analysis.variants.variant_summary`` (indexed by axis and
     value): how many of its seeds drop within ``budget`` steps, where (least to most, mean ± sd), L_mask
@@ -128,3 +144,32 @@ def family_findings(counts: pd.DataFrame, label: str) -> list[str]:
         heads = f" ({', '.join(str(int(n)) for n in row)} heads)" if row.any() else ""
         sentences.append(f"{family} heads on {label}: in {int((row > 0).sum())} of {len(row)} seeds{heads}.")
     return sentences
+
+
+def versus_findings(versus: pd.DataFrame, at: float, method: str = "nuclear-norm minimisation") -> str:
+    """The sentence that reads a ``matcomp.analysis.baselines.versus_table``: where the BERT's L is below
+    ``method``'s and where that is resolved (more than 2 paired s.e.), which way it goes at the training
+    p_mask ``at``, where it is behind by more than 2 s.e., and at how many p_mask its nuclear norm is the
+    larger. Resolution is said only where it is true; "no p_mask" rather than an empty list.
+
+    >>> v = pd.DataFrame({"L gap (NN − BERT)": [0.002, -0.001, -0.004], "gap / s.e.": [3.0, -1.0, -5.0],
+    ...                   "norm, BERT": [2.0, 2.0, 2.0], "norm, x": [1.0, 1.0, 3.0]}, index=[0.1, 0.3, 0.5])
+    >>> for clause in versus_findings(v, at=0.3).split("; "): print(clause)
+    The BERT's L is below nuclear-norm minimisation's at p_mask 0.1 (by more than 2 paired s.e. at 0.1)
+    at its training p_mask 0.3 it is behind by 1.0 s.e.
+    it is behind by more than 2 s.e. at 0.5
+    its nuclear norm is the larger at 2 of 3 values of p_mask.
+    """
+    def listed(index) -> str:
+        return ", ".join(f"{p:g}" for p in index)
+
+    gap, z = versus["L gap (NN − BERT)"], versus["gap / s.e."]
+    ahead, resolved, behind = versus.index[gap > 0], versus.index[z > 2], versus.index[z < -2]
+    where = (f"at p_mask {listed(ahead)} (by more than 2 paired s.e. at {listed(resolved) or 'none of them'})"
+             if len(ahead) else "at no p_mask")
+    other = next(column for column in versus if column.startswith("norm, ") and column != "norm, BERT")
+    larger = int((versus["norm, BERT"] > versus[other]).sum())
+    side = "ahead" if gap.loc[at] > 0 else "behind"
+    return (f"The BERT's L is below {method}'s {where}; at its training p_mask {at:g} it is {side} by "
+            f"{abs(z.loc[at]):.1f} s.e.; it is behind by more than 2 s.e. at {listed(behind) or 'no p_mask'}; "
+            f"its nuclear norm is the larger at {larger} of {len(versus)} values of p_mask.")
