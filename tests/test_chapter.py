@@ -30,10 +30,10 @@ def test_parameters_resolve_from_arguments_then_environment_then_default(monkeyp
 
 def test_one_model_chapters_read_the_larger_run_at_cpu_and_their_seeds_stay_on_the_scale(monkeypatch):
     monkeypatch.delenv("MATCOMP_PRESET", raising=False)
-    assert model_preset() == "cpu5x5" and model_preset("smoke") == "smoke" and model_preset("paper") == "paper"
+    assert model_preset() == "cpu7x7" and model_preset("smoke") == "smoke" and model_preset("paper") == "paper"
     assert model_preset(None, "cpu") == "cpu"  # the chapter's model parameter wins
-    large, small = preset("cpu5x5"), preset("cpu")
-    assert (large.data.n_rows, large.model) == (5, small.model)
+    large, small = preset("cpu7x7"), preset("cpu")
+    assert (large.data.n_rows, large.data.n_cols, large.model) == (7, 7, small.model)
     readers = {p.cfg.hash: set(p.chapters) for p in plan("cpu")}
     assert {"copying_phase", "head_taxonomy", "probing", "sudden_drop"} <= readers[large.hash]
     assert {"sudden_drop", "head_taxonomy", "embeddings"} <= readers[small.hash]  # drop steps, families, clusters

@@ -85,7 +85,7 @@ def test_plan_command_prints_every_run_with_state_and_cost(capsys):
     main(["plan", "--preset", "cpu"])
     out = capsys.readouterr().out
     assert "cpu-f603ff8bc5" in out and "shipped" in out and "the whole plan from scratch" in out
-    assert len(plan("cpu")) == sum(1 for line in out.splitlines() if line.startswith(("cpu-", "cpu5x5-", "cpu_gpt-")))
+    assert len(plan("cpu")) == sum(1 for line in out.splitlines() if line.startswith(("cpu-", "cpu7x7-", "cpu_gpt-")))
 
 
 @pytest.mark.slow

@@ -1,5 +1,5 @@
 """The shipped runs (``runs/reference/``) are ours and current; the two models the chapters analyse
-(the ``cpu`` 4×4 run and the ``cpu5x5`` run) replay bit for bit.
+(the ``cpu`` 4×4 run and the ``cpu7x7`` run) replay bit for bit.
 
 If a test here fails after a code change, the shipped run no longer matches what the code
 trains: regenerate it with the command in its ``complete.json`` (also in the README).
@@ -24,7 +24,7 @@ REPLAY_STEPS = 200
 REGENERATE = "regenerate the shipped run with the command in its complete.json"
 
 
-@pytest.fixture(scope="module", params=["cpu", "cpu5x5"])
+@pytest.fixture(scope="module", params=["cpu", "cpu7x7"])
 def shipped(request):
     run = find_reference(preset(request.param))
     assert run is not None, f"no shipped run matches the {request.param} preset: {REGENERATE}"

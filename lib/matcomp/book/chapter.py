@@ -34,7 +34,7 @@ def sizes(preset: str | None = None) -> ChapterSizes:
 
 def model_preset(preset: str | None = None, model: str | None = None) -> str:
     """The preset of the one trained model a chapter analyses: ``model`` if given, else the one its
-    scale names (``cpu`` -> ``cpu5x5``: the mechanisms need more than 4×4's 16 positions), else the
+    scale names (``cpu`` -> ``cpu7x7``: the mechanisms need more than 4×4's 16 positions), else the
     scale itself. The chapters' several-seed parts stay at the scale's own preset."""
     return model or sizes(preset).one_model or preset_name(preset)
 
