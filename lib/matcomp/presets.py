@@ -47,21 +47,11 @@ CPU = RunConfig(
                       checkpoint_steps=()),
 )
 
-CPU5X5 = RunConfig(
-    name="cpu5x5",
-    data=DataConfig(n_rows=5, n_cols=5, rank=1, p_mask=0.3),
-    model=CPU.model,
-    train=TrainConfig(steps=30000, batch=128, lr=1e-3, eval_every=100, eval_batch=64, checkpoint_every=250,
-                      checkpoint_steps=(), stop_after_drop=10000),
-)
-
-CPU7X7 = RunConfig(
-    name="cpu7x7",
-    data=DataConfig(n_rows=7, n_cols=7, rank=1, p_mask=0.3),
-    model=CPU.model,
-    train=TrainConfig(steps=40000, batch=128, lr=2e-3, eval_every=100, eval_batch=64, checkpoint_every=1000,
-                      checkpoint_steps=(), stop_after_drop=12000),
-)
+# the one-model chapters' larger runs: the ``cpu`` preset with the fields their shipping commands ``--set``
+CPU5X5 = CPU.override({"name": "cpu5x5", "data.n_rows": 5, "data.n_cols": 5, "train.steps": 30000,
+                       "train.stop_after_drop": 10000})
+CPU7X7 = CPU.override({"name": "cpu7x7", "data.n_rows": 7, "data.n_cols": 7, "train.lr": 2e-3, "train.steps": 40000,
+                       "train.checkpoint_every": 1000, "train.stop_after_drop": 12000})
 
 SMOKE = RunConfig(
     name="smoke",
@@ -152,8 +142,8 @@ CHAPTER_SIZES: dict[str, ChapterSizes] = {
 }
 
 # read through the one-model chapters' ``model`` parameter: the ``cpu`` scale's sizes, without a deeper probe model
-for _name in ("cpu7x7", "cpu5x5"):
-    CHAPTER_SIZES[_name] = replace(CHAPTER_SIZES["cpu"], probe_layers=None, one_model=None)
+CHAPTER_SIZES.update({name: replace(CHAPTER_SIZES["cpu"], probe_layers=None, one_model=None)
+                      for name in ("cpu7x7", "cpu5x5")})
 
 
 def chapter_sizes(name: str) -> ChapterSizes:

@@ -106,8 +106,11 @@ def moves_text(values: pd.Series) -> str:
     if len(values) < 2 or (values <= 0).any():
         raise ValueError(f"moves_text needs at least two positive values; got {values.tolist()}")
     steps, v = [int(s) for s in values.index], values.to_numpy(dtype=float)
-    moves = [f"{'grows' if b > a else 'shrinks'} {max(a, b) / min(a, b):,.{1 if max(a, b) < 10 * min(a, b) else 0}f}×"
-             for a, b in zip(v, v[1:])]
+    def move(a: float, b: float) -> str:
+        factor = max(a, b) / min(a, b)
+        return f"{'grows' if b > a else 'shrinks'} {factor:,.{1 if factor < 10 else 0}f}×"
+
+    moves = [move(a, b) for a, b in zip(v, v[1:])]
     return ", then ".join([f"{moves[0]} from step {steps[0]:,} to {steps[1]:,}",
                            *(f"{move} to step {s:,}" for move, s in zip(moves[1:], steps[2:]))])
 
