@@ -7,14 +7,32 @@
 from __future__ import annotations
 
 import argparse
-import json
+import math
 import sys
 
 import torch
 
-from matcomp.config import parse_assignment
-from matcomp.presets import PRESETS, preset
+from matcomp.config import parse_assignment, parse_value
+from matcomp.presets import PRESETS
+from matcomp.runs.store import RunError
 from matcomp.runs.training import resolve_device
+
+PRESET_HELP = "the run's preset (default: $MATCOMP_PRESET, else cpu; $MATCOMP_SEED and $MATCOMP_SET apply too)"
+
+
+def _at_least(low: float, kind: type = int, strictly: bool = False):
+    """An argparse type: a finite number of ``kind`` >= ``low`` (> with ``strictly``), else a usage
+    error naming the range."""
+    def convert(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not math.isfinite(value) or value < low or (strictly and value == low):
+            allowed = f"{'an integer' if kind is int else 'a number'} {'>' if strictly else '>='} {low}"
+            raise argparse.ArgumentTypeError(f"must be {allowed}; got {text!r}")
+        return value
+    return convert
 
 
 def _assignments(pairs: list[str], option: str = "--set", form: str = "FIELD=VALUE",
@@ -27,10 +45,12 @@ def _assignments(pairs: list[str], option: str = "--set", form: str = "FIELD=VAL
 
 
 def _config(args):
-    try:
-        return preset(args.preset, _assignments(args.set))
-    except ValueError as err:
-        raise SystemExit(f"error: {err}") from None
+    """The run config of ``--preset`` (else ``$MATCOMP_PRESET``, else cpu), after ``$MATCOMP_SET``,
+    ``$MATCOMP_SEED`` and then ``--set``: the chapters' order (``matcomp.book.chapter``)."""
+    from matcomp.book.chapter import chapter_config, preset_name
+
+    args.preset = preset_name(args.preset)
+    return chapter_config(args.preset, None, _assignments(args.set))
 
 
 def cmd_train(args) -> None:
@@ -47,7 +67,10 @@ def cmd_train(args) -> None:
     print(f"final step {int(m.step)}: {final_metrics(m, cfg)}")
     print(f"train time {run.summary['train_s']:.0f} s ({run.summary['train_s'] / run.last_step:.4f} s/step)")
     if cfg.model.arch == "bert":
-        print(run.drop)
+        try:
+            print(run.drop)
+        except ValueError as err:  # a run of a hundred steps or fewer
+            print(f"no drop to read: {err}")
     else:
         from matcomp.analysis.gpt import copy_onset
 
@@ -83,15 +106,28 @@ def _phase_steps(run, preset_name: str) -> list[int]:
 
 
 def cmd_ship(args) -> None:
+    from matcomp.runs.run import Run, verify
     from matcomp.runs.shipped import export_reference, find_reference, reference_steps
-    from matcomp.runs.store import get_or_train
+    from matcomp.runs.store import RunFolder, runs_root
 
     cfg = _config(args)
     shipped = find_reference(cfg)
     if shipped is not None:
         raise SystemExit(f"error: {shipped.path} is shipped already; delete it to ship the run again")
-    run = get_or_train(cfg, device=args.device, shipped=False)
     sets = "".join(f" --set {s}" for s in args.set)
+    folder = RunFolder(runs_root() / cfg.run_id)
+    if not folder.complete_path.exists():
+        raise SystemExit(f"error: run {cfg.run_id} is not finished in {runs_root()}; ship copies a trained run, "
+                         f"so train it first: python -m matcomp train --preset {args.preset}{sets} --no-shipped")
+    problem = verify(folder, cfg)
+    if problem is not None:
+        raise SystemExit(f"error: run {cfg.run_id} in {runs_root()} cannot be shipped: {problem}")
+    run = Run(folder.path)
+    if cfg.model.arch == "bert":
+        try:
+            run.drop
+        except ValueError as err:  # its checkpoints could not be chosen around a drop
+            raise SystemExit(f"error: run {cfg.run_id} cannot be shipped: {err}") from None
     threads = run.summary["machine"]["threads"]
     chosen = f" --steps {' '.join(map(str, args.steps))}" if args.steps else ""
     command = (f"python -m matcomp train --preset {args.preset}{sets} --threads {threads} --no-shipped && "
@@ -117,20 +153,13 @@ def cmd_runs(args) -> None:
             print("  " + summarize(path))
 
 
-def _literal(text: str):
-    """A sweep value from the command line: a JSON literal (3, 1e-3, null, true) or else a string."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
-
-
 def cmd_sweep(args) -> None:
     from matcomp.book.sweep import collect, grid, run_sweep
 
     try:
-        points = grid(**{name: [_literal(v) for v in values] for name, *values in args.param})
-        fixed = {k: _literal(v) for k, v in _assignments(args.fixed, "--fixed", "NAME=VALUE", "preset=smoke").items()}
+        points = grid(**{name: [parse_value(v) for v in values] for name, *values in args.param})
+        fixed = {k: parse_value(v)
+                 for k, v in _assignments(args.fixed, "--fixed", "NAME=VALUE", "preset=smoke").items()}
         notebooks = run_sweep(args.notebook, points, args.out, fixed=fixed, progress=not args.quiet,
                               workers=args.workers, address=args.address)
     except (ValueError, RuntimeError) as err:
@@ -142,14 +171,13 @@ def cmd_sweep(args) -> None:
 
 
 def _plan(args):
+    from matcomp.book.chapter import preset_name
     from matcomp.book.plan import plan, plan_table
     from matcomp.runs.cost import CostBook
     from matcomp.runs.store import runs_root
 
-    try:
-        planned = plan(args.preset, args.chapter or None)
-    except ValueError as err:
-        raise SystemExit(f"error: {err}") from None
+    args.preset = preset_name(args.preset)
+    planned = plan(args.preset, args.chapter or None)
     device = resolve_device(args.device)
     costs = CostBook(runs_root(), device, torch.get_num_threads())
     if getattr(args, "measure", False):
@@ -173,6 +201,9 @@ def _duration(seconds: float) -> str:
 
 def cmd_plan(args) -> None:
     planned, table, device = _plan(args)
+    if table.empty:
+        print(f"no runs: {', '.join(args.chapter) or 'the book'} trains nothing at preset {args.preset}")
+        return
     shown = table.assign(**{"chapters": table.chapters.map(_short), "s/step": table["s/step"].map("{:.3g}".format),
                             "seconds left": table["seconds left"].map("{:,.0f}".format)})
     print(shown.to_string())
@@ -209,11 +240,8 @@ def cmd_prepare(args) -> None:
         bar.set_postfix_str(f"about {_duration(sum(left.values()))} of training left (serial estimate)")
         bar.update(1)
 
-    try:
-        outcomes = train_all(todo, runs_root(), address=args.address, threads_per_run=args.threads_per_run,
-                             gpus_per_run=args.gpus_per_run, report=report)
-    except ValueError as err:
-        raise SystemExit(f"error: {err}") from None
+    outcomes = train_all(todo, runs_root(), address=args.address, threads_per_run=args.threads_per_run,
+                         gpus_per_run=args.gpus_per_run, report=report)
     bar.close()
     failed = [o for o in outcomes if o.error]
     for o in failed:
@@ -230,25 +258,33 @@ def cmd_presets(args) -> None:
               f"{m.layers} layers, {m.heads} heads | batch {t.batch}, lr {t.lr:g}, {t.steps} steps, {t.precision}")
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in two lines, the problem and where to read more, not the whole usage."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n({self.prog} --help lists the options)\n")
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m matcomp", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(prog="python -m matcomp", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name, helptext in (("train", "train a preset (or load it from the run store)"),
                            ("bench", "time the training step against the paper-equivalent loop"),
                            ("ship", "copy a trained run into runs/reference/, shipped with the book")):
         p = sub.add_parser(name, help=helptext)
-        p.add_argument("--preset", default="cpu", choices=sorted(PRESETS))
+        p.add_argument("--preset", default=None, choices=sorted(PRESETS), help=PRESET_HELP)
         p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                        help="override a config field, e.g. --set train.lr=3e-4 (repeatable)")
         p.add_argument("--device", default="auto", help="auto (CUDA if present), cpu, cuda, cuda:1, ...")
-        p.add_argument("--threads", type=int, default=None, help="CPU threads (default: PyTorch's choice)")
+        p.add_argument("--threads", type=_at_least(1), default=None, help="CPU threads (default: PyTorch's choice)")
     sub.choices["train"].add_argument("--quiet", action="store_true", help="no progress bar")
     sub.choices["train"].add_argument("--no-shipped", action="store_true",
                                       help="train into the working store even if a shipped run matches")
-    sub.choices["bench"].add_argument("--steps", type=int, default=20, help="timed steps per loop")
-    sub.choices["bench"].add_argument("--warmup", type=int, default=3, help="untimed steps first")
-    sub.choices["ship"].add_argument("--max-mb", type=float, default=30.0, help="size budget (MiB)")
-    sub.choices["ship"].add_argument("--steps", type=int, nargs="+", default=None, metavar="STEP",
+    sub.choices["bench"].add_argument("--steps", type=_at_least(1), default=20, help="timed steps per loop")
+    sub.choices["bench"].add_argument("--warmup", type=_at_least(0), default=3, help="untimed steps first")
+    sub.choices["ship"].add_argument("--max-mb", type=_at_least(0, float, strictly=True), default=30.0,
+                                     help="size budget (MiB)")
+    sub.choices["ship"].add_argument("--steps", type=_at_least(0), nargs="+", default=None, metavar="STEP",
                                      help="the checkpoints to keep (default: chosen within the budget, "
                                           "around the drop)")
     sweep = sub.add_parser("sweep", help="run a chapter over a parameter grid with papermill, collect its results")
@@ -259,23 +295,24 @@ def main(argv: list[str] | None = None) -> None:
     sweep.add_argument("--fixed", action="append", default=[], metavar="NAME=VALUE",
                        help="a parameter held at one value, e.g. --fixed preset=smoke (repeatable)")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
-    sweep.add_argument("--workers", type=int, default=1,
+    sweep.add_argument("--workers", type=_at_least(1), default=1,
                        help="points executed at once, as Ray tasks on an embedded instance (default 1: one by one)")
     sweep.add_argument("--address", default=None, help="a running Ray cluster (HOST:PORT) to execute the points on")
     for name, helptext in (("plan", "list every run the book's chapters need at a preset, its state and cost"),
                            ("prepare", "train every missing run of the plan in parallel on Ray")):
         p = sub.add_parser(name, help=helptext)
-        p.add_argument("--preset", default="cpu", choices=sorted(PRESETS))
+        p.add_argument("--preset", default=None, choices=sorted(PRESETS), help=PRESET_HELP)
         p.add_argument("--chapter", action="append", default=[], help="only this chapter's runs (repeatable)")
         p.add_argument("--device", default="auto", help="where step costs are measured: auto, cpu, cuda, ...")
-        p.add_argument("--threads", type=int, default=None, help="CPU threads of this process")
+        p.add_argument("--threads", type=_at_least(1), default=None, help="CPU threads of this process")
     sub.choices["plan"].add_argument("--measure", action="store_true",
                                      help="time a few steps of every shape not measured yet (cached)")
     prepare = sub.choices["prepare"]
     prepare.add_argument("--address", default=None, help="a running Ray cluster, HOST:PORT (default: $RAY_ADDRESS, "
                                                          "else an embedded instance on this machine)")
-    prepare.add_argument("--threads-per-run", type=int, default=1, help="CPU threads (and Ray CPUs) of each run")
-    prepare.add_argument("--gpus-per-run", type=float, default=None,
+    prepare.add_argument("--threads-per-run", type=_at_least(1), default=1,
+                         help="CPU threads (and Ray CPUs) of each run")
+    prepare.add_argument("--gpus-per-run", type=_at_least(0, float), default=None,
                          help="GPUs of each run (default: 1 where CUDA is present, else 0)")
     prepare.add_argument("--quiet", action="store_true", help="no progress bar")
     sub.add_parser("presets", help="list the presets")
@@ -285,7 +322,12 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_num_threads(args.threads)
     commands = {"train": cmd_train, "bench": cmd_bench, "ship": cmd_ship, "presets": cmd_presets, "runs": cmd_runs,
                 "sweep": cmd_sweep, "plan": cmd_plan, "prepare": cmd_prepare}
-    commands[args.command](args)
+    try:
+        if hasattr(args, "device"):
+            resolve_device(args.device)  # a device that is not here stops before any work
+        commands[args.command](args)
+    except (ValueError, RunError) as err:  # bad input, from a flag, a config field or a variable: one line
+        raise SystemExit(f"error: {err}") from None
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import re
 import typing
 from dataclasses import dataclass, field
@@ -46,7 +47,8 @@ def _check_types(obj, prefix: str) -> None:
         value, kind = getattr(obj, f.name), hints[f.name]
         name = f"{prefix}.{f.name}"
         if kind is float:
-            _require(isinstance(value, (int, float)) and not isinstance(value, bool), name, "a number", value)
+            _require(isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value), name,
+                     "a finite number", value)
             object.__setattr__(obj, f.name, float(value))  # 1 and 1.0 must hash alike
         elif kind is int:
             _require(isinstance(value, int) and not isinstance(value, bool), name, "an integer", value)
@@ -89,7 +91,8 @@ class DataConfig:
         _require(1 <= self.n_cols <= 64, "data.n_cols", "in [1, 64]", self.n_cols)
         _require(1 <= self.rank <= min(self.n_rows, self.n_cols), "data.rank",
                  f"in [1, min(n_rows, n_cols)] = [1, {min(self.n_rows, self.n_cols)}]", self.rank)
-        _require(0 <= self.p_mask < 1, "data.p_mask", "in [0, 1)", self.p_mask)
+        _require(0 < self.p_mask < 1, "data.p_mask",
+                 "in (0, 1): 0 leaves no entry missing, so no L_mask; 1 leaves nothing to complete from", self.p_mask)
         _require(self.distribution in DISTRIBUTIONS, "data.distribution", f"one of {DISTRIBUTIONS}",
                  self.distribution)
         _require(self.scale > 0, "data.scale", "> 0", self.scale)
@@ -319,7 +322,7 @@ class RunConfig:
         """
         d = self.to_dict()
         for key, raw in assignments.items():
-            value = _parse(raw) if isinstance(raw, str) else raw
+            value = parse_value(raw) if isinstance(raw, str) else raw
             *path, leaf = key.split(".")
             target = d
             for part in path:
@@ -338,7 +341,13 @@ LATER_FIELDS: dict[str, dict[str, object]] = {"data": {"sizes": ()}, "model": {"
                           "attention_diagonal": True, "component": "all", "init_from": "", "stop_after_drop": 0}}
 
 
-def _parse(text: str):
+def parse_value(text: str):
+    """A value typed on a command line or in a parameter string: a JSON literal (3, 1e-3, null, true,
+    [1, 2]) where it is one, else the string itself.
+
+    >>> parse_value("1e-3"), parse_value("cpu")
+    (0.001, 'cpu')
+    """
     try:
         return json.loads(text)
     except json.JSONDecodeError:

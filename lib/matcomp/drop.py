@@ -83,7 +83,8 @@ def detect_drop(metrics: pd.DataFrame, column: str = "L_mask", window: int = 101
     smoothed = smooth(metrics, column, window)
     after = smoothed[smoothed.index > skip]
     if after.empty:
-        raise ValueError(f"the table ends at step {int(smoothed.index.max())}, before skip = {skip}")
+        raise ValueError(f"too short to have a plateau: the table ends at step {int(smoothed.index.max())}, and the "
+                         f"plateau is read after step {skip}")
     plateau = float(after.iloc[:plateau_steps].median())
 
     def first_below(level: float) -> int | None:

@@ -13,7 +13,7 @@ import os
 from matcomp.analysis.phases import Phases, phases
 from matcomp.analysis.seeds import seed_configs
 from matcomp.config import RunConfig, parse_overrides
-from matcomp.presets import ChapterSizes, chapter_sizes
+from matcomp.presets import PRESETS, ChapterSizes, chapter_sizes
 from matcomp.presets import preset as named_preset
 from matcomp.runs.run import Run
 from matcomp.runs.store import get_or_train
@@ -23,8 +23,13 @@ DEFAULT_PRESET = "cpu"
 
 
 def preset_name(preset: str | None = None) -> str:
-    """The chapter's preset: ``preset``, else ``$MATCOMP_PRESET``, else ``cpu``."""
-    return preset or os.environ.get(ENV_PRESET) or DEFAULT_PRESET
+    """The chapter's preset: ``preset``, else ``$MATCOMP_PRESET``, else ``cpu``; an unknown name is a
+    ValueError naming where it came from."""
+    name = preset or os.environ.get(ENV_PRESET) or DEFAULT_PRESET
+    if name not in PRESETS:
+        source = "preset" if preset else f"${ENV_PRESET}"
+        raise ValueError(f"{source} must be one of {sorted(PRESETS)}; got {name!r}")
+    return name
 
 
 def sizes(preset: str | None = None) -> ChapterSizes:
@@ -36,7 +41,13 @@ def model_preset(preset: str | None = None, model: str | None = None) -> str:
     """The preset of the one trained model a chapter analyses: ``model`` if given, else the one its
     scale names (``cpu`` -> ``cpu7x7``: the mechanisms need more than 4×4's 16 positions), else the
     scale itself. The chapters' several-seed parts stay at the scale's own preset."""
-    return model or sizes(preset).one_model or preset_name(preset)
+    if model is not None:
+        bert = sorted(name for name, cfg in PRESETS.items() if cfg.model.arch == "bert")
+        if model not in bert:
+            raise ValueError(f"model: the one-model chapters analyse a trained BERT, one of the presets {bert}; "
+                             f"got {model!r}")
+        return model
+    return sizes(preset).one_model or preset_name(preset)
 
 
 def chapter_config(preset: str | None = None, seed: int | None = None,
@@ -50,13 +61,28 @@ def chapter_config(preset: str | None = None, seed: int | None = None,
     name = preset_name(preset)
     if variant and not name.endswith(f"_{variant}"):
         name = f"{name}_{variant}"
-    changes: dict[str, object] = dict(parse_overrides(os.environ.get(ENV_SET, "")))
+    changes = environment_overrides(name)
     changes.update(parse_overrides(overrides) if isinstance(overrides, str) else overrides or {})
     if seed is not None:
         changes["train.seed"] = seed
-    elif os.environ.get(ENV_SEED):
-        changes["train.seed"] = os.environ[ENV_SEED]
     return named_preset(name, changes)
+
+
+def environment_overrides(name: str) -> dict[str, object]:
+    """The changes ``$MATCOMP_SET`` then ``$MATCOMP_SEED`` make to preset ``name``, checked against it
+    so that a bad value is a ValueError naming its variable (explicit parameters override both)."""
+    changes: dict[str, object] = {}
+    for variable in (ENV_SET, ENV_SEED):
+        text = os.environ.get(variable, "").strip()
+        if not text:
+            continue
+        try:
+            step = parse_overrides(text) if variable == ENV_SET else {"train.seed": text}
+            named_preset(name, {**changes, **step})
+        except ValueError as err:
+            raise ValueError(f"${variable}: {err}") from None
+        changes.update(step)
+    return changes
 
 
 def probing_config(preset: str | None = None, seed: int | None = None,

@@ -176,4 +176,5 @@ def plan_table(planned: list[PlannedRun], root: Path, costs: CostBook) -> pd.Dat
         rows.append({"run": p.cfg.run_id, "chapters": ", ".join(p.chapters), "state": state, "steps": p.cfg.train.steps,
                      "done": done, "s/step": cost.seconds, "s/step is": "measured" if cost.measured else "estimated",
                      "seconds left": left * cost.seconds})
-    return pd.DataFrame(rows).set_index("run")
+    columns = ["run", "chapters", "state", "steps", "done", "s/step", "s/step is", "seconds left"]
+    return pd.DataFrame(rows, columns=columns).set_index("run")  # a chapter that trains nothing: no rows

@@ -1,10 +1,12 @@
-"""A finished run on disk (``Run``), and the check that a run folder is whole (``verify``)."""
+"""A finished run on disk (``Run``), and the checks that a run folder is whole (``verify``) and that its
+metrics table is (``table_problem``)."""
 
 from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -97,6 +99,31 @@ def verify(folder: RunFolder, cfg: RunConfig | None = None) -> str | None:
     for name, digest in recorded.items():
         if sha256_file(folder.path / name) != digest:
             return f"{name} has changed since the run finished (its SHA-256 differs)"
+    return table_problem(folder.read_metrics(), stored, folder.checkpoint_steps()[-1])
+
+
+def table_problem(metrics: pd.DataFrame, cfg: RunConfig, last_step: int | None = None,
+                  finite: bool = True) -> str | None:
+    """Why a metrics table cannot be a run's record up to ``last_step`` (its own last step if None), or
+    None: it must hold one row per step from 1 to ``last_step``, in order (a table may run past it
+    where a crash fell between writing the table and the resume state), and with ``finite`` every
+    per-step metric must be a finite number (a NaN is a diverged run, never a finished one)."""
+    steps = metrics["step"].to_numpy()
+    last = int(steps[-1]) if len(steps) else 0
+    last_step = last if last_step is None else last_step
+    if last_step < 1:
+        return "the metrics table is empty"
+    if last < last_step or not np.array_equal(steps[:last_step], np.arange(1, last_step + 1)):
+        gaps = sorted(set(range(1, last_step + 1)) - set(steps.tolist()))
+        where = f"steps {gaps[0]}-{gaps[-1]} are missing" if gaps else "its steps are out of order or repeated"
+        return f"the metrics table does not hold every step from 1 to {last_step}: {where}"
+    if finite:
+        for name in metric_names(cfg.model):
+            values = metrics[name].to_numpy()[:last_step]
+            bad = ~np.isfinite(values)
+            if bad.any():
+                first = int(steps[np.argmax(bad)])
+                return f"{name} is not finite from step {first} on ({values[bad][0]}): the run diverged"
     return None
 
 
@@ -118,7 +145,10 @@ def summarize(path: Path | str) -> str:
     except (OSError, ValueError) as err:
         return f"{folder.path.name}: unreadable ({err})"
     last, seconds = metrics.iloc[-1], metrics["time_s"].dropna().iloc[-1]
-    status = "finished" if folder.complete_path.exists() else "unfinished"
+    status = "unfinished"
+    if folder.complete_path.exists():
+        problem = table_problem(metrics, cfg, folder.checkpoint_steps()[-1])
+        status = f"damaged: {problem}" if problem else "finished"
     if cfg.model.arch != "bert":
         drop = "no L_mask drop (cross-entropy; see the gpt chapter's copy onset)"
     else:

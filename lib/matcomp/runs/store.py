@@ -28,14 +28,19 @@ from filelock import FileLock
 from matcomp.config import RunConfig
 from matcomp.runs.folder import RunFolder
 from matcomp.runs.machine import machine
-from matcomp.runs.run import Run, open_run, verify
+from matcomp.runs.run import Run, open_run, table_problem, verify
 from matcomp.runs.shipped import REFERENCE_ROOT, REPO, find_reference
 from matcomp.runs.training import resolve_device, train
 
-__all__ = ["Run", "get_or_train", "open_run", "runs_root"]
+__all__ = ["Run", "RunError", "get_or_train", "open_run", "runs_root"]
 
 ENV_RUNS = "MATCOMP_RUNS"
 ENV_NO_TRAINING = "MATCOMP_NO_TRAINING"  # set (to anything): a run that would have to train is an error
+
+
+class RunError(RuntimeError):
+    """A run that cannot be had as asked: training is forbidden, or it trained but is not whole (its
+    folder was moved aside). The command line prints it as one line."""
 
 
 def runs_root() -> Path:
@@ -65,8 +70,8 @@ def get_or_train(cfg: RunConfig, device: str | torch.device | None = None, progr
             if problem is not None:
                 _move_aside(folder, problem)
         if os.environ.get(ENV_NO_TRAINING):
-            raise RuntimeError(f"run {cfg.run_id} is not in the store {root} and ${ENV_NO_TRAINING} is set: train it "
-                               f"first (python -m matcomp prepare, or get_or_train without that variable)")
+            raise RunError(f"run {cfg.run_id} is not in the store {root} and ${ENV_NO_TRAINING} is set: train it "
+                           f"first (python -m matcomp prepare, or unset {ENV_NO_TRAINING})")
         started = time.perf_counter()
         metrics = train(cfg, folder, device=device, progress=progress, trained=_initial_weights(cfg, root))
         _finish(folder, cfg, device, time.perf_counter() - started, metrics)
@@ -95,21 +100,28 @@ def _check_existing(folder: RunFolder, cfg: RunConfig) -> str | None:
             return "config.json differs from the requested config"
         resume = folder.read_resume()
         if resume is not None:
-            folder.read_metrics()
+            return table_problem(folder.read_metrics(), cfg, int(resume["step"]), finite=False)
     except Exception as err:  # any unreadable file means: do not trust this folder
         return f"unreadable files ({type(err).__name__}: {err})"
     return None
 
 
-def _move_aside(folder: RunFolder, problem: str) -> None:
+def _move_aside(folder: RunFolder, problem: str, again: bool = True) -> Path:
     target = folder.path.with_name(f"{folder.path.name}.broken-{time.strftime('%Y%m%d-%H%M%S')}")
-    warnings.warn(f"run folder {folder.path} cannot be used ({problem}); moved to {target} and training again")
+    if again:
+        warnings.warn(f"run folder {folder.path} cannot be used ({problem}); moved to {target} and training again")
     folder.path.rename(target)
+    return target
 
 
 def _finish(folder: RunFolder, cfg: RunConfig, device, seconds: float, metrics: pd.DataFrame) -> None:
     """Write complete.json (with the size and SHA-256 of every file, to detect any later change) and
-    drop resume.pt."""
+    drop resume.pt, if the run is whole: its table on disk holds every step up to its last checkpoint,
+    with finite losses. A run that is not is moved aside, never sealed (``RunError``)."""
+    problem = table_problem(folder.read_metrics(), cfg, folder.checkpoint_steps()[-1])
+    if problem is not None:
+        target = _move_aside(folder, problem, again=False)
+        raise RunError(f"run {cfg.run_id} is not whole ({problem}); moved to {target}")
     summary = {
         "run_id": cfg.run_id,
         "device": str(resolve_device(device)),

@@ -50,10 +50,21 @@ def columns(cfg: RunConfig) -> tuple[str, ...]:
 
 
 def resolve_device(device: str | torch.device | None = None) -> torch.device:
-    """``None`` or "auto" -> CUDA if present, else CPU."""
+    """``None`` or "auto" -> CUDA if present, else CPU; a device that is not here is a ValueError
+    naming it, before any work."""
     if device in (None, "auto"):
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    allowed = "auto, cpu, cuda or cuda:N"
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device must be {allowed}; got {device!r}") from None
+    if resolved.type not in ("cpu", "cuda"):
+        raise ValueError(f"device must be {allowed}; got {device!r}")
+    count = torch.cuda.device_count() if resolved.type == "cuda" else 0
+    if resolved.type == "cuda" and count <= (resolved.index or 0):
+        raise ValueError(f"device {device!r} is not here: this machine has {count} CUDA device(s); use cpu or auto")
+    return resolved
 
 
 def autocast(precision: str, device: torch.device):
@@ -128,10 +139,11 @@ def train(cfg: RunConfig, folder: RunFolder, device: str | torch.device | None =
         if step in schedule:
             rows += _rows(start_step=step - len(pending) + 1, pending=pending, evals=evals,
                           elapsed=time.perf_counter() - t0, metrics=model.metrics, eval_columns=eval_columns(cfg))
+            finite = bool(torch.isfinite(torch.stack(pending)).all())
             pending, evals = [], {}
             _save(folder, model, optimizer, train_gen, eval_gen, step, rows, columns(cfg))
-            if stopped():
-                break  # the last step is now this checkpoint's
+            if stopped() or not finite:
+                break  # the last step is now this checkpoint's (a diverged run is not sealed: see the store)
         if progress and step % DISPLAY_EVERY == 0:
             bar.set_postfix({k: f"{v:.3g}" for k, v in zip(model.metrics, latest.tolist())}, refresh=False)
         bar.update(1)

@@ -1,0 +1,172 @@
+"""Bad input, typed as a user types it: every case stops with a short message naming the problem
+and leaves nothing sealed or lost on disk, or works; no run is called finished that is not whole."""
+
+import pandas as pd
+import pytest
+import torch
+
+import matcomp.runs.training
+from matcomp.book.chapter import chapter_config, model_preset
+from matcomp.cli import main
+from matcomp.runs.folder import RunFolder
+from matcomp.runs.run import summarize
+from matcomp.runs.store import RunError, get_or_train
+
+SHORT = ["--preset", "smoke", "--set", "train.steps=40", "--set", "train.checkpoint_every=10"]
+
+
+def refused(argv: list[str], capsys, code: int = 1) -> str:
+    """Run the command line; it must exit with ``code`` and a message of at most two lines, which is returned."""
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    message = stop.value.code if isinstance(stop.value.code, str) else capsys.readouterr().err
+    exit_code = 1 if isinstance(stop.value.code, str) else stop.value.code
+    assert exit_code == code, message
+    assert 1 <= len(message.strip().splitlines()) <= 2 and "Traceback" not in message, message
+    return message
+
+
+def nothing_in(store) -> bool:
+    return not store.exists() or not any(p for p in store.iterdir() if not p.name.startswith("."))
+
+
+def test_a_gap_in_the_table_is_never_sealed(store, monkeypatch, capsys):
+    real, calls = matcomp.runs.training.sample_batch, {"n": 0}
+
+    def crash_at_step_27(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 27 + 2:  # 27 training batches plus the evals
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(matcomp.runs.training, "sample_batch", crash_at_step_27)
+    with pytest.raises(KeyboardInterrupt):
+        main(["train", *SHORT, "--quiet"])
+    folder = RunFolder(next(store.glob("smoke-*")))
+    assert folder.read_resume()["step"] == 20
+    folder.write_metrics(folder.read_metrics().head(5))  # the table cut back behind the resume state
+    monkeypatch.setattr(matcomp.runs.training, "sample_batch", real)
+    with pytest.warns(UserWarning, match="does not hold every step from 1 to 20: steps 6-20 are missing"):
+        main(["train", *SHORT, "--quiet"])
+    assert "final step 40" in capsys.readouterr().out
+    assert list(pd.read_csv(folder.metrics_path).step) == list(range(1, 41))  # trained again, whole
+    broken = [p for p in store.iterdir() if ".broken-" in p.name]
+    assert len(broken) == 1 and len(pd.read_csv(broken[0] / "metrics.csv")) == 5  # kept, not sealed
+
+
+def test_a_cut_table_in_a_finished_folder_is_not_called_finished(store, capsys):
+    main(["train", *SHORT, "--quiet"])
+    folder = RunFolder(next(store.glob("smoke-*")))
+    folder.write_metrics(folder.read_metrics().head(30))
+    assert "[damaged: the metrics table does not hold every step from 1 to 40" in summarize(folder.path)
+
+
+def test_a_diverged_run_is_moved_aside_not_sealed(micro, store, monkeypatch):
+    real = matcomp.runs.training.train_step
+
+    def nan_from_step_12(model, optimizer, cfg, generator, device, calls=[0]):
+        calls[0] += 1
+        out = real(model, optimizer, cfg, generator, device)
+        return out * float("nan") if calls[0] >= 12 else out
+
+    monkeypatch.setattr(matcomp.runs.training, "train_step", nan_from_step_12)
+    with pytest.raises(RunError, match="L is not finite from step 12 on .*the run diverged.*moved to"):
+        get_or_train(micro, progress=False)
+    broken = [p for p in store.iterdir() if ".broken-" in p.name]
+    assert len(broken) == 1 and not (broken[0] / "complete.json").exists()
+    assert pd.read_csv(broken[0] / "metrics.csv").step.max() == 15  # stopped at the first checkpoint after it
+
+
+@pytest.mark.parametrize("assignment, message", [
+    ("data.p_mask=0", "data.p_mask must be in (0, 1): 0 leaves no entry missing"),
+    ("data.p_mask=1", "data.p_mask must be in (0, 1)"),
+    ("data.scale=NaN", "data.scale must be a finite number; got nan"),
+    ("data.scale=Infinity", "data.scale must be a finite number; got inf"),
+    ("train.lr=-1", "train.lr must be in (0, 1]"),
+    ("model.heads=0", "model.heads must be >= 1"),
+])
+def test_meaningless_configs_are_refused_naming_the_range(assignment, message, store, capsys):
+    assert message in refused(["train", "--preset", "smoke", "--set", assignment], capsys)
+    assert nothing_in(store)
+
+
+def test_a_short_run_says_it_has_no_plateau_and_is_not_shipped(store, capsys):
+    main(["train", "--preset", "smoke", "--set", "train.steps=60", "--set", "train.checkpoint_every=20", "--quiet"])
+    assert "no drop to read: too short to have a plateau: the table ends at step 60" in capsys.readouterr().out
+    message = refused(["ship", "--preset", "smoke", "--set", "train.steps=60", "--set", "train.checkpoint_every=20"],
+                      capsys)
+    assert "cannot be shipped: too short to have a plateau" in message
+
+
+def test_ship_of_a_run_not_trained_trains_nothing(store, capsys):
+    message = refused(["ship", "--preset", "smoke", "--set", "train.steps=61"], capsys)
+    assert "is not finished" in message and "train it first: python -m matcomp train --preset smoke" in message
+    assert nothing_in(store)
+
+
+@pytest.mark.parametrize("argv, code, message", [
+    (["train", "--preset", "smoke", "--threads", "0"], 2, "argument --threads: must be an integer >= 1; got '0'"),
+    (["train", "--preset", "smoke", "--threads", "two"], 2, "argument --threads: must be an integer >= 1"),
+    (["train", "--preset", "smoke", "--device", "gpu0"], 1, "device must be auto, cpu, cuda or cuda:N; got 'gpu0'"),
+    (["bench", "--preset", "smoke", "--steps", "0"], 2, "argument --steps: must be an integer >= 1"),
+    (["ship", "--preset", "smoke", "--max-mb", "-1"], 2, "argument --max-mb: must be a number > 0; got '-1'"),
+    (["ship", "--preset", "smoke", "--max-mb", "nan"], 2, "argument --max-mb: must be a number > 0"),
+    (["prepare", "--threads-per-run", "0"], 2, "argument --threads-per-run: must be an integer >= 1"),
+    (["plan", "--chapter", "nope"], 1, "chapters must be among"),
+])
+def test_flags_are_checked_before_any_work(argv, code, message, store, capsys):
+    assert message in refused(argv, capsys, code)
+    assert nothing_in(store)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a machine with CUDA has the device")
+def test_cuda_where_there_is_none_is_refused(store, capsys):
+    assert "device 'cuda' is not here: this machine has 0 CUDA device(s)" in refused(
+        ["train", "--preset", "smoke", "--device", "cuda"], capsys)
+
+
+def test_no_training_with_a_missing_run_is_one_line(store, monkeypatch, capsys):
+    monkeypatch.setenv("MATCOMP_NO_TRAINING", "1")
+    message = refused(["train", "--preset", "smoke", "--set", "train.seed=5", "--quiet"], capsys)
+    assert "is not in the store" in message and "$MATCOMP_NO_TRAINING is set" in message
+    assert nothing_in(store)
+
+
+def test_a_chapter_that_needs_no_run_plans_none(capsys):
+    main(["plan", "--preset", "cpu", "--chapter", "task"])
+    assert capsys.readouterr().out.strip() == "no runs: task trains nothing at preset cpu"
+
+
+def test_train_reads_the_chapters_variables(store, monkeypatch, capsys):
+    monkeypatch.setenv("MATCOMP_PRESET", "smoke")
+    monkeypatch.setenv("MATCOMP_SEED", "3")
+    monkeypatch.setenv("MATCOMP_SET", "train.steps=120")
+    main(["train", "--quiet"])
+    assert "final step 120" in capsys.readouterr().out
+    folder = RunFolder(next(store.glob("smoke-*")))
+    assert folder.read_config().train.seed == 3
+    main(["train", "--quiet", "--set", "train.seed=4"])  # a flag overrides the variables
+    assert sorted(RunFolder(p).read_config().train.seed for p in store.glob("smoke-*")) == [3, 4]
+
+
+@pytest.mark.parametrize("variable, value, message", [
+    ("MATCOMP_PRESET", "nope", "$MATCOMP_PRESET must be one of"),
+    ("MATCOMP_SEED", "x", "$MATCOMP_SEED: train.seed must be an integer; got 'x'"),
+    ("MATCOMP_SEED", "-2", "$MATCOMP_SEED: train.seed must be >= 0"),
+    ("MATCOMP_SET", "train.lr=abc", "$MATCOMP_SET: train.lr must be a finite number; got 'abc'"),
+    ("MATCOMP_SET", "train.lr", "$MATCOMP_SET: expected comma-separated FIELD=VALUE pairs"),
+])
+def test_a_bad_variable_is_named(variable, value, message, store, monkeypatch, capsys):
+    monkeypatch.setenv(variable, value)
+    assert message in refused(["train", "--quiet"], capsys)
+    assert message in refused(["plan"], capsys)
+    with pytest.raises(ValueError, match=message.replace("$", r"\$").replace("(", r"\(")):
+        chapter_config()
+    assert nothing_in(store)
+
+
+@pytest.mark.parametrize("model", ["smoke_gpt", "nope"])
+def test_a_chapter_refuses_an_unsuitable_model_by_its_parameter_name(model, store):
+    with pytest.raises(ValueError, match=f"model: the one-model chapters analyse a trained BERT.*got '{model}'"):
+        model_preset("smoke", model)
+    assert model_preset("smoke", "cpu") == "cpu" and nothing_in(store)
