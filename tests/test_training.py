@@ -8,6 +8,9 @@ import pytest
 import torch
 
 import matcomp.runs.training
+from matcomp.book.plan import run_state
+from matcomp.presets import preset
+from matcomp.runs.extend import extendable
 from matcomp.runs.folder import RunFolder, atomic_write_bytes
 from matcomp.runs.store import get_or_train, open_run
 
@@ -63,7 +66,7 @@ def test_resume_after_a_crash_is_identical_to_an_uninterrupted_run(micro, tmp_pa
     for step in whole.steps:
         a, b = whole.folder.read_checkpoint(step), resumed.folder.read_checkpoint(step)
         assert all(torch.equal(a[k], b[k]) for k in a)
-    assert not resumed.folder.resume_path.exists()
+    assert resumed.folder.read_resume()["step"] == 40  # kept, so that a longer budget continues it
 
 
 def test_damaged_run_is_moved_aside_and_redone(micro, store):
@@ -173,3 +176,35 @@ def test_stop_after_drop_ends_at_the_first_settled_checkpoint_and_resumes_there(
 def test_stop_after_drop_rejects_a_window_it_cannot_read(micro):
     with pytest.raises(ValueError, match="train.stop_after_drop"):
         micro.override({"train.stop_after_drop": 30})
+
+
+def test_a_longer_budget_continues_a_finished_run_exactly(tmp_path, monkeypatch):
+    short = preset("smoke")  # 300 steps
+    longer = short.override({"train.steps": 600})
+    whole = get_or_train(longer, progress=False, root=tmp_path / "a")
+    get_or_train(short, progress=False, root=tmp_path / "b")
+    steps = []
+    real = matcomp.runs.training.train_step
+    monkeypatch.setattr(matcomp.runs.training, "train_step", lambda *a: steps.append(1) or real(*a))
+    extended = get_or_train(longer, progress=False, root=tmp_path / "b")
+    assert len(steps) == 300 and extended.summary["extended_from"] == short.run_id
+    pd.testing.assert_frame_equal(extended.metrics.drop(columns=TIME), whole.metrics.drop(columns=TIME))
+    assert set(whole.steps) <= set(extended.steps)
+    for step in whole.steps:
+        a, b = whole.folder.read_checkpoint(step), extended.folder.read_checkpoint(step)
+        assert all(torch.equal(a[k], b[k]) for k in a)
+    assert open_run(tmp_path / "b" / short.run_id).metrics.step.max() == 300  # the shorter run is kept whole
+    assert run_state(longer.override({"train.steps": 900}), tmp_path / "b") == ("partial", 600)
+
+
+def test_a_run_is_not_continued_from_a_tampered_state_or_another_config(tmp_path):
+    short = preset("smoke").override({"train.steps": 120, "train.checkpoint_every": 60})
+    base = get_or_train(short, progress=False, root=tmp_path)
+    assert extendable(short.override({"train.steps": 240}), tmp_path).path == base.path
+    assert extendable(short.override({"train.steps": 240, "train.lr": 2e-3}), tmp_path) is None
+    assert extendable(short.override({"train.steps": 100}), tmp_path) is None
+    assert extendable(short.override({"train.steps": 240, "train.stop_after_drop": 100}), tmp_path) is None
+    state = bytearray(base.folder.resume_path.read_bytes())
+    state[-8:] = bytes(8)
+    base.folder.resume_path.write_bytes(bytes(state))
+    assert extendable(short.override({"train.steps": 240}), tmp_path) is None

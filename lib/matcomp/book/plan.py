@@ -27,6 +27,7 @@ from matcomp.book.chapter import chapter_config, model_preset, preset_name, prob
 from matcomp.config import RunConfig
 from matcomp.models.recipe import COMPONENT_PATTERNS
 from matcomp.runs.cost import CostBook
+from matcomp.runs.extend import extendable
 from matcomp.runs.folder import RunFolder
 from matcomp.runs.shipped import find_reference
 
@@ -162,7 +163,8 @@ def run_state(cfg: RunConfig, root: Path) -> tuple[str, int]:
     resume = folder.read_resume() if folder.resume_path.exists() else None
     if resume is not None:
         return "partial", int(resume["step"])
-    return "missing", 0
+    base = extendable(cfg, Path(root))  # a shorter finished run that this one continues
+    return ("partial", base.checkpoint_steps()[-1]) if base is not None else ("missing", 0)
 
 
 def plan_table(planned: list[PlannedRun], root: Path, costs: CostBook) -> pd.DataFrame:

@@ -1,7 +1,8 @@
 """The run store: training runs cached on disk by their configuration.
 
 ``get_or_train(cfg)`` returns the finished run for ``cfg``: from the store if it is there and
-whole, resumed if it was interrupted, trained otherwise. A file lock makes two processes asking
+whole, resumed if it was interrupted, continued from a shorter finished run of the same config
+(``matcomp.runs.extend``), trained otherwise. A file lock makes two processes asking
 for the same run train it once. A folder that cannot be trusted (a missing file, a byte changed
 since it finished, by its SHA-256 in complete.json, a config that does not match) is never loaded:
 it is moved aside to ``<run_id>.broken-<time>`` (nothing is deleted) and the run is trained again.
@@ -26,7 +27,8 @@ import torch
 from filelock import FileLock
 
 from matcomp.config import RunConfig
-from matcomp.runs.folder import RunFolder
+from matcomp.runs.extend import extendable, start_from
+from matcomp.runs.folder import RunFolder, sha256_file
 from matcomp.runs.machine import machine
 from matcomp.runs.run import Run, open_run, table_problem, verify
 from matcomp.runs.shipped import REFERENCE_ROOT, REPO, find_reference
@@ -72,9 +74,13 @@ def get_or_train(cfg: RunConfig, device: str | torch.device | None = None, progr
         if os.environ.get(ENV_NO_TRAINING):
             raise RunError(f"run {cfg.run_id} is not in the store {root} and ${ENV_NO_TRAINING} is set: train it "
                            f"first (python -m matcomp prepare, or unset {ENV_NO_TRAINING})")
+        base = None if folder.path.exists() else extendable(cfg, root)
+        if base is not None:
+            start_from(base, cfg, folder)
         started = time.perf_counter()
         metrics = train(cfg, folder, device=device, progress=progress, trained=_initial_weights(cfg, root))
-        _finish(folder, cfg, device, time.perf_counter() - started, metrics)
+        _finish(folder, cfg, device, time.perf_counter() - started, metrics,
+                {"extended_from": base.path.name} if base is not None else {})
     return Run(folder.path)
 
 
@@ -114,10 +120,12 @@ def _move_aside(folder: RunFolder, problem: str, again: bool = True) -> Path:
     return target
 
 
-def _finish(folder: RunFolder, cfg: RunConfig, device, seconds: float, metrics: pd.DataFrame) -> None:
-    """Write complete.json (with the size and SHA-256 of every file, to detect any later change) and
-    drop resume.pt, if the run is whole: its table on disk holds every step up to its last checkpoint,
-    with finite losses. A run that is not is moved aside, never sealed (``RunError``)."""
+def _finish(folder: RunFolder, cfg: RunConfig, device, seconds: float, metrics: pd.DataFrame,
+            extra: dict) -> None:
+    """Write complete.json (with the size and SHA-256 of every file, to detect any later change, and
+    of resume.pt, kept so that a longer budget continues the run: ``matcomp.runs.extend``), if the
+    run is whole: its table on disk holds every step up to its last checkpoint, with finite losses.
+    A run that is not is moved aside, never sealed (``RunError``)."""
     problem = table_problem(folder.read_metrics(), cfg, folder.checkpoint_steps()[-1])
     if problem is not None:
         target = _move_aside(folder, problem, again=False)
@@ -128,7 +136,8 @@ def _finish(folder: RunFolder, cfg: RunConfig, device, seconds: float, metrics: 
         "machine": machine(),
         "wall_s_this_session": round(seconds, 1),
         "train_s": float(metrics["time_s"].dropna().iloc[-1]),
+        **extra,
         **folder.fingerprint(),
+        "resume_sha256": sha256_file(folder.resume_path),
     }
     folder.write_complete(summary)
-    folder.resume_path.unlink(missing_ok=True)

@@ -1,0 +1,79 @@
+"""Continuing a finished run to a longer budget, exactly.
+
+A finished run keeps its last training state (``resume.pt``: weights, Adam moments, both
+generators; its SHA-256 is in ``complete.json``), so a config that differs from it only by a larger
+``train.steps`` (and a ``train.stop_after_drop`` that stops no earlier) starts from a copy of its
+folder and trains the missing steps, instead of training again from step 0. The result is the run
+the longer config would have trained from scratch, step for step; the copy keeps the shorter run's
+last checkpoint too, even where the longer schedule has none.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+from matcomp.config import RunConfig
+from matcomp.runs.folder import RunFolder, sha256_file
+from matcomp.runs.run import verify
+
+
+def continues(base: RunConfig, cfg: RunConfig) -> bool:
+    """Whether ``cfg`` is ``base`` trained for longer: equal but for a larger ``train.steps`` and a
+    ``train.stop_after_drop`` that cannot have stopped before ``base`` did (0, or at least base's when
+    base had one)."""
+    old, new = base.train, cfg.train
+    later = new.stop_after_drop == 0 or (old.stop_after_drop != 0 and new.stop_after_drop >= old.stop_after_drop)
+    same = replace(base, train=replace(old, steps=new.steps, stop_after_drop=new.stop_after_drop))
+    return new.steps > old.steps and later and same.hash == cfg.hash
+
+
+def extendable(cfg: RunConfig, root: Path) -> RunFolder | None:
+    """The finished run in ``root`` that ``cfg`` continues, with its training state whole (the
+    longest such run), or None."""
+    found: list[tuple[int, RunFolder]] = []
+    for path in root.glob("*-*"):
+        folder = RunFolder(path)
+        if ".broken-" in path.name or not (folder.complete_path.exists() and folder.resume_path.exists()):
+            continue
+        try:
+            base = folder.read_config()
+        except (OSError, ValueError):
+            continue
+        if continues(base, cfg) and state_problem(folder) is None and verify(folder, base) is None:
+            found.append((folder.checkpoint_steps()[-1], folder))
+    return max(found, key=lambda item: item[0])[1] if found else None
+
+
+def state_problem(folder: RunFolder) -> str | None:
+    """Why a finished run's kept training state cannot be trusted, or None."""
+    recorded = (folder.read_complete() or {}).get("resume_sha256")
+    if recorded is None:
+        return "complete.json records no SHA-256 of resume.pt"
+    if sha256_file(folder.resume_path) != recorded:
+        return "resume.pt has changed since the run finished"
+    return None
+
+
+def start_from(base: RunFolder, cfg: RunConfig, folder: RunFolder) -> None:
+    """Make ``folder`` the unfinished run of ``cfg`` at ``base``'s last step: its checkpoints (linked,
+    never written in place), metrics and training state, under ``cfg``'s config. Built aside and
+    moved into place, so a crash leaves no half-copied run."""
+    staging = RunFolder(folder.path.with_name(f".{folder.path.name}.extending"))
+    shutil.rmtree(staging.path, ignore_errors=True)
+    staging.checkpoint_dir.mkdir(parents=True)
+    for step in base.checkpoint_steps():
+        _link_or_copy(base.checkpoint_path(step), staging.checkpoint_path(step))
+    for path in (base.metrics_path, base.resume_path):
+        shutil.copy2(path, staging.path / path.name)
+    staging.write_config(cfg)
+    staging.path.rename(folder.path)
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:  # another file system, or one without hard links
+        shutil.copy2(source, target)
