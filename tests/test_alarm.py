@@ -1,0 +1,51 @@
+"""The prospective alarm: past-only, frozen thresholds that the fit on seeds 0-4 reproduces, and its scoring."""
+
+import pandas as pd
+import pytest
+
+from matcomp.analysis import alarm
+from matcomp.runs.run import Run
+from matcomp.runs.shipped import REFERENCE_ROOT
+
+FIT_RUNS = {0: "cpu-62fdd11c44", 1: "cpu-72464ab75b", 2: "cpu-77e1800c20", 3: "cpu-382281eb5a", 4: "cpu-af550ce689"}
+
+
+def fit_tables() -> dict[int, tuple[pd.DataFrame, int | None]]:
+    return {seed: (pd.read_csv(REFERENCE_ROOT / "progress" / f"{run_id}-n256-s0.csv", index_col="step"),
+                   Run(REFERENCE_ROOT / run_id).drop.half_step) for seed, run_id in FIT_RUNS.items()}
+
+
+def test_the_frozen_thresholds_are_the_fit_on_seeds_0_to_4():
+    tables = fit_tables()
+    for name in alarm.SIGNALS:
+        fitted = alarm.fit_threshold([(alarm.signal(t, name, 4, 4, 1 / 9), drop) for t, drop in tables.values()])
+        assert fitted == pytest.approx(alarm.FROZEN[name], rel=2e-3)
+    scores = alarm.score(tables, 4, 4, 1 / 9)
+    assert (scores["verdict"] == "hit").all()  # no false alarm on the runs it was fitted on, by construction
+    assert list(scores.loc[(0, "attention")][["alarm step", "lead (steps)"]]) == [3850, 1217]
+    assert alarm.lead_over_loss(scores).tolist() == [450, 350, 450, 350, 500]
+
+
+def test_the_alarm_reads_only_the_past():
+    steps = range(0, 5000, 50)
+    values = pd.Series([0.0] * 60 + [1.0] * 40, index=steps)
+    table = pd.DataFrame({"row attention": 0.1875 * (1 + values), "column attention": 0.1875,
+                          "L_mask (batch)": 1 / 9}, index=steps)
+    later = table.copy()
+    later.loc[4000:, "row attention"] = 0.1875 * 5  # changing the future changes nothing before it
+    a, b = (alarm.signal(t, "attention", 4, 4, 1 / 9) for t in (table, later))
+    pd.testing.assert_series_equal(a.loc[:3950], b.loc[:3950])
+    assert alarm.alarm_step(a, 0.5) == 3050  # the trailing mean of 3 checkpoints crosses 0.5 at the second
+
+
+@pytest.mark.parametrize("alarm_at, drop, verdict, lead", [
+    (4000, 5000, "hit", 1000), (2000, 5000, "false alarm (early)", None), (5100, 5000, "miss", None),
+    (None, 5000, "miss", None), (3000, None, "false alarm (no drop)", None), (None, None, "quiet (no drop)", None)])
+def test_outcomes(alarm_at, drop, verdict, lead):
+    out = alarm.Outcome(alarm_at, drop)
+    assert (out.verdict, out.lead) == (verdict, lead)
+
+
+def test_an_unknown_signal_is_named():
+    with pytest.raises(ValueError, match="signal must be one of"):
+        alarm.signal(pd.DataFrame(), "norm", 4, 4, 1 / 9)
