@@ -49,3 +49,19 @@ def test_outcomes(alarm_at, drop, verdict, lead):
 def test_an_unknown_signal_is_named():
     with pytest.raises(ValueError, match="signal must be one of"):
         alarm.signal(pd.DataFrame(), "norm", 4, 4, 1 / 9)
+
+
+def test_the_verdict_says_whether_the_lead_holds():
+    scores = alarm.score(fit_tables(), 4, 4, 1 / 9)
+    sentence = alarm.verdict(scores, resolution=50)
+    assert sentence.startswith("On 5 held-out runs the attention alarm hits 5 (false alarms 0, misses 0) and the "
+                               "loss alarm 5 (0, 0); where both hit (5 runs), attention comes first by a median of "
+                               "450 steps (350 to 500): the lead holds")
+    assert "does not hold" in alarm.verdict(scores, resolution=500)
+
+
+def test_outcomes_in_words():
+    scores = alarm.score({7: (fit_tables()[0][0], None)}, 4, 4, 1 / 9)
+    assert alarm.outcomes_text(scores) == (
+        "seed 7, attention: alarm at step 3,850, drop at none (false alarm (no drop)); "
+        "seed 7, loss: alarm at step 4,300, drop at none (false alarm (no drop))")

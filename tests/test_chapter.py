@@ -113,3 +113,17 @@ def test_arm_summary_counts_censored_seeds_as_later_and_keeps_them_out_of_the_sp
     assert summary.loc["slower", "sd"] == pytest.approx(np.std([6000, 12000], ddof=1))
     never = pd.DataFrame({"drop step": pd.array([None] * 4, dtype="Int64")}, index=[0, 1, 2, 3])
     assert arm_summary(never, {"same": never}, budget=20000).loc["same", "verdict"] == "no seed tells them apart"
+
+
+def test_a_chapter_says_it_must_train_before_it_starts(store, capsys):
+    from matcomp.book.chapter import open_run
+
+    cfg = preset("smoke").override({"train.steps": 120})
+    open_run(cfg, "smoke")
+    out = capsys.readouterr().out
+    assert out.startswith(f"Training run {cfg.run_id} (120 steps, about ") and "at most): it is neither shipped " \
+        "nor in the run store" in out
+    assert "-p model cpu" in out and "python -m matcomp prepare --preset smoke" in out
+    assert f"{cfg.run_id}: 100%" in out  # the progress bar, as text that papermill logs
+    open_run(cfg, "smoke")
+    assert capsys.readouterr().out == ""  # stored now: nothing to say

@@ -208,3 +208,9 @@ def test_a_run_is_not_continued_from_a_tampered_state_or_another_config(tmp_path
     state[-8:] = bytes(8)
     base.folder.resume_path.write_bytes(bytes(state))
     assert extendable(short.override({"train.steps": 240}), tmp_path) is None
+
+
+def test_a_run_of_another_architecture_in_the_store_is_no_base(tmp_path):
+    get_or_train(preset("smoke_gpt").override({"train.steps": 20, "train.checkpoint_every": 10}), progress=False,
+                 root=tmp_path)
+    assert extendable(preset("smoke").override({"train.stop_after_drop": 100}), tmp_path) is None

@@ -14,6 +14,7 @@ import torch
 
 from matcomp.config import parse_assignment, parse_value
 from matcomp.presets import PRESETS
+from matcomp.runs.cost import duration
 from matcomp.runs.store import RunError
 from matcomp.runs.training import resolve_device
 
@@ -191,14 +192,6 @@ def _short(chapters: str, shown: int = 2) -> str:
     return chapters if len(names) <= shown + 1 else f"{', '.join(names[:shown])} and {len(names) - shown} more"
 
 
-def _duration(seconds: float) -> str:
-    if seconds >= 2 * 86400:
-        return f"{seconds / 86400:,.0f} days"
-    if seconds >= 3600:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
-
-
 def cmd_plan(args) -> None:
     planned, table, device = _plan(args)
     if table.empty:
@@ -211,9 +204,9 @@ def cmd_plan(args) -> None:
     print(f"\n{len(table)} runs at preset {args.preset}: " + ", ".join(
         f"{n} {state}" for state, n in table.state.value_counts().items()))
     whole = (table.steps * table["s/step"]).sum()
-    print(f"the whole plan from scratch: {int(table.steps.sum()):,} steps, about {_duration(whole)}")
+    print(f"the whole plan from scratch: {int(table.steps.sum()):,} steps, about {duration(whole)}")
     print(f"to train: {len(todo)} runs, {int((todo.steps - todo.done).sum()):,} steps, about "
-          f"{_duration(todo['seconds left'].sum())} on one {device.type} process with {torch.get_num_threads()} "
+          f"{duration(todo['seconds left'].sum())} on one {device.type} process with {torch.get_num_threads()} "
           f"threads ({(table['s/step is'] == 'measured').sum()} of {len(table)} step costs measured, the others "
           f"estimated from FLOPs; --measure measures them)")
 
@@ -235,9 +228,9 @@ def cmd_prepare(args) -> None:
 
     def report(outcome, finished, total):
         left.pop(outcome.run_id, None)
-        status = f"failed: {outcome.error}" if outcome.error else f"done in {_duration(outcome.seconds)}"
+        status = f"failed: {outcome.error}" if outcome.error else f"done in {duration(outcome.seconds)}"
         bar.write(f"{outcome.run_id}: {status}")
-        bar.set_postfix_str(f"about {_duration(sum(left.values()))} of training left (serial estimate)")
+        bar.set_postfix_str(f"about {duration(sum(left.values()))} of training left (serial estimate)")
         bar.update(1)
 
     outcomes = train_all(todo, runs_root(), address=args.address, threads_per_run=args.threads_per_run,

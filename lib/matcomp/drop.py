@@ -22,6 +22,7 @@ import pandas as pd
 
 MSE_COLUMN = re.compile(r"(eval_)?L(_obs|_mask)?(_n\d+)?")  # the BERT's losses, the only ones detect_drop reads
 FINAL_STEPS = 200  # a run's final losses are means over its last this many steps
+ON_PLATEAU = 0.9  # a smoothed loss at or above this fraction of its plateau level is still on the plateau
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,7 @@ def drop_settled(metrics: pd.DataFrame, after: int, level: float | None = None) 
     return drop.half_step is not None and last >= drop.half_step + after
 
 
-def leave_step(metrics: pd.DataFrame, level: float, near: float = 0.9, column: str = "L_mask",
+def leave_step(metrics: pd.DataFrame, level: float, near: float = ON_PLATEAU, column: str = "L_mask",
                window: int = 101, skip: int = 100) -> int | None:
     """The first step after ``skip`` where smoothed ``column`` is below ``near`` × ``level``: the end of
     a plateau at ``level`` (``skip`` + 1 or so when the curve never sits there; None if never below)."""

@@ -115,7 +115,8 @@ class ChapterSizes:
     after_drop: int = 2000  # steps a run of a drop-step table trains past its drop (train.stop_after_drop; 0: all)
     probe_layers: int | None = None  # depth of the deeper model the probes also read (Fig. 6: 12), at half the lr
     paper_steps: bool = False  # the pre-shift model at the paper's own steps, not at fractions of the drop
-    progress_seeds: int = 5  # seeds of the progress measures' leads
+    progress_seeds: int = 5  # seeds of the progress measures' leads (and the alarm's fitted thresholds)
+    alarm_seeds: int = 8  # held-out seeds after those, on which the alarm is scored (``analysis.alarm``)
     shortening_seeds: int = 4  # seeds of each arm of the shortening comparison
     one_model: str | None = None  # the preset of the model the one-model chapters read (None: this one)
 
@@ -132,7 +133,7 @@ CHAPTER_SIZES: dict[str, ChapterSizes] = {
     "smoke": ChapterSizes(seeds=3, drop_seeds=3, component_steps=None, widths=(16, 32), depths=(1, 2),
                           shape_steps=None, shape_seeds=3, mixture_sizes=(3, 4), ranks=(1, 2), size_steps=None,
                           gaussian_steps=None, completion_samples=32, lambda_samples=32, after_drop=100,
-                          probe_layers=3, progress_seeds=3, shortening_seeds=2),
+                          probe_layers=3, progress_seeds=3, alarm_seeds=2, shortening_seeds=2),
     "cpu": ChapterSizes(seeds=3, drop_seeds=8, component_steps=None, widths=(32, 64, 128), depths=(2, 4, 6),
                         shape_steps=None, shape_seeds=3, mixture_sizes=(3, 4, 5), ranks=(1, 2),
                         size_steps=10000, gaussian_steps=None, completion_samples=512, lambda_samples=256,

@@ -29,7 +29,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from matcomp.analysis.progress import L_MASK
+from matcomp.analysis.progress import L_MASK, progress_table
+from matcomp.data import second_moment
+from matcomp.runs.run import Run
 
 SPAN = 150  # steps of the trailing mean (3 checkpoints at the cpu progress runs' 50)
 ARM = 500  # the alarm is armed from this step on
@@ -108,6 +110,13 @@ def score(tables: dict[int, tuple[pd.DataFrame, int | None]], n_rows: int, n_col
                          "lead / plateau": "Float64"})
 
 
+def score_runs(runs: dict[int, Run], samples: int = 256, thresholds: dict[str, float] | None = None) -> pd.DataFrame:
+    """``score`` of runs of one task (seed -> run), on their progress tables (``progress_table``)."""
+    data = next(iter(runs.values())).config.data
+    tables = {seed: (progress_table(run, samples), run.drop.half_step) for seed, run in runs.items()}
+    return score(tables, data.n_rows, data.n_cols, second_moment(data), thresholds)
+
+
 def summary(scores: pd.DataFrame) -> pd.DataFrame:
     """Per signal: runs, hits, false alarms, misses, and the median and range of the hits' leads."""
     rows = {}
@@ -128,3 +137,31 @@ def lead_over_loss(scores: pd.DataFrame) -> pd.Series:
     attention announces the drop first)."""
     both = scores["lead (steps)"].unstack("signal").dropna().astype(float)
     return (both["attention"] - both["loss"]).rename("lead over the loss (steps)")
+
+
+def verdict(scores: pd.DataFrame, resolution: int) -> str:
+    """One sentence on held-out runs' ``score`` table: the hits, false alarms and misses of both rules
+    and attention's lead over the loss where both hit; the lead *holds* when attention hits at least
+    as often, raises no more false alarms, and comes first by a median of more than ``resolution``
+    steps (one checkpoint)."""
+    table = summary(scores)
+    att, loss = table.loc["attention"], table.loc["loss"]
+    ahead = lead_over_loss(scores)
+    holds = (att["hits"] >= loss["hits"] and att["false alarms"] <= loss["false alarms"] and len(ahead) > 0
+             and ahead.median() > resolution)
+    lead = (f"where both hit ({len(ahead)} runs), attention comes first by a median of {ahead.median():,.0f} steps "
+            f"({ahead.min():,.0f} to {ahead.max():,.0f})" if len(ahead) else "they never both hit")
+    return (f"On {att['runs']} held-out runs the attention alarm hits {att['hits']} "
+            f"(false alarms {att['false alarms']}, misses {att['misses']}) and the loss alarm {loss['hits']} "
+            f"({loss['false alarms']}, {loss['misses']}); "
+            f"{lead}: the lead {'holds' if holds else 'does not hold'} out of sample.")
+
+
+def outcomes_text(scores: pd.DataFrame) -> str:
+    """Each row of a ``score`` table in words: "seed 0, attention: alarm at step 12,000, drop at 16,406
+    (false alarm (early))"; joined by semicolons."""
+    def step(value) -> str:
+        return "none" if pd.isna(value) else f"step {int(value):,}"
+
+    return "; ".join(f"seed {seed}, {name}: alarm at {step(row['alarm step'])}, drop at {step(row['drop step'])} "
+                     f"({row['verdict']})" for (seed, name), row in scores.iterrows())

@@ -38,7 +38,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from matcomp.analysis.evaluation import predict
+from matcomp.analysis.evaluation import TRUTH, predict
 from matcomp.config import DataConfig
 from matcomp.data import Batch, sample_batch
 from matcomp.metrics import masked_mse
@@ -397,7 +397,6 @@ def lambda_table(batch: Batch, lams, model: MatrixBert | None = None, label: str
 
 # --- the chapter's sweep over p_mask and its tables ------------------------------------------------------------
 
-TRUTH = "X (the truth)"  # the true matrices as a "method" of a sweep (their nuclear norm; book.plots styles it)
 NN = "nuclear norm min"
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from matcomp.config import RunConfig
-from matcomp.drop import leave_step, smooth
+from matcomp.drop import ON_PLATEAU, leave_step, smooth
 
 
 def component_config(cfg: RunConfig, component: str, init_from: str, steps: int, after_drop: int = 0) -> RunConfig:
@@ -19,7 +19,7 @@ def component_config(cfg: RunConfig, component: str, init_from: str, steps: int,
 
 
 def plateau_table(curves: dict[str, pd.DataFrame], level: float, min_plateau: int = 500,
-                  near: float = 0.9) -> pd.DataFrame:
+                  near: float = ON_PLATEAU) -> pd.DataFrame:
     """For each metrics table: whether L_mask sits on the copying plateau ``level`` (smoothed, at least
     ``near`` × ``level``) for ``min_plateau`` steps or more, the step it leaves it, the step it is below
     half of it, and its final smoothed value. Rows: the keys of ``curves``."""

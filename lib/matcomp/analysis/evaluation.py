@@ -13,6 +13,7 @@ from matcomp.models.bert import MatrixBert
 from matcomp.seeding import analysis_generator
 from matcomp.tokenizer import BERT_TOKENS
 
+TRUTH = "X (the truth)"  # the true matrices, as a "method" beside the completions (their nuclear norm)
 COPY_VALUES = (None, 0.44, -0.24)  # the paper's Table 1: MASK kept (None), or replaced by 0.44 or -0.24
 
 

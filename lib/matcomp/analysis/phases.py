@@ -6,11 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from textwrap import fill
 
-from matcomp.drop import smooth
+from matcomp.drop import ON_PLATEAU, smooth
 from matcomp.paper import COPY_TABLE_STEPS, PRE_SHIFT_STEP, SUDDEN_DROP
 from matcomp.runs.run import Run
-
-ON_PLATEAU = 0.9  # a checkpoint is on the plateau while smoothed L_mask >= 0.9 x the plateau level
 
 
 @dataclass(frozen=True)

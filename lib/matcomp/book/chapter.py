@@ -10,13 +10,19 @@ from __future__ import annotations
 
 import os
 
+import torch
+
 from matcomp.analysis.phases import Phases, phases
 from matcomp.analysis.seeds import seed_configs
 from matcomp.config import RunConfig, parse_overrides
 from matcomp.presets import PRESETS, ChapterSizes, chapter_sizes
 from matcomp.presets import preset as named_preset
+from matcomp.runs.cost import CostBook, duration
+from matcomp.runs.folder import RunFolder
 from matcomp.runs.run import Run
-from matcomp.runs.store import get_or_train
+from matcomp.runs.shipped import find_reference
+from matcomp.runs.store import ENV_NO_TRAINING, get_or_train, runs_root
+from matcomp.runs.training import resolve_device
 
 ENV_PRESET, ENV_SEED, ENV_SET = "MATCOMP_PRESET", "MATCOMP_SEED", "MATCOMP_SET"
 DEFAULT_PRESET = "cpu"
@@ -98,9 +104,30 @@ def probing_config(preset: str | None = None, seed: int | None = None,
 
 
 def open_run(cfg: RunConfig, preset: str | None = None) -> tuple[Run, Phases]:
-    """The run of ``cfg`` (shipped, stored or trained) and its phases at the chapter's preset."""
-    run = get_or_train(cfg, progress=False)
+    """The run of ``cfg`` (shipped, stored or trained) and its phases at the chapter's preset; a run
+    that must train is announced first (``announce_training``) and shows its progress as text."""
+    needed = announce_training(cfg, preset)
+    run = get_or_train(cfg, progress="text" if needed else False)
     return run, phases(run, paper_steps=sizes(preset).paper_steps)
+
+
+def announce_training(cfg: RunConfig, preset: str | None = None) -> bool:
+    """Say, before it starts, that ``cfg`` must train here: which run, why, about how long by the plan's
+    cost model (``matcomp.runs.cost``), and the alternatives. False if it is shipped or stored (or
+    training is forbidden, which ``get_or_train`` then reports)."""
+    folder = RunFolder(runs_root() / cfg.run_id)
+    if find_reference(cfg) is not None or folder.complete_path.exists() or os.environ.get(ENV_NO_TRAINING):
+        return False
+    resume = folder.read_resume() if folder.resume_path.exists() else None
+    done = int(resume["step"]) if resume is not None else 0
+    device = resolve_device(None)
+    seconds = CostBook(runs_root(), device, torch.get_num_threads()).cost(cfg).seconds * (cfg.train.steps - done)
+    name = preset_name(preset)
+    print(f"Training run {cfg.run_id} ({cfg.train.steps - done:,} steps, about {duration(seconds)} on this "
+          f"{device.type} at most): it is neither shipped nor in the run store {runs_root()}. Instead: a shipped "
+          f"model (-p model cpu for the one-model chapters), or train the book's runs in parallel first with "
+          f"python -m matcomp prepare --preset {name}.", flush=True)
+    return True
 
 
 def open_seeds(preset: str | None, seed: int | None, overrides: str | dict | None,

@@ -68,8 +68,9 @@ def _shortening(preset: str) -> list[RunConfig]:
 
 def _progress(preset: str) -> list[RunConfig]:
     cfg, size = chapter_config(preset), sizes(preset)
-    return list(progress_configs(cfg, range(cfg.train.seed, cfg.train.seed + size.progress_seeds),
-                                 size.after_drop).values())
+    seeds = range(cfg.train.seed, cfg.train.seed + size.progress_seeds + size.alarm_seeds)  # fitted, then held out
+    other_size = _model(preset) if size.one_model else []  # the alarm scored on the one-model run too
+    return list(progress_configs(cfg, seeds, size.after_drop).values()) + other_size
 
 
 def _probing(preset: str) -> list[RunConfig]:

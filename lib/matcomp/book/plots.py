@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import FormatStrFormatter, MaxNLocator, NullLocator
 
+from matcomp.analysis.evaluation import TRUTH
 from matcomp.drop import Drop, smooth
 
 LOSS_COLORS = {"L": "black", "L_obs": "tab:blue", "L_mask": "tab:red"}
@@ -156,8 +157,7 @@ SWEEP_STYLES = {"BERT": dict(color="black", lw=2.2, marker="o", ms=4),
                 "regularised": dict(color="tab:orange", marker="^", ms=4),
                 "soft-impute": dict(color="tab:green", ls="--", marker="v", ms=4),
                 "ALS": dict(color="tab:blue", ls="-.", marker="D", ms=3.5),
-                "X (the truth)": dict(color="gray", ls="--", lw=1)}
-TRUTH = "X (the truth)"
+                TRUTH: dict(color="gray", ls="--", lw=1)}
 
 
 def sweep_style(method: str, styles: dict | None = None) -> dict:
@@ -549,4 +549,27 @@ def lead_strip(by_seed: pd.DataFrame, measures: list[str], resolution: int | Non
            xlabel="lead over the loss's onset (steps; > 0: the measure moves first)")
     ax.legend(title="smoothing", fontsize=8, title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
               frameon=False)
+    return ax
+
+
+def alarm_strip(groups: dict[str, pd.DataFrame], window: int) -> plt.Axes:
+    """Steps from each alarm to the drop (``matcomp.analysis.alarm.score`` tables, one per group of runs:
+    fitted, held out, other sizes), one row per signal, one colour per group; inside the shaded
+    ``window`` an alarm is a hit, right of it a false alarm (too early), left of 0 a miss (too late).
+    Runs without an alarm or without a drop have no dot."""
+    signals = list(dict.fromkeys(s for table in groups.values() for s in table.index.get_level_values("signal")))
+    _, ax = plt.subplots(figsize=(9, 1.2 + 0.6 * len(signals)), layout="constrained")
+    colors = plt.cm.tab10(np.arange(len(groups)))
+    for k, ((label, table), color) in enumerate(zip(groups.items(), colors)):
+        offset = 0.25 * (k - (len(groups) - 1) / 2) / max(len(groups) - 1, 1)
+        for y, name in enumerate(signals):
+            part = table.xs(name, level="signal").dropna(subset=["alarm step", "drop step"])
+            ahead = (part["drop step"] - part["alarm step"]).astype(float)
+            ax.plot(ahead, [-y + offset] * len(ahead), "o", color=color, ms=5, alpha=0.8,
+                    label=label if y == 0 else None)
+    ax.axvspan(0, window, color="0.9", zorder=0, label=f"hit: the drop within {window:,} steps")
+    ax.axvline(0, color="tab:red", lw=1)
+    ax.set(yticks=[-y for y in range(len(signals))], yticklabels=signals,
+           xlabel="steps from the alarm to the drop (> window: too early; < 0: after the drop)")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return ax

@@ -82,6 +82,19 @@ def shape_key(cfg: RunConfig, device: torch.device, threads: int) -> str:
             f"bias={t.attention_bias > 0}")
 
 
+def duration(seconds: float) -> str:
+    """A duration as a reader says it: "45 s", "12 min", "3.5 h", "40 days".
+
+    >>> duration(45), duration(720), duration(12600), duration(40 * 86400)
+    ('45 s', '12 min', '3.5 h', '40 days')
+    """
+    if seconds >= 2 * 86400:
+        return f"{seconds / 86400:,.0f} days"
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
 class CostBook:
     """Step costs of shapes on one device, cached in ``root``/``COSTS_FILE``."""
 

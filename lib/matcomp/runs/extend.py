@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import replace
 from pathlib import Path
 
 from matcomp.config import RunConfig
@@ -26,8 +25,14 @@ def continues(base: RunConfig, cfg: RunConfig) -> bool:
     base had one)."""
     old, new = base.train, cfg.train
     later = new.stop_after_drop == 0 or (old.stop_after_drop != 0 and new.stop_after_drop >= old.stop_after_drop)
-    same = replace(base, train=replace(old, steps=new.steps, stop_after_drop=new.stop_after_drop))
-    return new.steps > old.steps and later and same.hash == cfg.hash
+    return new.steps > old.steps and later and _identity(base) == _identity(cfg)
+
+
+def _identity(cfg: RunConfig) -> dict:
+    """Everything that makes a run but its name, its budget and where it stops after its drop."""
+    d = cfg.to_dict()
+    del d["name"], d["train"]["steps"], d["train"]["stop_after_drop"]
+    return d
 
 
 def extendable(cfg: RunConfig, root: Path) -> RunFolder | None:

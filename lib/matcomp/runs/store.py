@@ -54,7 +54,7 @@ def runs_root() -> Path:
     return Path.cwd() / "runs"
 
 
-def get_or_train(cfg: RunConfig, device: str | torch.device | None = None, progress: bool = True,
+def get_or_train(cfg: RunConfig, device: str | torch.device | None = None, progress: bool | str = True,
                  root: Path | str | None = None, shipped: bool = True) -> Run:
     """The finished run for ``cfg``: a shipped reference run if one matches (unless ``shipped`` is
     False), else loaded from the store if there, resumed if interrupted, trained otherwise."""

@@ -18,11 +18,13 @@ ends at the first checkpoint that far past its drop step.
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from typing import cast
 
 import pandas as pd
 import torch
+from tqdm import tqdm as text_bar
 from tqdm.auto import tqdm
 
 from matcomp.config import RunConfig
@@ -94,8 +96,9 @@ def init_training(cfg: RunConfig, device: torch.device, attention: str | None = 
 
 
 def train(cfg: RunConfig, folder: RunFolder, device: str | torch.device | None = None,
-          progress: bool = True, trained: dict[str, torch.Tensor] | None = None) -> pd.DataFrame:
+          progress: bool | str = True, trained: dict[str, torch.Tensor] | None = None) -> pd.DataFrame:
     """Train ``cfg`` into ``folder`` (resuming from ``resume.pt`` if there is one); returns the metrics.
+    ``progress`` "text": a plain-text bar on stdout every 30 s (a chapter under papermill logs it).
     ``trained``: the weights of run ``train.init_from`` when only one component trains."""
     device = resolve_device(device)
     tc = cfg.train
@@ -119,8 +122,10 @@ def train(cfg: RunConfig, folder: RunFolder, device: str | torch.device | None =
     schedule = set(tc.checkpoint_schedule)
     pending: list[torch.Tensor] = []  # per-step metrics kept on the device until the next checkpoint
     evals: dict[int, torch.Tensor] = {}
-    bar = tqdm(total=tc.steps, initial=start, disable=not progress, desc=cfg.run_id, unit="step",
-               mininterval=1.0)
+    text = progress == "text"
+    bar = (text_bar if text else tqdm)(total=tc.steps, initial=start, disable=not progress, desc=cfg.run_id,
+                                       unit="step", mininterval=30.0 if text else 1.0,
+                                       file=sys.stdout if text else None)
     t0 = time.perf_counter() - elapsed
     level = second_moment(cfg.data)  # the copying level: a run that starts below half of it has no plateau
 
