@@ -1,6 +1,53 @@
-"""Chapters executed by the test command (nbmake, the book build test) run at the smoke preset,
-unless MATCOMP_PRESET says otherwise; kernels inherit this environment."""
+"""The test command's setting, for every test and every chapter it executes (kernels inherit the
+environment): the smoke preset unless MATCOMP_PRESET says otherwise, and one thread a process (the
+models are small; a second thread only contends with the other test workers and kernels).
+
+The tests run on every core (pytest-xdist; the run store's locks keep two workers from training one
+run twice); those that start Ray share one worker. Executing a chapter is slow (``pytest -m "not
+slow"`` leaves every chapter out). The book build test executes the chapters with widgets and those
+that write files (``build_executed``), so nbmake does not execute those a second time."""
 
 import os
+from pathlib import Path
+
+import pytest
 
 os.environ.setdefault("MATCOMP_PRESET", "smoke")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+ROOT = Path(__file__).resolve().parent
+WRITERS = ["book/progress", "book/width_depth"]  # the chapters that write files: progress caches, a sweep
+
+
+def executed_by_build() -> list[str]:
+    """The chapters the book build test executes: those with widgets (their saved state is checked) and
+    those that write files (the repository must be unchanged after the build)."""
+    widgets = [f"book/{p.stem}" for p in sorted((ROOT / "book").glob("*.ipynb"))
+               if "matcomp.book.widgets" in p.read_text()]
+    return widgets + [w for w in WRITERS if w not in widgets]
+
+
+@pytest.fixture
+def build_executed() -> list[str]:
+    return executed_by_build()
+
+
+RAY_TESTS = ("test_prepare.py", "test_sweep.py")  # one Ray instance at a time: these run on one test worker
+
+
+def pytest_collection_modifyitems(config, items):
+    built = {f"{name}.ipynb" for name in executed_by_build()}
+    kept, skipped = [], []
+    for item in items:
+        path = Path(str(item.path))
+        if path.name in RAY_TESTS:
+            item.add_marker(pytest.mark.xdist_group("ray"))
+        if path.suffix == ".ipynb":
+            item.add_marker(pytest.mark.slow)
+            if path.relative_to(ROOT).as_posix() in built:
+                skipped.append(item)
+                continue
+        kept.append(item)
+    if skipped:
+        config.hook.pytest_deselected(items=skipped)
+        items[:] = kept
