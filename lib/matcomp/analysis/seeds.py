@@ -8,6 +8,16 @@ from matcomp.config import RunConfig
 from matcomp.runs.store import get_or_train
 
 
+def seeds_from(cfg: RunConfig, count: int, skip: int = 0) -> range:
+    """``count`` seeds from ``cfg``'s own on, after the first ``skip``: the seeds of a several-seed part.
+
+    >>> from matcomp.presets import preset
+    >>> seeds_from(preset("cpu", {"train.seed": 3}), 2), seeds_from(preset("cpu"), 8, skip=5)
+    (range(3, 5), range(5, 13))
+    """
+    return range(cfg.train.seed + skip, cfg.train.seed + skip + count)
+
+
 def seed_configs(cfg: RunConfig, seeds) -> dict[int, RunConfig]:
     """``cfg`` at each of ``seeds``: the runs of every chapter that reads several seeds."""
     return {seed: cfg.override({"train.seed": seed}) for seed in seeds}

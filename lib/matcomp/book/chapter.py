@@ -13,7 +13,7 @@ import os
 import torch
 
 from matcomp.analysis.phases import Phases, phases
-from matcomp.analysis.seeds import seed_configs
+from matcomp.analysis.seeds import seed_configs, seeds_from
 from matcomp.config import RunConfig, parse_overrides
 from matcomp.presets import PRESETS, ChapterSizes, chapter_sizes
 from matcomp.presets import preset as named_preset
@@ -136,7 +136,7 @@ def open_seeds(preset: str | None, seed: int | None, overrides: str | dict | Non
     or trained), for the chapters that read one analysis over several seeds."""
     cfg = chapter_config(preset, seed, overrides)
     return {s: open_run(seed_cfg, preset)
-            for s, seed_cfg in seed_configs(cfg, range(cfg.train.seed, cfg.train.seed + count)).items()}
+            for s, seed_cfg in seed_configs(cfg, seeds_from(cfg, count)).items()}
 
 
 def open_chapter(preset: str | None = None, seed: int | None = None, overrides: str | dict | None = None,

@@ -20,7 +20,7 @@ import pandas as pd
 from matcomp.analysis.components import component_config
 from matcomp.analysis.ood import gaussian_training, rank_panel_training
 from matcomp.analysis.progress import progress_configs
-from matcomp.analysis.seeds import seed_configs
+from matcomp.analysis.seeds import seed_configs, seeds_from
 from matcomp.analysis.shortening import shortening_defaults
 from matcomp.analysis.variants import mixture_overrides, variant_overrides
 from matcomp.book.chapter import chapter_config, model_preset, preset_name, probing_config, sizes
@@ -38,7 +38,7 @@ def _model(preset: str) -> list[RunConfig]:
 
 def _seeds(preset: str, count: str = "seeds") -> list[RunConfig]:
     cfg = chapter_config(preset)
-    return list(seed_configs(cfg, range(cfg.train.seed, cfg.train.seed + getattr(sizes(preset), count))).values())
+    return list(seed_configs(cfg, seeds_from(cfg, getattr(sizes(preset), count))).values())
 
 
 def _drop_seeds(preset: str) -> list[RunConfig]:
@@ -68,7 +68,7 @@ def _shortening(preset: str) -> list[RunConfig]:
 
 def _progress(preset: str) -> list[RunConfig]:
     cfg, size = chapter_config(preset), sizes(preset)
-    seeds = range(cfg.train.seed, cfg.train.seed + size.progress_seeds + size.alarm_seeds)  # fitted, then held out
+    seeds = seeds_from(cfg, size.progress_seeds + size.alarm_seeds)  # fitted, then held out
     other_size = _model(preset) if size.one_model else []  # the alarm scored on the one-model run too
     return list(progress_configs(cfg, seeds, size.after_drop).values()) + other_size
 
@@ -89,14 +89,14 @@ def _variants(cfg: RunConfig, axes: dict[str, list[int]], steps: int, after_drop
 def _width_depth(preset: str) -> list[RunConfig]:
     cfg, size = chapter_config(preset), sizes(preset)
     axes = {"width": list(size.widths), "depth": list(size.depths)}
-    seeds = seed_configs(cfg, range(cfg.train.seed, cfg.train.seed + size.shape_seeds)).values()
+    seeds = seed_configs(cfg, seeds_from(cfg, size.shape_seeds)).values()
     return [c for seed_cfg in seeds for c in _variants(seed_cfg, axes, size.steps("shape_steps", cfg), size.after_drop)]
 
 
 def _sizes_ranks(preset: str) -> list[RunConfig]:
     cfg, size = chapter_config(preset), sizes(preset)
     mixture = cfg.override(mixture_overrides(list(size.mixture_sizes)))
-    mixtures = seed_configs(mixture, range(cfg.train.seed, cfg.train.seed + size.seeds)).values()
+    mixtures = seed_configs(mixture, seeds_from(cfg, size.seeds)).values()
     axes = {"size": list(size.mixture_sizes), "rank": list(size.ranks)}
     return [*mixtures, *_variants(cfg, axes, size.steps("size_steps", cfg))]
 
