@@ -6,10 +6,11 @@ import pytest
 import torch
 
 from matcomp.analysis.components import component_config, plateau_table
+from matcomp.book.sizes import chapter_sizes
 from matcomp.config import ModelConfig
 from matcomp.models.factory import build_model
 from matcomp.models.recipe import COMPONENT_PATTERNS, component_names, start_from
-from matcomp.presets import chapter_sizes, preset
+from matcomp.presets import preset
 from matcomp.runs.store import get_or_train
 
 

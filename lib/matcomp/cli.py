@@ -97,7 +97,7 @@ def _phase_steps(run, preset_name: str) -> list[int]:
     """The checkpoints a chapter reads as pre-shift and copy-table models (``analysis.phases``), kept when
     a run is shipped; none for a GPT or a run without a drop."""
     from matcomp.analysis.phases import phases
-    from matcomp.presets import CHAPTER_SIZES
+    from matcomp.book.sizes import CHAPTER_SIZES
 
     if run.config.model.arch != "bert" or run.drop.half_step is None:
         return []

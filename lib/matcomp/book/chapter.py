@@ -14,8 +14,9 @@ import torch
 
 from matcomp.analysis.phases import Phases, phases
 from matcomp.analysis.seeds import seed_configs, seeds_from
+from matcomp.book.sizes import ChapterSizes, chapter_sizes
 from matcomp.config import RunConfig, parse_overrides
-from matcomp.presets import PRESETS, ChapterSizes, chapter_sizes
+from matcomp.presets import PRESETS
 from matcomp.presets import preset as named_preset
 from matcomp.runs.cost import CostBook, duration
 from matcomp.runs.folder import RunFolder
@@ -39,7 +40,7 @@ def preset_name(preset: str | None = None) -> str:
 
 
 def sizes(preset: str | None = None) -> ChapterSizes:
-    """The experiment sizes of the chapter's preset (``matcomp.presets.CHAPTER_SIZES``)."""
+    """The experiment sizes of the chapter's preset (``matcomp.book.sizes.CHAPTER_SIZES``)."""
     return chapter_sizes(preset_name(preset))
 
 

@@ -1,0 +1,68 @@
+"""How big the chapters' experiments are at each preset: seeds, steps, widths, samples, and the preset
+of the one model the one-model chapters read (``matcomp.presets`` holds the presets themselves)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from matcomp.config import RunConfig
+
+
+@dataclass(frozen=True)
+class ChapterSizes:
+    """How big the chapters' experiments are at one preset; a step count of None means the preset's
+    own ``train.steps``. The paper's lists are those of App. H and I."""
+
+    seeds: int  # seeds of the chapters that read several (embeddings, OOD, sizes)
+    drop_seeds: int  # seeds of the drop-step distribution (sudden_drop)
+    component_steps: int | None  # each group trained alone (Fig. 8)
+    widths: tuple[int, ...]  # App. H
+    depths: tuple[int, ...]
+    shape_steps: int | None  # each width or depth variant
+    shape_seeds: int  # seeds per width or depth
+    mixture_sizes: tuple[int, ...]  # App. I, Fig. 16 (rank 1)
+    ranks: tuple[int, ...]
+    size_steps: int | None  # each size or rank run alone
+    gaussian_steps: int | None  # the run on Gaussian factors (App. J.1)
+    completion_samples: int  # matrices per method of the nuclear-norm comparison (Fig. 3)
+    lambda_samples: int  # matrices per lambda of the regularised nuclear norm (App. B)
+    after_drop: int = 2000  # steps a run of a drop-step table trains past its drop (train.stop_after_drop; 0: all)
+    probe_layers: int | None = None  # depth of the deeper model the probes also read (Fig. 6: 12), at half the lr
+    paper_steps: bool = False  # the pre-shift model at the paper's own steps, not at fractions of the drop
+    progress_seeds: int = 5  # seeds of the progress measures' leads (and the alarm's fitted thresholds)
+    alarm_seeds: int = 8  # held-out seeds after those, on which the alarm is scored (``analysis.alarm``)
+    shortening_seeds: int = 4  # seeds of each arm of the shortening comparison
+    one_model: str | None = None  # the preset of the model the one-model chapters read (None: this one)
+
+    def steps(self, field: str, cfg: RunConfig) -> int:
+        """The steps ``field`` names for a run of ``cfg``: its own steps if None, never more."""
+        return min(getattr(self, field) or cfg.train.steps, cfg.train.steps)
+
+
+_PAPER_SIZES = ChapterSizes(seeds=3, drop_seeds=3, component_steps=None, widths=(64, 128, 256, 512, 768, 1024),
+                            depths=(4, 6, 8, 12), shape_steps=None, shape_seeds=3, mixture_sizes=(5, 7, 9),
+                            ranks=(1, 2, 3, 4), size_steps=None, gaussian_steps=None, completion_samples=512,
+                            lambda_samples=256, after_drop=5000, paper_steps=True)
+CHAPTER_SIZES: dict[str, ChapterSizes] = {
+    "smoke": ChapterSizes(seeds=3, drop_seeds=3, component_steps=None, widths=(16, 32), depths=(1, 2),
+                          shape_steps=None, shape_seeds=3, mixture_sizes=(3, 4), ranks=(1, 2), size_steps=None,
+                          gaussian_steps=None, completion_samples=32, lambda_samples=32, after_drop=100,
+                          probe_layers=3, progress_seeds=3, alarm_seeds=2, shortening_seeds=2),
+    "cpu": ChapterSizes(seeds=3, drop_seeds=8, component_steps=None, widths=(32, 64, 128), depths=(2, 4, 6),
+                        shape_steps=None, shape_seeds=3, mixture_sizes=(3, 4, 5), ranks=(1, 2),
+                        size_steps=10000, gaussian_steps=None, completion_samples=512, lambda_samples=256,
+                        probe_layers=12, one_model="cpu7x7"),
+    "paper": _PAPER_SIZES,
+    "paper12": _PAPER_SIZES,
+}
+
+# read through the one-model chapters' ``model`` parameter: the ``cpu`` scale's sizes, without a deeper probe model
+CHAPTER_SIZES.update({name: replace(CHAPTER_SIZES["cpu"], probe_layers=None, one_model=None)
+                      for name in ("cpu7x7", "cpu5x5")})
+
+
+def chapter_sizes(name: str) -> ChapterSizes:
+    """The chapters' experiment sizes at preset ``name``."""
+    if name not in CHAPTER_SIZES:
+        raise ValueError(f"chapter sizes exist for the presets {sorted(CHAPTER_SIZES)}; got {name!r}")
+    return CHAPTER_SIZES[name]
