@@ -75,6 +75,8 @@ LAMBDA_TABLE = {
 # NeurIPS §3.1: the pre-shift model is the checkpoint at step 4,000; Table 1 reads the plateau at these steps
 PRE_SHIFT_STEP = 4000
 COPY_TABLE_STEPS = (1000, 4000, 14000)
+# those steps as fractions of the paper's drop step: where a run of another drop step reads its own
+PHASE_FRACTIONS = tuple(round(s / SUDDEN_DROP["drop step"], 2) for s in (*COPY_TABLE_STEPS, PRE_SHIFT_STEP))
 
 
 def copy_table() -> pd.DataFrame:
@@ -107,3 +109,6 @@ PROBING = {
     "first singular vector: best test |cos| (answer-0 MSE in brackets)": "inconclusive",
 }
 PROBING_BEST_LAYERS = (3, 4)  # of 12: where the masked row is most linearly readable
+
+# WS App. B: the 12-layer model reaches a total MSE of order 1e-3 on these (n, rank) tasks, n×n matrices
+WS_SIZE_RANK_TASKS = ((7, 2), (10, 3), (12, 3), (15, 4))
