@@ -1,0 +1,169 @@
+"""The store of derived tables (``matcomp.runs.derived``): exact round trips, keys that follow every
+input, damaged tables refused or recomputed, stale ones recomputed, and the shipped tables current."""
+
+import json
+import threading
+import time
+
+import pandas as pd
+import pytest
+
+from matcomp.analysis.baselines import completion_sweep
+from matcomp.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from matcomp.models.bert import MatrixBert
+from matcomp.runs import derived
+from matcomp.runs.derived import Derivation, DerivedError, load_or_compute, read, ship, stale
+from matcomp.runs.run import Run
+
+STEP = 10
+SHA = "ab" * 32
+
+
+def fake_run(root, name: str, sha: str = SHA) -> Run:
+    """A finished run folder holding only what a key reads: its config and complete.json."""
+    cfg = RunConfig(name="micro", data=DataConfig(n_rows=3, n_cols=3, rank=1), model=ModelConfig(hidden=16, layers=1,
+                    heads=2), train=TrainConfig(steps=STEP, checkpoint_every=STEP))
+    path = root / name
+    path.mkdir(parents=True)
+    (path / "config.json").write_text(cfg.to_json())
+    (path / "complete.json").write_text(json.dumps({"sha256": {f"checkpoints/step_{STEP:06d}.safetensors": sha}}))
+    return Run(path)
+
+
+class Counted:
+    """A compute function that counts its calls and returns ``tables``."""
+
+    def __init__(self, tables, pause: float = 0.0):
+        self.tables, self.calls, self.pause = tables, 0, pause
+
+    def __call__(self):
+        self.calls += 1
+        time.sleep(self.pause)
+        return self.tables
+
+
+def awkward_table() -> pd.DataFrame:
+    """Floats CSV at default precision would not keep (thirds, tenths, subnormals, extremes), NaN,
+    negative numbers, ints and text, under a two-level index."""
+    index = pd.MultiIndex.from_tuples([(2, "BERT"), (2, "nuclear norm min"), (3, "soft-impute, λ=0.001")],
+                                      names=["rows", "method"])
+    return pd.DataFrame({"L": [1 / 3, 0.1 + 0.2, 5e-324], "L_mask / E[X²]": [float("nan"), -1.7976931348623157e308,
+                         2.220446049250313e-16], "dropped": [0, 7, 2 ** 53 - 1], "note": ["a", "b, c", "d\"e"]},
+                        index=index)
+
+
+@pytest.fixture
+def shipped(tmp_path, monkeypatch):
+    """An empty shipped folder, in place of runs/reference/derived."""
+    root = tmp_path / "shipped"
+    root.mkdir()
+    monkeypatch.setattr(derived, "SHIPPED_ROOT", root)
+    return root
+
+
+def test_tables_round_trip_exactly_through_csv(tmp_path, store, shipped):
+    data = DataConfig(n_rows=3, n_cols=3, rank=1)
+    model = MatrixBert(ModelConfig(hidden=16, layers=1, heads=2)).eval()
+    computed = {"awkward": awkward_table(), **completion_sweep(data, [0.2, 0.5], samples=5, lam=1e-3, model=model)}
+    run = fake_run(tmp_path, "micro-aaaa")
+    derivation = Derivation("roundtrip", Counted(computed), [(run, STEP)], {"p": 0.1})
+    first = load_or_compute(derivation)
+    again, problem = read(derivation, store / "derived")
+    assert problem is None and list(again) == list(computed) == list(first)
+    for name, table in computed.items():
+        pd.testing.assert_frame_equal(first[name], table, check_exact=True)
+        pd.testing.assert_frame_equal(again[name], table, check_exact=True)
+    sweep = again["sweep"]
+    assert sweep["L"].tolist() == computed["sweep"]["L"].tolist()  # bit for bit, not approximately
+    assert 0 < sweep.loc[sweep.method == "BERT", "L"].iloc[0] < 1
+
+
+def test_a_table_that_csv_cannot_keep_is_refused_at_write(tmp_path, store, shipped):
+    table = pd.DataFrame({"when": pd.to_datetime(["2024-01-01"])}).rename_axis("row")
+    with pytest.raises(ValueError, match="does not read back exactly"):
+        load_or_compute(Derivation("dates", Counted({"t": table})))
+    with pytest.raises(ValueError, match="its own text name"):
+        load_or_compute(Derivation("unnamed", Counted({"t": pd.DataFrame({"x": [1.0]})})))
+
+
+def test_the_key_changes_with_a_parameter_a_checkpoint_a_source_and_a_version(tmp_path, monkeypatch):
+    run = fake_run(tmp_path, "micro-aaaa")
+    other = fake_run(tmp_path, "micro-bbbb", sha="cd" * 32)
+
+    def key(checkpoints=((run, STEP),), params=None, modules=("matcomp.metrics",)):
+        return Derivation("sweep", Counted({}), checkpoints, params or {"samples": 512, "lam": 0.001}, modules).key()
+
+    base = key()
+    assert key() == base and len(base) == 64
+    assert key(params={"samples": 512, "lam": 0.0010000000000000002}) != base  # one ulp of a float parameter
+    assert key(params={"samples": 511, "lam": 0.001}) != base
+    assert key(checkpoints=((other, STEP),)) != base  # another checkpoint's SHA-256
+    assert key(checkpoints=()) != base
+    assert key(modules=("matcomp.metrics", "matcomp.data")) != base
+    monkeypatch.setattr(derived, "versions", lambda: {"torch": "0.0"})
+    assert key() != base
+    with pytest.raises(ValueError, match="records no SHA-256"):
+        Derivation("x", Counted({}), [(run, 20)]).key()
+
+
+def test_a_stored_table_is_read_not_recomputed_and_a_stale_one_is_recomputed(tmp_path, store, shipped, monkeypatch):
+    module = tmp_path / "fake_analysis.py"
+    module.write_text("SCALE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    table = pd.DataFrame({"L": [0.125, 1 / 3]}, index=pd.Index([0.1, 0.3], name="p_mask"))
+    compute = Counted({"t": table})
+    derivation = Derivation("stale", compute, params={"samples": 4}, modules=["fake_analysis"])
+    load_or_compute(derivation)
+    load_or_compute(derivation)
+    assert compute.calls == 1  # the second read came from the store
+    old = derivation.key()
+    module.write_text("SCALE = 2  # the code changed\n")
+    assert derivation.key() != old
+    load_or_compute(derivation)
+    assert compute.calls == 2  # recomputed under its new key, the old table never read
+    load_or_compute(Derivation("stale", compute, params={"samples": 5}, modules=["fake_analysis"]))
+    assert compute.calls == 3
+
+
+def test_a_damaged_shipped_table_is_an_error_naming_git_checkout(store, shipped):
+    table = pd.DataFrame({"L": [0.5, 0.25]}, index=pd.Index([1, 2], name="rank"))
+    derivation = Derivation("damaged", Counted({"losses": table}), params={"n": 2})
+    manifest, new = ship(derivation)
+    assert new and manifest.parent == shipped and load_or_compute(derivation)["losses"].equals(table)
+    csv = next(shipped.glob("damaged-*.losses.csv"))
+    csv.write_text(csv.read_text().replace("0.5", "0.6"))
+    with pytest.raises(DerivedError, match=r"is damaged: .*SHA-256 differs\); restore it from git \(git checkout -- "):
+        load_or_compute(derivation)
+    assert "\n" not in str(pytest.raises(DerivedError, load_or_compute, derivation).value)
+
+
+def test_a_damaged_working_table_is_recomputed(store, shipped):
+    compute = Counted({"t": pd.DataFrame({"L": [0.5]}, index=pd.Index([1], name="rank"))})
+    derivation = Derivation("working", compute)
+    load_or_compute(derivation)
+    csv = next((store / "derived").glob("working-*.t.csv"))
+    csv.write_text("rank,L\n1,0.75\n")
+    assert load_or_compute(derivation)["t"]["L"].tolist() == [0.5] and compute.calls == 2
+
+
+def test_ship_replaces_the_shipped_tables_of_an_older_key(store, shipped):
+    table = pd.DataFrame({"L": [0.5]}, index=pd.Index([1], name="rank"))
+    first = Derivation("panel", Counted({"t": table}), params={"samples": 1})
+    second = Derivation("panel", Counted({"t": table * 2}), params={"samples": 2})
+    ship(first)
+    assert not stale(first) and len(stale(second)) == 2  # the old manifest and its table
+    ship(second)
+    assert sorted(p.name.split(".")[0] for p in shipped.iterdir()) == [second.stem()] * 2
+    assert ship(second)[1] is False  # already current: nothing written
+
+
+def test_two_processes_asking_at_once_compute_once(store, shipped):
+    compute = Counted({"t": pd.DataFrame({"L": [0.5]}, index=pd.Index([1], name="rank"))}, pause=0.3)
+    derivation = Derivation("locked", compute)
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(load_or_compute(derivation))) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert compute.calls == 1 and len(results) == 2 and results[0]["t"].equals(results[1]["t"])
