@@ -6,9 +6,11 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
-from matcomp.data import Batch
+from matcomp.analysis.phases import phases
+from matcomp.data import Batch, second_moment
 from matcomp.metrics import masked_mse
 from matcomp.models.gpt import MatrixGPT, sequences
+from matcomp.runs.run import Run
 from matcomp.tokenizer import GPT_TOKENS
 
 
@@ -48,6 +50,36 @@ def completion_scores(model: MatrixGPT, batch: Batch) -> pd.DataFrame:
         rows[name] = {"acc_obs": accuracy[name][0], "acc_mask": accuracy[name][1],
                       **{k: mse[k].item() for k in ("L", "L_obs", "L_mask")}}
     return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def sign_and_magnitude(pred: torch.Tensor, values: torch.Tensor, observed: torch.Tensor) -> dict[str, float]:
+    """How much of each missing entry ``pred`` gets right, in two parts: its sign and its magnitude.
+
+    ``sign right``: the share of missing entries (|x| ≥ 0.01) whose prediction has the sign of x;
+    ``|x| MSE``: the mean (|x̂| − |x|)², against ``|x| MSE of E|x|``, that of the best constant answer
+    (the variance of |x|); ``MSE``: the mean (x̂ − x)², against ``MSE, random sign``: mean(x² + x̂²), what
+    the same magnitudes give with a sign drawn at random; and ``MSE of 0``: mean x², answering 0. A model
+    that knows |x| and guesses the sign has ``sign right`` near 0.5, a small ``|x| MSE`` and an ``MSE``
+    near ``MSE, random sign``, about twice ``MSE of 0`` when its magnitudes are right.
+
+    >>> x = torch.tensor([[0.5, -0.5, 0.2, -0.2]]); known = torch.zeros_like(x, dtype=torch.bool)
+    >>> r = sign_and_magnitude(torch.tensor([[0.5, 0.5, -0.2, -0.2]]), x, known)
+    >>> [round(r[k], 4) for k in ("sign right", "|x| MSE", "MSE", "MSE, random sign", "MSE of 0")]
+    [0.5, 0.0, 0.29, 0.29, 0.145]
+    """
+    missing = ~observed & (values.abs() >= 0.01)
+    x, p = values[missing].double(), pred.reshape(values.shape)[missing].double()
+    return {"sign right": (torch.sign(p) == torch.sign(x)).double().mean().item(),
+            "|x| MSE": ((p.abs() - x.abs()) ** 2).mean().item(), "|x| MSE of E|x|": x.abs().var(unbiased=False).item(),
+            "MSE": ((p - x) ** 2).mean().item(), "MSE, random sign": (x ** 2 + p ** 2).mean().item(),
+            "MSE of 0": (x ** 2).mean().item()}
+
+
+def greedy_reading(model: MatrixGPT, batch: Batch) -> dict[str, float]:
+    """``sign_and_magnitude`` of the GPT's greedy completions (the argmax token's value) of ``batch``."""
+    n = batch.observed.flatten(1).shape[1]
+    tokens, _ = decode(model, sequences(batch)[:, :n + 1])
+    return sign_and_magnitude(GPT_TOKENS.decode(tokens), batch.values, batch.observed)
 
 
 @torch.no_grad()
@@ -105,3 +137,18 @@ def late_gain(metrics: pd.DataFrame, column: str = "eval_acc_mask", window: int 
     gain = late.mean() - early.mean()
     return pd.Series({"window": window, "earlier": early.mean(), "last": late.mean(), "gain": gain, "se": se,
                       "flat": bool(abs(gain) <= 2 * se)})
+
+
+def completion_table(gpt: Run, bert: Run, batch: Batch, paper_steps: bool = False) -> pd.DataFrame:
+    """L_obs and L_mask of the GPT's last checkpoint (greedy tokens, softmax means) beside BERT's post-shift
+    checkpoint and its checkpoint nearest the GPT's steps, and answering 0 at missing entries, on ``batch``."""
+    post, equal = phases(bert, paper_steps).post, bert.nearest_step(gpt.steps[-1])
+    bert_steps = {"post-shift": post, "at the GPT's steps": equal} if post != equal else {
+        "post-shift = at the GPT's steps": post}
+    table = completion_scores(gpt.checkpoint(gpt.steps[-1]), batch)[["L_obs", "L_mask"]]
+    table = table.rename(index=lambda reading: f"GPT, {reading} (step {gpt.steps[-1]:,})")
+    for name, step in bert_steps.items():
+        table.loc[f"BERT, {name} (step {step:,})"] = [
+            bert.checkpoint(step).eval_losses(batch)[k].item() for k in ("L_obs", "L_mask")]
+    table.loc["predict 0 at missing entries"] = [0.0, second_moment(bert.config.data)]
+    return table

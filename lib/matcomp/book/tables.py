@@ -176,3 +176,44 @@ def versus_findings(versus: pd.DataFrame, at: float, method: str = "nuclear-norm
     return (f"The BERT's L is below {method}'s {where}; at its training p_mask {at:g} it is {side} by "
             f"{abs(z.loc[at]):.1f} s.e.; it is behind by more than 2 s.e. at {listed(behind) or 'no p_mask'}; "
             f"its nuclear norm is the larger at {larger} of {len(versus)} values of p_mask.")
+
+
+def span_text(values, fmt: str = "{:,.0f}") -> str:
+    """The smallest and largest of ``values`` (missing ones left out) as "3,804–6,488", one value alone if
+    they are equal, "none" if there is none: a range a sentence quotes.
+
+    >>> span_text([6488, 3804, None, 4484]), span_text([0.11, 0.24], "{:.2f}"), span_text([5.0]), span_text([None])
+    ('3,804–6,488', '0.11–0.24', '5', 'none')
+    """
+    present = [float(v) for v in values if not pd.isna(v)]
+    if not present:
+        return "none"
+    lo, hi = fmt.format(min(present)), fmt.format(max(present))
+    return lo if lo == hi else f"{lo}–{hi}"
+
+
+def and_text(items) -> str:
+    """Items as "2", "2 and 3" or "0, 1 and 4"; "none" for no item.
+
+    >>> and_text([0, 1, 4]), and_text(["2", "3"]), and_text([])
+    ('0, 1 and 4', '2 and 3', 'none')
+    """
+    items = [str(i) for i in items]
+    return "none" if not items else items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def machine_text(run) -> str:
+    """The machine a finished run was trained on, from its ``complete.json``: "AMD EPYC, 1 thread"."""
+    machine = run.summary.get("machine", {})
+    threads = machine.get("threads")
+    return f"{machine.get('cpu', 'an unrecorded machine')}" + (
+        f", {threads} thread{'s' if threads != 1 else ''}" if threads else "")
+
+
+def glue_texts(texts: dict[str, object]) -> None:
+    """Glue each value as text under its key (myst-nb ``glue``, not displayed), for the chapter's prose to
+    quote with ``{glue:text}`key```: a number in a sentence then comes from the run, not from typing."""
+    from myst_nb import glue
+
+    for key, value in texts.items():
+        glue(key, str(value), display=False)

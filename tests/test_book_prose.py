@@ -1,0 +1,107 @@
+"""The numbers the chapters' closing prose quotes (``matcomp.book.prose``), on small tables whose answers
+are known, and the GPT's sign-or-magnitude reading."""
+
+import pandas as pd
+import pytest
+import torch
+
+from matcomp.analysis.gpt import sign_and_magnitude
+from matcomp.analysis.shortening import arm_summary
+from matcomp.book.prose import gpt_numbers, progress_numbers, seeds_text, shortening_numbers, sizes_numbers
+from matcomp.book.tables import and_text, span_text
+from matcomp.presets import preset
+
+ARMS = ("attention × 10 (follow-up)", "bias, fading", "bias, fading, no diagonal", "bias, kept on",
+        "bias, kept on, no diagonal", "lr × 2")
+
+
+def drops(*steps):
+    return pd.DataFrame({"drop step": pd.array(steps, dtype="Int64")}, index=pd.Index(range(len(steps)), name="seed"))
+
+
+def test_shortening_numbers_read_the_arms():
+    plain = drops(5000, 6000, 11000, 15000)
+    arms = {"attention × 10 (follow-up)": drops(7000, 6500, 8000, 5700), "bias, fading": drops(6300, 6900, 6600, 6400),
+            "bias, fading, no diagonal": drops(None, 6200, 7900, 7500), "bias, kept on": drops(6700, 4100, 9500, 4000),
+            "bias, kept on, no diagonal": drops(4300, 3800, 6400, 4400), "lr × 2": drops(8100, 10500, 7300, 7500)}
+    by_seed = pd.DataFrame({"plain": plain["drop step"], **{n: d["drop step"] for n, d in arms.items()}})
+    ends = pd.DataFrame({"L_mask with the change": 0.02, "L_mask without it": 0.02},
+                        index=pd.MultiIndex.from_product([["plain", *ARMS], range(4)], names=["arm", "seed"]))
+    ends.loc[("bias, kept on", 2), "L_mask without it"] = 0.24
+    ends.loc[("bias, kept on, no diagonal", 1), "L_mask without it"] = 0.12
+    numbers = shortening_numbers(by_seed, arm_summary(plain, arms, 20000), ends, 20000, plateau=1 / 9)
+    assert numbers["short_kept_earlier"] == "4" and numbers["short_scale_earlier"] == "2"
+    assert numbers["short_kept_span"] == "3,800–6,400" and numbers["short_plain_span"] == "5,000–15,000"
+    assert numbers["short_sign_p"] == "1/8" and numbers["short_fading_width"] == "600"
+    assert numbers["short_kept_win"] == "0.02–0.24" and numbers["short_kept_vs_plateau"] == "partly below"
+    assert numbers["short_fading_earlier_seeds"] == "2 and 3" and numbers["short_fading_later_seeds"] == "0 and 1"
+    assert numbers["short_nodiag_stays"] == "0" and numbers["short_nodiag_seeds"] == "1–3"
+    assert numbers["short_nodiag_span"] == "6,200–7,900" and numbers["short_nodiag_with_span"] == "6,400–6,900"
+
+
+RUNS = [("size", 3, 0), ("size", 4, 0), ("size", 5, 0), ("rank", 1, 0), ("rank", 2, 0)]
+
+
+def test_sizes_numbers_read_the_order_and_the_separate_runs():
+    orders = pd.DataFrame({"drop step": [1000, 2000, 2500, 1100, 3000, 2900], "final L_mask": [0.03, 0.02, 0.02] * 2},
+                          index=pd.MultiIndex.from_product([[0, 1], ["3x3", "4x4", "5x5"]], names=["seed", "size"]))
+    table = pd.DataFrame({"leaves plateau": pd.array([5000, 4300, 5900, 4300, None], dtype="Int64"),
+                          "drop step": pd.array([8000, 5000, 6700, 5000, None], dtype="Int64"),
+                          "last step": [10000] * 5},
+                         index=pd.MultiIndex.from_tuples(RUNS, names=["axis", "value", "seed"]))
+    numbers = sizes_numbers(orders, table, preset("cpu"))
+    assert numbers["sizes_small_first"] == "2" and numbers["sizes_small_ahead"] == "1,000–1,900"
+    assert numbers["sizes_large_last"] == "1" and numbers["sizes_large_after"] == "500"
+    assert numbers["sizes_large_before"] == "100" and numbers["sizes_mix_span"] == "1,000–3,000"
+    assert numbers["sizes_alone_order"] == "4×4 (4,300) < 3×3 (5,000) < 5×5 (5,900)"
+    assert numbers["sizes_alone_fall"] == "3×3 3,000, 4×4 700, 5×5 800"
+    assert numbers["sizes_rank_fate"] == "rank 2 stays on its plateau (2/9) for all 10,000 steps"
+    assert (numbers["sizes_dof"], numbers["sizes_seen"], numbers["sizes_entries"]) == ("12", "11", "16")
+
+
+def test_progress_numbers_read_leads_over_seeds_and_windows():
+    index = pd.MultiIndex.from_product([[0, 1], [1, 3]], names=["seed", "window"])
+    by_seed = pd.DataFrame({"drop step": [5000, 5000, 10000, 10000], "loss onset": [4200, 4250, 9000, 9000],
+                            "row attention": [400, 450, -50, -50], "column attention": [100, 100, 1000, 1200],
+                            "collapse": [0, 900, 3000, 2900], "collapse (missing)": [-50, -50, 150, 150],
+                            "prediction spread": [0, 0, 50, 0], "column clustering": [-200, -200, 100, 100],
+                            "row clustering": [100, 50, 0, 0], "first to move": "x"}, index=index)
+    numbers = progress_numbers(by_seed, spacing=50)
+    assert numbers["prog_att_every"] == "2" and numbers["prog_row_ahead"] == "1" and numbers["prog_col_ahead"] == "2"
+    assert numbers["prog_att_span"] == "400–1,200" and numbers["prog_row_seeds"] == "0"
+    assert numbers["prog_col_seeds"] == "1" and numbers["prog_att_window"] == "200"
+    assert numbers["prog_collapse_max"] == "3,000" and numbers["prog_collapse_seed"] == "1"
+    assert numbers["prog_collapse_share"] == "30%" and numbers["prog_collapse_flips"] == "1"
+    assert numbers["prog_spread_with"] == "2" and numbers["prog_missing_with"] == "1"
+    assert numbers["prog_att_max_share"] == "12%" and numbers["prog_onset_span"] == "800–1,000"
+
+
+def test_gpt_numbers_read_accuracy_and_the_completion_table():
+    steps = list(range(25, 20001, 25))
+    metrics = pd.DataFrame({"step": steps, "eval_acc_mask": [0.1 + 0.1 * s / 20000 for s in steps]})
+    table = pd.DataFrame({"L_obs": [0, 0, 0, 0], "L_mask": [0.22, 0.111, 0.025, 1 / 9]},
+                         index=["GPT, greedy", "GPT, mean", "BERT, post-shift", "predict 0"])
+    reading = {"sign right": 0.48, "|x| MSE": 0.01, "|x| MSE of E|x|": 0.046, "MSE": 0.227, "MSE, random sign": 0.225}
+    numbers = gpt_numbers(metrics, reading, table)
+    assert (numbers["gpt_mark_1"], numbers["gpt_acc_1"]) == ("3,000", "0.12")
+    assert numbers["gpt_late_flat"] == "still moving" and numbers["gpt_acc_mask"] == "0.20"
+    assert (numbers["gpt_greedy_ratio"], numbers["gpt_bert_ratio"], numbers["gpt_sign"]) == ("2.0", "4.4", "0.48")
+
+
+def test_a_model_that_knows_the_magnitude_but_not_the_sign_reads_as_such():
+    generator = torch.Generator().manual_seed(0)
+    x = torch.rand(64, 16, generator=generator) * 2 - 1
+    missing = torch.zeros_like(x, dtype=torch.bool)
+    sign = torch.where(torch.rand(64, 16, generator=generator) < 0.5, -1.0, 1.0)
+    coin = sign_and_magnitude(sign * x.abs(), x, missing)
+    assert coin["sign right"] == pytest.approx(0.5, abs=0.07) and coin["|x| MSE"] == pytest.approx(0.0)
+    assert coin["MSE"] == pytest.approx(2 * coin["MSE of 0"], rel=0.15)
+    assert coin["MSE"] == pytest.approx(coin["MSE, random sign"], rel=0.15)
+    knows = sign_and_magnitude(x, x, missing)
+    assert knows["sign right"] == 1.0 and knows["MSE"] == 0.0
+    zero = sign_and_magnitude(torch.zeros_like(x), x, missing)
+    assert zero["sign right"] == 0.0 and zero["|x| MSE"] > zero["|x| MSE of E|x|"]
+
+
+def test_texts_of_spans_lists_and_seeds():
+    assert span_text([3, None, 1]) == "1–3" and and_text([1]) == "1" and seeds_text([1, 2]) == "1 and 2"
