@@ -26,6 +26,10 @@ def test_train_prints_where_the_run_is_and_ship_refuses_a_bad_budget_by_name(sto
     assert not (tmp_path / "reference").exists() or not any((tmp_path / "reference").iterdir())
     main(["ship", *run, "--steps", "0", "120"])
     assert "2 checkpoints" in capsys.readouterr().out
+    main(["ship", *run, "--steps"])  # a shipped run narrowed to its metrics alone
+    assert "to 0 checkpoints" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match=r"steps \[120\] are not shipped"):
+        main(["ship", *run, "--steps", "120"])
 
 
 def test_bad_override_names_the_field():

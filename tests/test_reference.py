@@ -4,7 +4,7 @@ import pytest
 
 import matcomp.runs.shipped
 from matcomp.drop import Drop
-from matcomp.runs.shipped import export_reference, find_reference, reference_steps
+from matcomp.runs.shipped import export_reference, find_reference, narrow_reference, reference_steps
 from matcomp.runs.store import get_or_train
 
 
@@ -25,6 +25,25 @@ def test_export_keeps_the_chosen_checkpoints_and_the_command(shipped, micro):
     assert len(shipped.metrics) == micro.train.steps
     with pytest.raises(ValueError, match="exists already"):
         export_reference(get_or_train(micro, progress=False), [0], command="again")
+
+
+def test_a_narrowed_run_keeps_its_chosen_checkpoints_sealed_and_says_how_it_was_made(micro, store, tmp_path,
+                                                                                  monkeypatch):
+    monkeypatch.setattr(matcomp.runs.shipped, "REFERENCE_ROOT", tmp_path / "reference")
+    command = "python -m matcomp train --preset smoke --set train.seed=0 --threads 1 --no-shipped && python -m ..."
+    shipped = export_reference(get_or_train(micro, progress=False), [0, 20, 40], command=command)
+    with pytest.raises(ValueError, match=r"steps \[30\] are not shipped"):
+        narrow_reference(shipped, [0, 30])
+    narrowed = narrow_reference(shipped, [20])
+    assert narrowed.path == shipped.path and narrowed.steps == [20] and narrowed.last_step == 40
+    assert narrowed.summary["command"].endswith(
+        "&& python -m matcomp ship --preset smoke --set train.seed=0 --steps 20")
+    assert find_reference(micro).steps == [20]  # verified whole: complete.json lists what is left
+    bare = narrow_reference(narrowed, [])  # the metrics alone
+    assert find_reference(micro).steps == [] and bare.last_step == 40 and len(bare.metrics) == 40
+    assert sorted(p.name for p in (tmp_path / "reference").iterdir()) == [shipped.path.name]  # nothing left aside
+    with pytest.raises(ValueError, match="metrics alone, no checkpoint"):
+        bare.nearest_step(20)
 
 
 def test_only_an_identical_config_uses_the_shipped_run(shipped, micro, monkeypatch):

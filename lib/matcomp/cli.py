@@ -2,7 +2,8 @@
 ``python -m matcomp bench [--preset cpu]``, ``python -m matcomp ship --preset cpu``,
 ``python -m matcomp plan --preset cpu`` (every run the book needs), ``python -m matcomp prepare --preset cpu``
 (train them in parallel on Ray), ``python -m matcomp sweep book/X.ipynb --out DIR --param NAME V1 V2 ...``,
-``python -m matcomp presets`` and ``python -m matcomp runs``."""
+``python -m matcomp presets``, ``python -m matcomp runs`` and ``python -m matcomp derive`` (the shipped
+derived tables, ``matcomp.book.stored``)."""
 
 from __future__ import annotations
 
@@ -108,13 +109,22 @@ def _phase_steps(run, preset_name: str) -> list[int]:
 
 def cmd_ship(args) -> None:
     from matcomp.runs.run import Run, verify
-    from matcomp.runs.shipped import export_reference, find_reference, reference_steps
+    from matcomp.runs.shipped import export_reference, find_reference, narrow_reference, reference_steps
     from matcomp.runs.store import RunFolder, runs_root
 
     cfg = _config(args)
     shipped = find_reference(cfg)
+    if shipped is not None and args.steps is not None:  # keep fewer of its checkpoints
+        try:
+            shipped = narrow_reference(shipped, args.steps)
+        except ValueError as error:
+            raise SystemExit(f"error: {error}") from None
+        print(f"narrowed {shipped.path} to {len(shipped.steps)} checkpoints, "
+              f"{sum(shipped.summary['files'].values()) / 2**20:.1f} MiB")
+        return
     if shipped is not None:
-        raise SystemExit(f"error: {shipped.path} is shipped already; delete it to ship the run again")
+        raise SystemExit(f"error: {shipped.path} is shipped already; delete it to ship the run again, or name "
+                         f"the checkpoints to keep of it with --steps")
     sets = "".join(f" --set {s}" for s in args.set)
     folder = RunFolder(runs_root() / cfg.run_id)
     if not folder.complete_path.exists():
@@ -130,11 +140,12 @@ def cmd_ship(args) -> None:
         except ValueError as err:  # its checkpoints could not be chosen around a drop
             raise SystemExit(f"error: run {cfg.run_id} cannot be shipped: {err}") from None
     threads = run.summary["machine"]["threads"]
-    chosen = f" --steps {' '.join(map(str, args.steps))}" if args.steps else ""
+    chosen = "" if args.steps is None else " --steps" + "".join(f" {step}" for step in args.steps)
     command = (f"python -m matcomp train --preset {args.preset}{sets} --threads {threads} --no-shipped && "
                f"python -m matcomp ship --preset {args.preset}{sets} --max-mb {args.max_mb:g}{chosen}")
     try:
-        steps = args.steps or reference_steps(run, int(args.max_mb * 2**20), keep=_phase_steps(run, args.preset))
+        steps = args.steps if args.steps is not None else reference_steps(
+            run, int(args.max_mb * 2**20), keep=_phase_steps(run, args.preset))
         shipped = export_reference(run, steps, command)
     except ValueError as error:  # a budget too small for the checkpoints kept, or --steps without a checkpoint
         raise SystemExit(f"error: {error} (raise --max-mb, or name the checkpoints with --steps)") from None
@@ -251,6 +262,16 @@ def cmd_presets(args) -> None:
               f"{m.layers} layers, {m.heads} heads | batch {t.batch}, lr {t.lr:g}, {t.steps} steps, {t.precision}")
 
 
+def cmd_derive(args) -> None:
+    from matcomp.book.stored import shipped_derivations
+    from matcomp.runs.derived import ship
+    from matcomp.runs.shipped import REPO
+
+    for derivation in shipped_derivations():
+        path, new = ship(derivation)
+        print(f"{'computed' if new else 'current '} {path.relative_to(REPO)}", flush=True)
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors in two lines, the problem and where to read more, not the whole usage."""
 
@@ -277,9 +298,9 @@ def main(argv: list[str] | None = None) -> None:
     sub.choices["bench"].add_argument("--warmup", type=_at_least(0), default=3, help="untimed steps first")
     sub.choices["ship"].add_argument("--max-mb", type=_at_least(0, float, strictly=True), default=30.0,
                                      help="size budget (MiB)")
-    sub.choices["ship"].add_argument("--steps", type=_at_least(0), nargs="+", default=None, metavar="STEP",
-                                     help="the checkpoints to keep (default: chosen within the budget, "
-                                          "around the drop)")
+    sub.choices["ship"].add_argument("--steps", type=_at_least(0), nargs="*", default=None, metavar="STEP",
+                                     help="the checkpoints to keep; none named: the metrics alone (default: "
+                                          "chosen within the budget, around the drop)")
     sweep = sub.add_parser("sweep", help="run a chapter over a parameter grid with papermill, collect its results")
     sweep.add_argument("notebook", help="the chapter, e.g. book/sudden_drop.ipynb")
     sweep.add_argument("--out", required=True, help="folder for the executed notebooks and results.csv")
@@ -310,11 +331,13 @@ def main(argv: list[str] | None = None) -> None:
     prepare.add_argument("--quiet", action="store_true", help="no progress bar")
     sub.add_parser("presets", help="list the presets")
     sub.add_parser("runs", help="list stored runs (finished or not) with their progress and drop")
+    sub.add_parser("derive", help="compute the shipped derived tables (runs/reference/derived) that are missing "
+                                   "or stale")
     args = parser.parse_args(argv)
     if getattr(args, "threads", None):
         torch.set_num_threads(args.threads)
     commands = {"train": cmd_train, "bench": cmd_bench, "ship": cmd_ship, "presets": cmd_presets, "runs": cmd_runs,
-                "sweep": cmd_sweep, "plan": cmd_plan, "prepare": cmd_prepare}
+                "sweep": cmd_sweep, "plan": cmd_plan, "prepare": cmd_prepare, "derive": cmd_derive}
     try:
         if hasattr(args, "device"):
             resolve_device(args.device)  # a device that is not here stops before any work

@@ -90,11 +90,23 @@ class RunFolder:
     def read_checkpoint(self, step: int) -> dict[str, torch.Tensor]:
         path = self.checkpoint_path(step)
         if not path.exists():
-            raise ValueError(f"no checkpoint at step {step} in {self.path}; available: {self.checkpoint_steps()}")
+            raise ValueError(f"no checkpoint at step {step} in {self.path}; available: {self.checkpoint_steps()} (a "
+                             f"shipped run keeps only those the chapters read; --no-shipped trains the whole run)")
         return load_file(path)
 
     def checkpoint_steps(self) -> list[int]:
         return sorted(int(p.stem.split("_")[1]) for p in self.checkpoint_dir.glob("step_*.safetensors"))
+
+    def last_step(self) -> int:
+        """The run's last step: recorded in complete.json (a shipped run may keep no checkpoint at all),
+        else its last checkpoint (a run is checkpointed at its last step)."""
+        recorded = (self.read_complete() or {}).get("last_step")
+        if recorded is not None:
+            return int(recorded)
+        steps = self.checkpoint_steps()
+        if not steps:
+            raise ValueError(f"{self.path} records no last step and holds no checkpoint")
+        return steps[-1]
 
     # --- resume state and completion --------------------------------------------------------------
     def write_resume(self, state: dict) -> None:

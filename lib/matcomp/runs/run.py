@@ -39,13 +39,13 @@ class Run:
 
     @property
     def steps(self) -> list[int]:
-        """Steps with a saved checkpoint."""
+        """Steps with a saved checkpoint (a shipped run may keep few, or none: its metrics alone)."""
         return self.folder.checkpoint_steps()
 
     @property
     def last_step(self) -> int:
         """The run's last step: ``train.steps``, or earlier if it stopped after its drop (``train.stop_after_drop``)."""
-        return self.steps[-1]
+        return self.folder.last_step()
 
     def checkpoint(self, step: int, device: str | torch.device = "cpu", attention: str | None = None) -> Model:
         """The model after ``step`` updates, in eval mode (``step`` must be in ``self.steps``)."""
@@ -63,6 +63,9 @@ class Run:
 
     def nearest_step(self, step: int) -> int:
         """The checkpointed step closest to ``step``."""
+        if not self.steps:
+            raise ValueError(f"{self.config.run_id} is shipped with its metrics alone, no checkpoint: train it "
+                             f"(python -m matcomp train ... --no-shipped) to analyse its models")
         return min(self.steps, key=lambda s: abs(s - step))
 
     @cached_property
@@ -99,7 +102,11 @@ def verify(folder: RunFolder, cfg: RunConfig | None = None) -> str | None:
     for name, digest in recorded.items():
         if sha256_file(folder.path / name) != digest:
             return f"{name} has changed since the run finished (its SHA-256 differs)"
-    return table_problem(folder.read_metrics(), stored, folder.checkpoint_steps()[-1])
+    try:
+        last = folder.last_step()
+    except ValueError as err:
+        return str(err)
+    return table_problem(folder.read_metrics(), stored, last)
 
 
 def table_problem(metrics: pd.DataFrame, cfg: RunConfig, last_step: int | None = None,
@@ -147,7 +154,7 @@ def summarize(path: Path | str) -> str:
     last, seconds = metrics.iloc[-1], metrics["time_s"].dropna().iloc[-1]
     status = "unfinished"
     if folder.complete_path.exists():
-        problem = table_problem(metrics, cfg, folder.checkpoint_steps()[-1])
+        problem = table_problem(metrics, cfg, folder.last_step())
         status = f"damaged: {problem}" if problem else "finished"
     if cfg.model.arch != "bert":
         drop = "no L_mask drop (cross-entropy; see the gpt chapter's copy onset)"

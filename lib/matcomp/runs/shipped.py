@@ -9,6 +9,7 @@ regenerates it.
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -98,6 +99,27 @@ def export_reference(run: Run, steps: list[int], command: str, root: Path | None
         shutil.copy2(path, staging.path / path.name)
     for step in sorted(steps):
         shutil.copy2(run.folder.checkpoint_path(step), staging.checkpoint_path(step))
-    staging.write_complete({**run.summary, "command": command, **staging.fingerprint()})
+    staging.write_complete({**run.summary, "last_step": run.last_step, "command": command, **staging.fingerprint()})
     staging.path.rename(target.path)  # appears whole or not at all
     return Run(target.path)
+
+
+def narrow_reference(run: Run, steps: list[int]) -> Run:
+    """Keep only the checkpoints at ``steps`` of the shipped ``run`` (none: its metrics alone), re-sealed,
+    its command's ``ship`` part naming them: shipped weight is only what the chapters read. The old
+    folder is set aside until the new one is whole, so a crash loses nothing."""
+    extra = sorted(set(steps) - set(run.steps))
+    if extra:
+        raise ValueError(f"steps {extra} are not shipped with {run.path.name}; narrowing cannot add checkpoints")
+    trained = run.summary["command"].split(" && ")[0]
+    ship = re.sub(r" --threads \S+| --no-shipped", "", trained).replace(" train ", " ship ", 1)
+    command = f"{trained} && {ship} --steps" + "".join(f" {step}" for step in sorted(steps))
+    aside = run.path.with_name(f".{run.path.name}.narrowing")
+    run.path.rename(aside)
+    try:
+        narrowed = export_reference(Run(aside), steps, command, root=run.path.parent)
+    except BaseException:
+        aside.rename(run.path)
+        raise
+    shutil.rmtree(aside)
+    return narrowed

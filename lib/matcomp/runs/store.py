@@ -92,7 +92,7 @@ def _initial_weights(cfg: RunConfig, root: Path) -> dict[str, torch.Tensor] | No
     for path in (REFERENCE_ROOT / run_id, root / run_id):
         folder = RunFolder(path)
         if folder.complete_path.exists():
-            return folder.read_checkpoint(folder.checkpoint_steps()[-1])
+            return folder.read_checkpoint(folder.last_step())
     raise ValueError(f"train.init_from names run {run_id!r}, which is neither shipped nor finished in {root}; "
                      f"train it first")
 
@@ -126,12 +126,14 @@ def _finish(folder: RunFolder, cfg: RunConfig, device, seconds: float, metrics: 
     of resume.pt, kept so that a longer budget continues the run: ``matcomp.runs.extend``), if the
     run is whole: its table on disk holds every step up to its last checkpoint, with finite losses.
     A run that is not is moved aside, never sealed (``RunError``)."""
-    problem = table_problem(folder.read_metrics(), cfg, folder.checkpoint_steps()[-1])
+    last = folder.checkpoint_steps()[-1]
+    problem = table_problem(folder.read_metrics(), cfg, last)
     if problem is not None:
         target = _move_aside(folder, problem, again=False)
         raise RunError(f"run {cfg.run_id} is not whole ({problem}); moved to {target}")
     summary = {
         "run_id": cfg.run_id,
+        "last_step": last,
         "device": str(resolve_device(device)),
         "machine": machine(),
         "wall_s_this_session": round(seconds, 1),
