@@ -105,3 +105,22 @@ def test_a_model_that_knows_the_magnitude_but_not_the_sign_reads_as_such():
 
 def test_texts_of_spans_lists_and_seeds():
     assert span_text([3, None, 1]) == "1–3" and and_text([1]) == "1" and seeds_text([1, 2]) == "1 and 2"
+
+
+def test_the_answer_at_missing_entries_is_read_rising_before_the_loss_leaves_its_plateau():
+    import numpy as np
+
+    from matcomp.analysis.phases import answer_rise
+    from matcomp.drop import detect_drop
+
+    step = np.arange(1, 3001)
+    loss = np.interp(step, [0, 2000, 2500, 3000], [0.11, 0.11, 0.01, 0.01])
+    answer = np.interp(step, [0, 1000, 2000, 2500, 3000], [0.05, 0.01, 0.05, 0.15, 0.15])
+    metrics = pd.DataFrame({"step": step, "L_mask": loss, "mask_value": answer})
+    drop = detect_drop(metrics)
+    rise = answer_rise(metrics, drop)
+    assert rise["lowest step"] == pytest.approx(1000, abs=60) and rise["lowest"] == pytest.approx(0.011, abs=0.002)
+    assert 2000 < rise["leave step"] < rise["drop step"] < 2500
+    assert rise["lowest"] < 0.06 < rise["at leave"] < rise["at drop"]
+    flat = metrics.assign(L_mask=0.11)
+    assert answer_rise(flat, detect_drop(flat)) is None

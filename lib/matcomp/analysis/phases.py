@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from textwrap import fill
 
-from matcomp.drop import ON_PLATEAU, smooth
+from matcomp.drop import ON_PLATEAU, Drop, leave_step, smooth
 from matcomp.paper import COPY_TABLE_STEPS, PRE_SHIFT_STEP, SUDDEN_DROP
 from matcomp.runs.run import Run
 
@@ -70,3 +70,17 @@ def phases(run: Run, paper_steps: bool = False) -> Phases:
         f"L_mask falls below half its plateau ({drop.plateau:.3g}) at step {drop.half_step}. By {rule} "
         f"(NeurIPS §3; WS §3.1), step {pre} is the pre-shift model and steps {list(copy_steps)} are the copy "
         f"table's; step {steps[-1]} is the post-shift model."))
+
+
+def answer_rise(metrics, drop: Drop) -> dict[str, float] | None:
+    """How the model's mean |answer| at missing entries (``mask_value``, smoothed as the losses are) moves
+    before the drop: its lowest value on the plateau and where, its value where L_mask leaves the plateau
+    (``leave_step``: below ``ON_PLATEAU`` of it) and at the drop. None without a drop."""
+    if drop.half_step is None:
+        return None
+    answer = smooth(metrics, "mask_value")
+    leave = leave_step(metrics, drop.plateau) or drop.half_step
+    before = answer[(answer.index > 100) & (answer.index <= leave)]
+    low = int(before.idxmin()) if len(before) else leave
+    return {"lowest step": low, "lowest": float(answer[low]), "leave step": leave, "at leave": float(answer[leave]),
+            "drop step": drop.half_step, "at drop": float(answer[drop.half_step])}

@@ -23,12 +23,44 @@ def seed_configs(cfg: RunConfig, seeds) -> dict[int, RunConfig]:
     return {seed: cfg.override({"train.seed": seed}) for seed in seeds}
 
 
+def trained_on(summary: dict) -> str:
+    """The machine of a run's ``complete.json`` summary, as "AMD EPYC, 1 thread".
+
+    >>> trained_on({"machine": {"cpu": "AMD EPYC", "threads": 1}}), trained_on({})
+    ('AMD EPYC, 1 thread', 'unrecorded')
+    """
+    machine = summary.get("machine") or {}
+    threads = machine.get("threads")
+    return machine.get("cpu", "unrecorded") + (f", {threads} thread{'s' if threads != 1 else ''}" if threads else "")
+
+
 def drop_over_seeds(cfg: RunConfig, seeds, progress: bool = False) -> pd.DataFrame:
-    """Plateau, drop steps and final L_mask of ``cfg`` for each seed (trained if not stored)."""
+    """Plateau, drop steps and final L_mask of ``cfg`` for each seed (trained if not stored), and the
+    machine each run was trained on (its ``complete.json``): float-level differences between machines
+    move a drop step, so a table of drop steps says where each was measured."""
     rows = []
     for seed, seed_cfg in seed_configs(cfg, seeds).items():
         run = get_or_train(seed_cfg, progress=progress)
         d = run.drop
         rows.append({"seed": seed, "run": run.config.run_id, "plateau": d.plateau, "drop step": d.half_step,
-                     "10x step": d.tenfold_step, "final L_mask": d.final})
+                     "10x step": d.tenfold_step, "final L_mask": d.final, "trained on": trained_on(run.summary)})
     return pd.DataFrame(rows).set_index("seed").astype({"drop step": "Int64", "10x step": "Int64"})
+
+
+def km_median(steps, budget: int) -> float | None:
+    """The Kaplan–Meier median drop step of runs trained ``budget`` steps, a missing step (no drop) being
+    censored at ``budget``: the first drop step where the estimated share still on the plateau is at or
+    below one half, so that a seed that never drops counts as later than every drop instead of being
+    left out. None when more than half stay on the plateau (the median lies beyond the budget).
+
+    >>> km_median([5000, 7000, None, 9000], 20000), km_median([5000, None, None], 20000)
+    (7000.0, None)
+    """
+    times = sorted(float(s) for s in steps if not pd.isna(s))
+    at_risk, surviving = len(list(steps)), 1.0
+    for time in times:  # every drop comes before the censoring at the budget
+        surviving *= 1 - 1 / at_risk
+        at_risk -= 1
+        if surviving <= 0.5 + 1e-12:
+            return time
+    return None

@@ -11,7 +11,7 @@ import pandas as pd
 
 from matcomp.analysis.gpt import completion_table, greedy_reading, late_gain
 from matcomp.analysis.progress import leads_over_seeds, progress_configs
-from matcomp.analysis.seeds import drop_over_seeds, seed_configs, seeds_from
+from matcomp.analysis.seeds import drop_over_seeds, seed_configs, seeds_from, trained_on
 from matcomp.analysis.shortening import arm_summary, shortening_defaults, with_and_without
 from matcomp.analysis.variants import (
     mixture_orders,
@@ -23,7 +23,7 @@ from matcomp.analysis.variants import (
     variant_table,
 )
 from matcomp.book.sizes import chapter_sizes
-from matcomp.book.tables import and_text, machine_text, span_text
+from matcomp.book.tables import and_text, span_text
 from matcomp.config import RunConfig
 from matcomp.data import sample_batch, second_moment
 from matcomp.presets import preset
@@ -119,8 +119,8 @@ def default_twins(seeds) -> dict[str, str]:
     rows = {}
     for seed in seeds:
         plain, changed = (get_or_train(c.override({"train.seed": seed}), progress=False) for c in (cfg, arm))
-        rows[seed] = {"plain": machine_text(plain), "arms": machine_text(changed),
-                      "twin": machine_text(twin := get_or_train(twins[seed], progress=False)),
+        rows[seed] = {"plain": trained_on(plain.summary), "arms": trained_on(changed.summary),
+                      "twin": trained_on((twin := get_or_train(twins[seed], progress=False)).summary),
                       "twin drop": twin.drop.half_step, "plain drop": plain.drop.half_step}
     table = pd.DataFrame.from_dict(rows, orient="index")
     other = table[table["plain"] != table["arms"]]
@@ -251,7 +251,7 @@ def default_gpt(samples: int) -> tuple[Run, dict[str, float], pd.DataFrame]:
 
 def gpt_run_numbers(run: Run) -> dict[str, str]:
     """How long a run trained and where (keys ``gpt_time``, ``gpt_machine``), from its ``complete.json``."""
-    return {"gpt_time": duration(run.summary.get("train_s", float("nan"))), "gpt_machine": machine_text(run)}
+    return {"gpt_time": duration(run.summary.get("train_s", float("nan"))), "gpt_machine": trained_on(run.summary)}
 
 
 def gpt_numbers(metrics: pd.DataFrame, reading: dict[str, float], table: pd.DataFrame,
@@ -284,3 +284,41 @@ def gpt_numbers(metrics: pd.DataFrame, reading: dict[str, float], table: pd.Data
         "gpt_abs_const": f"{reading['|x| MSE of E|x|']:.3f}", "gpt_random_sign": f"{reading['MSE, random sign']:.3f}",
         "gpt_reading_mse": f"{reading['MSE']:.3f}",
     }
+
+
+# -- head taxonomy ---------------------------------------------------------------------------------
+
+def longest_column_verdict(margin: dict) -> str:
+    """Whether a structured mask can test the longest-contiguous-column family, from its
+    ``longest_column_margin``: only if the column stands out and holds none of the masked rows' kept
+    entries (else a head attending there cannot be told from a masked-row head).
+
+    >>> longest_column_verdict({"column": 1, "run": 6, "next run": 3, "shared with masked rows": [(3, 1)]})[:60]
+    'its longest column (column 1, a run of 6 against 3) holds the'
+    """
+    where = f"its longest column (column {margin['column']}, a run of {margin['run']} against {margin['next run']})"
+    shared = ", ".join(f"({i},{j})" for i, j in margin["shared with masked rows"])
+    if shared:
+        return (f"{where} holds the masked rows' kept entries {shared}, so a head attending there cannot be told "
+                f"from a masked-row head: the longest-contiguous-column family is not testable on it")
+    if margin["run"] <= margin["next run"]:
+        return f"{where} does not stand out, so the longest-contiguous-column family is not testable on it"
+    return f"{where} stands out and holds no masked row's kept entry, so the family is testable on it"
+
+
+def identity_text(families: pd.DataFrame, positions: int, identity_enrichment: float) -> str:
+    """How much the identity family's threshold decides: the mass it asks of a head on itself at observed
+    queries (``identity_enrichment`` × uniform, 1/``positions``), the range the identity heads of
+    ``families`` (a ``classify_heads`` table) reach, and how many keep the label at twice the threshold."""
+    uniform = 1 / positions
+    threshold = identity_enrichment * uniform
+    identity = families.loc[families["families"].str.contains("identity"), "self_observed"]
+    if identity.empty:
+        return (f"Identity asks {identity_enrichment:g}× uniform on itself at observed queries "
+                f"({threshold:.2f} of the mass; uniform is 1/{positions} = {uniform:.3f}); no head reaches it here.")
+    return (f"Identity asks {identity_enrichment:g}× uniform on itself at observed queries ({threshold:.2f} of the "
+            f"mass; uniform is 1/{positions} = {uniform:.3f}), and more than it gives any other key of its row or "
+            f"column. The {len(identity)} identity heads here put {span_text(identity, '{:.2f}')} on themselves; at "
+            f"twice the threshold ({2 * threshold:.2f}) {int((identity >= 2 * threshold).sum())} of them would keep "
+            f"the label. A head at the threshold gives itself {identity_enrichment:g} times what a key gets under "
+            f"uniform attention: a weak but specific diagonal, not a strong one.")

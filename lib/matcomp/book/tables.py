@@ -202,14 +202,6 @@ def and_text(items) -> str:
     return "none" if not items else items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
-def machine_text(run) -> str:
-    """The machine a finished run was trained on, from its ``complete.json``: "AMD EPYC, 1 thread"."""
-    machine = run.summary.get("machine", {})
-    threads = machine.get("threads")
-    return f"{machine.get('cpu', 'an unrecorded machine')}" + (
-        f", {threads} thread{'s' if threads != 1 else ''}" if threads else "")
-
-
 def glue_texts(texts: dict[str, object]) -> None:
     """Glue each value as text under its key (myst-nb ``glue``, not displayed), for the chapter's prose to
     quote with ``{glue:text}`key```: a number in a sentence then comes from the run, not from typing."""
