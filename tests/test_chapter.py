@@ -127,3 +127,19 @@ def test_a_chapter_says_it_must_train_before_it_starts(store, capsys):
     assert f"{cfg.run_id}: 100%" in out  # the progress bar, as text that papermill logs
     open_run(cfg, "smoke")
     assert capsys.readouterr().out == ""  # stored now: nothing to say
+
+
+def test_a_run_shipped_with_its_metrics_alone_serves_its_table_but_a_checkpoint_reader_trains_it(
+        store, tmp_path, monkeypatch, capsys):
+    import matcomp.runs.shipped
+    from matcomp.book.chapter import open_run, trained_run
+    from matcomp.runs.shipped import export_reference
+    from matcomp.runs.store import get_or_train
+
+    monkeypatch.setattr(matcomp.runs.shipped, "REFERENCE_ROOT", tmp_path / "reference")
+    micro = preset("smoke").override({"train.steps": 120})
+    shipped = export_reference(get_or_train(micro, progress=False, root=tmp_path / "elsewhere"), [], "python ...")
+    assert trained_run(micro, "smoke").path == shipped.path and capsys.readouterr().out == ""  # its metrics serve
+    run, shift = open_run(micro, "smoke")  # its checkpoints are needed: trained into the store, announced
+    assert run.path == store / micro.run_id and run.steps[0] == 0 and shift.post == run.last_step
+    assert "it is shipped with its metrics alone (no checkpoint to analyse)" in capsys.readouterr().out

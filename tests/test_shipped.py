@@ -55,12 +55,12 @@ def test_every_shipped_run_is_read_by_a_chapter():
 
 @pytest.mark.parametrize("path", sorted((REFERENCE_ROOT / "progress").glob("*.csv")), ids=lambda p: p.name)
 def test_shipped_progress_tables_cover_every_checkpoint_and_match_the_shipped_ones(path):
-    """A table computed from every checkpoint of a run holds them all, and agrees with the last checkpoint
-    that is shipped (a run shipped with its metrics alone has its table checked for coverage only)."""
+    """A table computed from a run's checkpoints holds those shipped, and agrees with the last of them (a
+    run shipped with its metrics alone has its table checked against its checkpoint schedule only)."""
     run = Run(REFERENCE_ROOT / path.name.split("-n")[0])
     samples, seed = (int(part[1:]) for part in path.stem.split("-")[-2:])
     table = progress_table(run, samples=samples, seed=seed)
-    assert list(table.index) == written(run.config, run.last_step)
+    assert set(run.steps) <= set(table.index) <= set(written(run.config, run.last_step))
     assert list(table.columns) == list(MEASURES)
     if not run.steps:
         return

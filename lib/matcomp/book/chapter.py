@@ -104,28 +104,40 @@ def probing_config(preset: str | None = None, seed: int | None = None,
     return cfg.override({"model.layers": layers, "train.lr": cfg.train.lr / 2})
 
 
-def open_run(cfg: RunConfig, preset: str | None = None) -> tuple[Run, Phases]:
-    """The run of ``cfg`` (shipped, stored or trained) and its phases at the chapter's preset; a run
-    that must train is announced first (``announce_training``) and shows its progress as text."""
+def trained_run(cfg: RunConfig, preset: str | None = None) -> Run:
+    """The run of ``cfg`` for its metrics and stored tables: shipped (even with its metrics alone), stored,
+    or trained; a run that must train is announced first (``announce_training``) and shows its progress."""
     needed = announce_training(cfg, preset)
-    run = get_or_train(cfg, progress="text" if needed else False)
+    return get_or_train(cfg, progress="text" if needed else False)
+
+
+def open_run(cfg: RunConfig, preset: str | None = None) -> tuple[Run, Phases]:
+    """The run of ``cfg`` and its phases at the chapter's preset, for a chapter that reads its checkpoints:
+    a run shipped with its metrics alone is trained into the store instead (announced)."""
+    shipped = find_reference(cfg)
+    use_shipped = shipped is None or bool(shipped.steps)
+    needed = announce_training(cfg, preset, use_shipped)
+    run = get_or_train(cfg, progress="text" if needed else False, shipped=use_shipped)
     return run, phases(run, paper_steps=sizes(preset).paper_steps)
 
 
-def announce_training(cfg: RunConfig, preset: str | None = None) -> bool:
+def announce_training(cfg: RunConfig, preset: str | None = None, shipped: bool = True) -> bool:
     """Say, before it starts, that ``cfg`` must train here: which run, why, about how long by the plan's
-    cost model (``matcomp.runs.cost``), and the alternatives. False if it is shipped or stored (or
-    training is forbidden, which ``get_or_train`` then reports)."""
+    cost model (``matcomp.runs.cost``), and the alternatives. False if it is shipped (and ``shipped``
+    may be used) or stored (or training is forbidden, which ``get_or_train`` then reports)."""
     folder = RunFolder(runs_root() / cfg.run_id)
-    if find_reference(cfg) is not None or folder.complete_path.exists() or os.environ.get(ENV_NO_TRAINING):
+    reference = find_reference(cfg)
+    if (shipped and reference is not None) or folder.complete_path.exists() or os.environ.get(ENV_NO_TRAINING):
         return False
+    why = ("it is shipped with its metrics alone (no checkpoint to analyse) and is not" if reference is not None
+           else "it is neither shipped nor")
     resume = folder.read_resume() if folder.resume_path.exists() else None
     done = int(resume["step"]) if resume is not None else 0
     device = resolve_device(None)
     seconds = CostBook(runs_root(), device, torch.get_num_threads()).cost(cfg).seconds * (cfg.train.steps - done)
     name = preset_name(preset)
     print(f"Training run {cfg.run_id} ({cfg.train.steps - done:,} steps, about {duration(seconds)} on this "
-          f"{device.type} at most): it is neither shipped nor in the run store {runs_root()}. Instead: a shipped "
+          f"{device.type} at most): {why} in the run store {runs_root()}. Instead: a shipped "
           f"model (-p model cpu for the one-model chapters), or train the book's runs in parallel first with "
           f"python -m matcomp prepare --preset {name}.", flush=True)
     return True

@@ -69,8 +69,8 @@ def _shortening(preset: str) -> list[RunConfig]:
 def _progress(preset: str) -> list[RunConfig]:
     cfg, size = chapter_config(preset), sizes(preset)
     seeds = seeds_from(cfg, size.progress_seeds + size.alarm_seeds)  # fitted, then held out
-    other_size = _model(preset) if size.one_model else []  # the alarm scored on the one-model run too
-    return list(progress_configs(cfg, seeds, size.after_drop).values()) + other_size
+    larger = [chapter_config(name) for name in size.ladder]  # the alarm scored on the larger tasks' runs too
+    return list(progress_configs(cfg, seeds, size.after_drop).values()) + larger
 
 
 def _probing(preset: str) -> list[RunConfig]:
