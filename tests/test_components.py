@@ -87,6 +87,11 @@ def test_plateau_table_tells_a_plateau_from_a_quick_fall():
     assert 1950 < table.loc["slow", "below half"] < 2050
     assert table.loc["fast", "plateau"] == "no" and table.loc["fast", "leaves the plateau"] == 101
     assert table.loc["fast", "final L_mask"] == pytest.approx(0.02, abs=1e-3)
+    assert table.loc["slow", "fall"] == "sudden" and table.loc["slow", "fall (steps)"] < 150
+    gradual = pd.DataFrame({"step": step, "L_mask": np.interp(step, [0, 600, 3000], [0.11, 0.11, 0.02])})
+    table = plateau_table({"gradual": gradual}, level=0.11, min_plateau=500)
+    assert table.loc["gradual", "plateau"] == "yes" and table.loc["gradual", "fall"] == "gradual"
+    assert 1000 < table.loc["gradual", "fall (steps)"] < 1300
 
 
 def test_fig8_checks_read_each_part_of_the_papers_reading():
@@ -99,7 +104,9 @@ def test_fig8_checks_read_each_part_of_the_papers_reading():
     assert all(fig8_checks(table).values())
     table.loc["position", "below half"] = pd.NA  # the positions leave their plateau but do not halve it in the budget
     checks = fig8_checks(table)
-    assert not checks["position embeddings: a plateau, then a drop"]
+    assert not checks["position embeddings: a plateau, then a sudden drop"]
     assert checks["position embeddings: the longest plateau"]
     table.loc["attention", "leaves the plateau"] = pd.NA  # attention never leaves: the positions' is not the longest
     assert not fig8_checks(table)["position embeddings: the longest plateau"]
+    table["fall"] = ["gradual", None, "sudden", None]  # attention falls to half more slowly than it sat: no drop
+    assert not fig8_checks(table)["attention: a plateau, then a sudden drop"]

@@ -50,7 +50,7 @@ POST_SHIFT = {
 # NeurIPS §3.2.2, App. F: patching every head's output of the clean run into the -X run, 256 samples, missing entries
 PATCHING = {"all layers": {"L_mask(X)": 0.014, "L_mask(-X)": 0.8066}}
 
-# NeurIPS App. L: uniform ablation of the heads that fit no family, (3,3), (4,2), (4,5-7), 256 samples
+# NeurIPS §3.2.2 (WS §3.2.2): uniform ablation of the heads that fit no family, (3,3), (4,2), (4,5-7), 256 samples
 UNINTERPRETABLE_ABLATION = {"without": (9.44e-5, 0.01428), "with": (9.36e-5, 0.01575)}  # (L_obs, L_mask)
 
 # NeurIPS §3.2.2, Figs. 4-5, 22-24: the paper's families (heads counted from 1), from its figures
@@ -112,3 +112,7 @@ PROBING_BEST_LAYERS = (3, 4)  # of 12: where the masked row is most linearly rea
 
 # WS App. B: the 12-layer model reaches a total MSE of order 1e-3 on these (n, rank) tasks, n×n matrices
 WS_SIZE_RANK_TASKS = ((7, 2), (10, 3), (12, 3), (15, 4))
+
+# WS §3 ("Interpretable embeddings"), Fig. 8: the position embeddings' norm is nearly constant, except for a drop
+# at positions around these (counted from 1), most of the middle row of the 7×7 input
+WS_POSITION_NORM_DIP = (21, 26)

@@ -101,6 +101,25 @@ def position_groups(n_rows: int, n_cols: int) -> tuple[np.ndarray, np.ndarray]:
     return positions // n_cols, positions % n_cols
 
 
+def position_norm_profile(norms: torch.Tensor, n_rows: int, n_cols: int, lowest: int = 6) -> dict[str, object]:
+    """The ℓ2 norms of the m·n position embeddings read against WS Fig. 8's claim (nearly constant across
+    positions but for a drop around positions 21–26 of 49, most of the middle row): their spread (sd / mean),
+    the ``lowest`` positions counted from 1 as the paper counts them, and the middle row's mean norm
+    against the other rows' (in sd of the others' norms; negative: lower).
+
+    >>> norms = 1 + 0.1 * (torch.arange(49) % 2); norms[21:27] = 0.5
+    >>> p = position_norm_profile(norms, 7, 7); p["lowest"], p["middle row"], round(p["middle row z"], 1)
+    ([22, 23, 24, 25, 26, 27], 4, -9.1)
+    """
+    norms = norms.double()
+    middle = n_rows // 2
+    rows = torch.arange(n_rows * n_cols) // n_cols
+    inside, outside = norms[rows == middle], norms[rows != middle]
+    return {"spread": (norms.std() / norms.mean()).item(),
+            "lowest": sorted((torch.argsort(norms)[:lowest] + 1).tolist()), "middle row": middle + 1,
+            "middle row z": ((inside.mean() - outside.mean()) / outside.std()).item()}
+
+
 def cluster_score(points: torch.Tensor, labels) -> float:
     """Silhouette score of ``points`` (N, d) grouped by ``labels`` (Euclidean): near 1 for tight,
     separated groups, near 0 when the labels do not match the geometry."""

@@ -209,3 +209,36 @@ def glue_texts(texts: dict[str, object]) -> None:
 
     for key, value in texts.items():
         glue(key, str(value), display=False)
+
+
+def component_findings(table: pd.DataFrame, min_plateau: int) -> list[str]:
+    """One sentence per group of a ``matcomp.analysis.components.plateau_table``: whether it has a plateau
+    (and how long, against the ``min_plateau`` threshold; "only just" when under twice it), where it
+    falls below half, in how many steps and whether suddenly, and its final L_mask.
+
+    >>> t = pd.DataFrame({"plateau": ["yes"], "leaves the plateau": [561], "below half": [2703],
+    ...                   "fall (steps)": [2142], "fall": ["gradual"], "final L_mask": [0.02]}, index=["attention"])
+    >>> for part in component_findings(t, 500)[0].split("; "): print(part)
+    attention: a plateau of 561 steps, only just above the 500-step threshold
+    it then falls to half the plateau in 2,142 steps (gradual: longer than the plateau), at step 2,703
+    L_mask 0.020 at its last step.
+    """
+    sentences = []
+    for name, row in table.iterrows():
+        leaves = row["leaves the plateau"]
+        if row["plateau"] == "yes":
+            close = ", only just above" if pd.notna(leaves) and leaves < 2 * min_plateau else ", against"
+            text = (f"{name}: a plateau of {int(leaves):,} steps{close} the {min_plateau:,}-step threshold"
+                    if pd.notna(leaves) else f"{name}: a plateau to the end of its run")
+        else:
+            text = f"{name}: no plateau (it leaves the copying level {at_step(leaves)})"
+        if pd.notna(row["below half"]):
+            kind = "longer than" if row["fall"] == "gradual" else "shorter than"
+            fall = (f"; it then falls to half the plateau in {int(row['fall (steps)']):,} steps ({row['fall']}: {kind} "
+                    f"the plateau), {at_step(row['below half'])}" if row["plateau"] == "yes" and pd.notna(leaves)
+                    else f"; below half {at_step(row['below half'])}")
+            text += fall
+        else:
+            text += "; it does not fall below half within its run"
+        sentences.append(text + f"; L_mask {row['final L_mask']:.3f} at its last step.")
+    return sentences
