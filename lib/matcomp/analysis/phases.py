@@ -68,8 +68,10 @@ def phases(run: Run, paper_steps: bool = False) -> Phases:
     rule = "the paper's steps" if paper_steps else f"the paper's fractions of this run's drop step {drop.half_step}"
     return Phases(True, tuple(plateau or [pre]), pre, copy_steps, steps[-1], note=fill(
         f"L_mask falls below half its plateau ({drop.plateau:.3g}) at step {drop.half_step}. By {rule} "
-        f"(NeurIPS §3; WS §3.1), step {pre} is the pre-shift model and steps {list(copy_steps)} are the copy "
-        f"table's; step {steps[-1]} is the post-shift model."))
+        f"(NeurIPS §3; WS §3.1), step {pre} is the pre-shift model (the saved checkpoint nearest step "
+        f"{pre_target:.0f}) and steps {list(copy_steps)} are the copy table's; step {steps[-1]} is the post-shift "
+        f"model. Another run of the same config and seed with other saved checkpoints, or trained on another "
+        f"machine, can pick other steps."))
 
 
 def answer_rise(metrics, drop: Drop) -> dict[str, float] | None:
