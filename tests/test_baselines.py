@@ -1,4 +1,5 @@
 import math
+from dataclasses import replace
 from functools import partial
 
 import pytest
@@ -19,6 +20,7 @@ from matcomp.analysis.baselines import (
 from matcomp.config import DataConfig, ModelConfig
 from matcomp.data import make_batch, sample_batch
 from matcomp.models.bert import MatrixBert
+from matcomp.seeding import analysis_generator
 
 PAPER_DATA = DataConfig(n_rows=7, n_cols=7, rank=2, p_mask=0.3)
 
@@ -196,31 +198,46 @@ def test_convex_solvers_give_the_same_answer_in_two_processes():
 
 
 def test_completion_sweep_scores_every_method_at_every_p_mask_on_the_same_matrices():
-    from matcomp.analysis.baselines import NN, TRUTH, completion_sweep, headline_table, versus_table
+    from matcomp.analysis.baselines import (
+        NN,
+        TRUTH,
+        completion_sweep,
+        headline_table,
+        solver_agreement,
+        versus_table,
+    )
 
     data = DataConfig(n_rows=3, n_cols=3, rank=1, p_mask=0.3)
     model = MatrixBert(ModelConfig(hidden=16, layers=1, heads=2)).eval()
-    sweep, kept, dropped = completion_sweep(data, [0.2, 0.4], samples=6, lam=1e-3, model=model)
+    tables = completion_sweep(data, [0.2, 0.4], samples=6, lam=1e-3, model=model)
+    sweep, by_p_mask = tables["sweep"], tables["by_p_mask"]
     methods = ["BERT", NN, "regularised, λ=0.001", "soft-impute, λ=0.001", "rank-1 ALS (oracle)", TRUTH]
     assert list(sweep["method"].unique()) == methods and sweep["p_mask"].unique().tolist() == [0.2, 0.4]
-    assert set(dropped) == {0.2, 0.4} and sum(dropped.values()) + len(kept[0.2][0]) == 6
+    assert list(by_p_mask.index) == [0.2, 0.4] and (by_p_mask["dropped"] >= 0).all()
     truth = sweep[(sweep.method == TRUTH)]
     assert (truth["L"] == 0).all() and (sweep[sweep.method == NN]["L_obs"] < 1e-6).all()
-    x02, x04 = kept[0.2][0], kept[0.4][0]
-    if len(x02) == len(x04):  # the same matrices at every p_mask (unless a mask left one unobserved)
-        assert torch.equal(x02, x04)
+    assert (sweep[sweep.method == "BERT"]["± s.e. of L − L_BERT"] == 0).all()
 
-    headline = headline_table(sweep, kept, 0.2)
+    # the stored s.e. and agreement are those of the completions themselves
+    batch = sample_batch(replace(data, p_mask=0.4), 6, analysis_generator(0))
+    values, observed, done, dropped = complete_all(batch, 1e-3, 1, model=model)
+    assert by_p_mask.loc[0.4, "dropped"] == dropped
+    at = sweep[sweep.p_mask == 0.4].set_index("method")
+    assert at.loc[NN, "± s.e. of L − L_BERT"] == paired_se(done[NN], done["BERT"], values)
+    agree = solver_agreement(done["regularised, λ=0.001"], done["soft-impute, λ=0.001"], values, observed, 1e-3)
+    assert by_p_mask.loc[0.4, list(agree)].to_dict() == agree
+
+    headline = headline_table(sweep, 0.2)
     assert list(headline.index) == methods
     assert headline.loc[NN, "L / BERT's"] == pytest.approx(headline.loc[NN, "L"] / headline.loc["BERT", "L"])
     assert math.isnan(headline.loc["BERT", "L / BERT's"]) and math.isnan(headline.loc[TRUTH, "± s.e. of L − L_BERT"])
     assert headline.loc[TRUTH, "norm / BERT's"] > 0
 
-    versus = versus_table(sweep, kept)
+    versus = versus_table(sweep)
     assert list(versus.index) == [0.2, 0.4]
     gap = versus.loc[0.4, f"L, {NN}"] - versus.loc[0.4, "L, BERT"]
     assert versus.loc[0.4, "L gap (NN − BERT)"] == pytest.approx(gap)
-    assert versus.loc[0.4, "± s.e."] == pytest.approx(paired_se(kept[0.4][2][NN], kept[0.4][2]["BERT"], kept[0.4][0]))
+    assert versus.loc[0.4, "± s.e."] == at.loc[NN, "± s.e. of L − L_BERT"]
 
 
 def test_solver_agreement_and_pooled_mse_compare_two_solutions():

@@ -12,7 +12,7 @@ from matcomp.analysis.baselines import completion_sweep
 from matcomp.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from matcomp.models.bert import MatrixBert
 from matcomp.runs import derived
-from matcomp.runs.derived import Derivation, DerivedError, load_or_compute, read, ship, stale
+from matcomp.runs.derived import REFRESH, Derivation, DerivedError, is_shipped, load_or_compute, read, ship, stale
 from matcomp.runs.run import Run
 
 STEP = 10
@@ -167,3 +167,21 @@ def test_two_processes_asking_at_once_compute_once(store, shipped):
     for t in threads:
         t.join()
     assert compute.calls == 1 and len(results) == 2 and results[0]["t"].equals(results[1]["t"])
+
+
+def test_the_shipped_tables_are_those_the_code_would_compute():
+    """A shipped table whose key no longer matches (a checkpoint, parameter, source line or library version
+    changed) fails here, naming the command that refreshes it, rather than being silently recomputed
+    by every build."""
+    from matcomp.book.stored import shipped_derivations
+
+    derivations = shipped_derivations()
+    assert {d.name for d in derivations} == {"completion_sweep", "ood_rank", "ood_rows", "ood_columns"}
+    for derivation in derivations:
+        assert is_shipped(derivation), (
+            f"runs/reference/derived holds no current {derivation.name} table (its inputs or code changed since "
+            f"it was computed): refresh the shipped tables with `{REFRESH}` and commit runs/reference/derived")
+        assert not stale(derivation), f"stale files of {derivation.name} left: {stale(derivation)}; run `{REFRESH}`"
+    names = {d.stem() for d in derivations}
+    unknown = sorted(p.name for p in derived.SHIPPED_ROOT.iterdir() if p.name.split(".")[0] not in names)
+    assert not unknown, f"files no shipped derivation reads: {unknown}; `{REFRESH}` replaces them"

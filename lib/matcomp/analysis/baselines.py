@@ -24,6 +24,7 @@ method's own fit and are not pasted back (the paper scores the BERT's raw output
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from collections.abc import Callable
@@ -43,6 +44,8 @@ from matcomp.config import DataConfig
 from matcomp.data import Batch, sample_batch
 from matcomp.metrics import masked_mse
 from matcomp.models.bert import MatrixBert
+from matcomp.runs.derived import Derivation, load_or_compute
+from matcomp.runs.run import Run
 from matcomp.seeding import analysis_generator
 
 # Clarabel (interior point) solves these tiny SDPs to 1e-8 in ~11 iterations, about 2x faster than SCS at
@@ -400,43 +403,82 @@ def lambda_table(batch: Batch, lams, model: MatrixBert | None = None, label: str
 NN = "nuclear norm min"
 
 
+SWEEP_COLUMNS = ["method", "L", "L_obs", "L_mask", "nuclear_norm", "p_mask", "± s.e. of L − L_BERT"]
+# the modules whose source computes the sweep: a change to any of them recomputes a stored sweep
+SWEEP_MODULES = ("matcomp.analysis.baselines", "matcomp.analysis.evaluation", "matcomp.data", "matcomp.metrics",
+                 "matcomp.seeding", "matcomp.tokenizer", "matcomp.config", "matcomp.models.bert")
+
+
 def completion_sweep(data: DataConfig, p_masks, samples: int, lam: float, model: MatrixBert | None = None,
-                     seed: int = 0, workers: int = 1) -> tuple[pd.DataFrame, dict, dict[float, int]]:
+                     seed: int = 0, workers: int = 1) -> dict[str, pd.DataFrame]:
     """The paper's Fig. 3: every method of ``complete_all`` (and ``model``) on ``samples`` matrices of
     ``data`` at each of ``p_masks``, all from ``analysis_generator(seed)`` (the same matrices, nested
-    masks). Returns the tidy table (columns method, L, L_obs, L_mask, nuclear_norm, p_mask; the true
-    matrices as method ``TRUTH``), the completions per p_mask (p -> (values, observed, completions),
-    for paired standard errors) and the number of matrices dropped per p_mask (nothing observed)."""
-    rows, kept, dropped = [], {}, {}
+    masks). Returns two tables:
+
+    - "sweep", tidy, one row per method and p_mask (the true matrices as method ``TRUTH``): L, L_obs,
+      L_mask, nuclear_norm, p_mask and the paired standard error of L − L_BERT (``paired_se``; NaN
+      without a model);
+    - "by_p_mask", one row per p_mask: the matrices dropped (nothing observed) and how the regularised
+      problem's two solvers agree (``solver_agreement`` of Clarabel's and soft-impute's solutions).
+    """
+    rows, by_p_mask = [], {}
     for p in p_masks:
         batch = sample_batch(replace(data, p_mask=p), samples, analysis_generator(seed))
-        values, observed, done, dropped[p] = complete_all(batch, lam, data.rank, model=model, workers=workers)
+        values, observed, done, dropped = complete_all(batch, lam, data.rank, model=model, workers=workers)
         done[TRUTH] = values.double()
-        rows.append(completion_metrics(done, values, observed).assign(p_mask=p))
-        kept[p] = values, observed, done
-    return pd.concat(rows).reset_index(), kept, dropped
+        table = completion_metrics(done, values, observed).assign(p_mask=p)
+        table["± s.e. of L − L_BERT"] = [paired_se(done[m], done["BERT"], values) if model is not None
+                                         else float("nan") for m in table.index]
+        rows.append(table)
+        agree = solver_agreement(done[f"regularised, λ={lam:g}"], done[f"soft-impute, λ={lam:g}"], values, observed,
+                                 lam)
+        by_p_mask[p] = {"dropped": dropped, **agree}
+    sweep = pd.concat(rows).reset_index()[SWEEP_COLUMNS].rename_axis("row")
+    return {"sweep": sweep, "by_p_mask": pd.DataFrame.from_dict(by_p_mask, orient="index").rename_axis("p_mask")}
 
 
-def headline_table(sweep: pd.DataFrame, kept: dict, at: float) -> pd.DataFrame:
+def sweep_derivation(run: Run, step: int, p_masks, samples: int, lam: float, seed: int = 0,
+                     workers: int = 1) -> Derivation:
+    """``completion_sweep`` of checkpoint ``step`` of ``run`` on its own task, as a stored derivation
+    (``matcomp.runs.derived``): keyed by the checkpoint's SHA-256, the parameters, ``SWEEP_MODULES``'
+    source and the libraries' versions (``workers`` changes only the speed, so it is not in the key)."""
+    data = run.config.data
+    params = {"data": dataclasses.asdict(data), "p_masks": [float(p) for p in p_masks], "samples": int(samples),
+              "lam": float(lam), "seed": int(seed)}
+
+    def compute() -> dict[str, pd.DataFrame]:
+        return completion_sweep(data, p_masks, samples, lam, model=run.bert(step), seed=seed, workers=workers)
+
+    return Derivation("completion_sweep", compute, [(run, step)], params, SWEEP_MODULES)
+
+
+def stored_sweep(run: Run, step: int, p_masks, samples: int, lam: float, seed: int = 0,
+                 workers: int = 1) -> dict[str, pd.DataFrame]:
+    """``completion_sweep``'s tables for checkpoint ``step`` of ``run``: shipped, stored, or computed and
+    stored (``sweep_derivation``)."""
+    return load_or_compute(sweep_derivation(run, step, p_masks, samples, lam, seed, workers))
+
+
+def headline_table(sweep: pd.DataFrame, at: float) -> pd.DataFrame:
     """The sweep at one p_mask (``at``), one row per method: L with its ratio to the BERT's and the paired
     standard error of L − L_BERT, L_obs, L_mask, the nuclear norm and its ratio to the BERT's (the
     ratios and s.e. blank in the rows of the BERT and of the truth)."""
-    headline = sweep[sweep["p_mask"] == at].set_index("method")[["L", "L_obs", "L_mask", "nuclear_norm"]]
+    headline = sweep[sweep["p_mask"] == at].set_index("method")
+    headline = headline[["L", "L_obs", "L_mask", "nuclear_norm", "± s.e. of L − L_BERT"]].copy()
     headline["L / BERT's"] = headline["L"] / headline.loc["BERT", "L"]
     headline["norm / BERT's"] = headline["nuclear_norm"] / headline.loc["BERT", "nuclear_norm"]
-    values, _, done = kept[at]
-    headline["± s.e. of L − L_BERT"] = [paired_se(done[method], done["BERT"], values) for method in headline.index]
     headline.loc[["BERT", TRUTH], ["L / BERT's", "± s.e. of L − L_BERT"]] = float("nan")
     return headline[["L", "L / BERT's", "± s.e. of L − L_BERT", "L_obs", "L_mask", "nuclear_norm", "norm / BERT's"]]
 
 
-def versus_table(sweep: pd.DataFrame, kept: dict, method: str = NN) -> pd.DataFrame:
+def versus_table(sweep: pd.DataFrame, method: str = NN) -> pd.DataFrame:
     """The BERT against ``method`` at every p_mask of the sweep (rows): both L, the gap L_method − L_BERT
     with its paired standard error and their ratio, and both nuclear norms."""
     L = sweep.pivot(index="p_mask", columns="method", values="L")
     norm = sweep.pivot(index="p_mask", columns="method", values="nuclear_norm")
+    se = sweep.pivot(index="p_mask", columns="method", values="± s.e. of L − L_BERT")
     versus = pd.DataFrame({"L, BERT": L["BERT"], f"L, {method}": L[method], "L gap (NN − BERT)": L[method] - L["BERT"]})
-    versus["± s.e."] = [paired_se(done[method], done["BERT"], x) for x, _, done in (kept[p] for p in versus.index)]
+    versus["± s.e."] = se[method]
     versus["norm, BERT"], versus[f"norm, {method}"] = norm["BERT"], norm[method]
     versus["gap / s.e."] = versus["L gap (NN − BERT)"] / versus["± s.e."]
     return versus

@@ -12,12 +12,19 @@ import dataclasses
 
 import pandas as pd
 
-from matcomp.analysis.baselines import bert_completion, completion_metrics, nuclear_norm_min, with_observed_entries
+from matcomp.analysis.baselines import (
+    SWEEP_MODULES,
+    bert_completion,
+    completion_metrics,
+    nuclear_norm_min,
+    with_observed_entries,
+)
 from matcomp.config import DataConfig, RunConfig
 from matcomp.data import sample_batch, second_moment
 from matcomp.drop import detect_drop, final_losses
 from matcomp.models.bert import MatrixBert
 from matcomp.paper import OOD_SHIFTS
+from matcomp.runs.derived import Derivation, load_or_compute
 from matcomp.runs.run import Run
 from matcomp.seeding import analysis_generator
 
@@ -60,6 +67,43 @@ def shifted_losses(model: MatrixBert, variants: dict, samples: int = 256, seed: 
         table["L_mask / E[X²]"] = table["L_mask"] / table["E[X²]"]
         frames[key] = table
     return pd.concat(frames, names=["variant", "method"])
+
+
+# the modules whose source computes an axis panel: a change to any of them recomputes a stored panel
+PANEL_MODULES = (*SWEEP_MODULES, "matcomp.analysis.ood")
+
+
+def axis_derivation(run: Run, step: int, data: DataConfig, axis: str, values, samples: int, seed: int = 0,
+                    workers: int = 1) -> Derivation:
+    """``shifted_losses`` of checkpoint ``step`` of ``run`` (with nuclear-norm minimisation) on ``data`` with
+    its ``axis`` set to each of ``values``, as a stored derivation (``matcomp.runs.derived``), one table
+    "losses"; ``workers`` changes only the speed, so it is not in the key."""
+    params = {"data": dataclasses.asdict(data), "axis": axis, "values": [int(v) for v in values],
+              "samples": int(samples), "seed": int(seed)}
+
+    def compute() -> dict[str, pd.DataFrame]:
+        variants = axis_variants(data, axis, values)
+        return {"losses": shifted_losses(run.bert(step), variants, samples, seed, workers=workers)}
+
+    return Derivation(f"ood_{axis}", compute, [(run, step)], params, PANEL_MODULES)
+
+
+def panel_derivations(run: Run, step: int, rank_run: Run, rank_step: int, data: DataConfig, axes: dict,
+                      samples: int, seed: int = 0, workers: int = 1) -> dict[str, Derivation]:
+    """Fig. 19's panels as stored derivations (``axis_derivation``), one per axis of ``axes`` (axis ->
+    values, ``default_axes``): the rank panel on checkpoint ``rank_step`` of ``rank_run``, the others on
+    ``step`` of ``run``; every variant is ``data`` with one field changed."""
+    read = {"rank": (rank_run, rank_step), "rows": (run, step), "columns": (run, step)}
+    return {axis: axis_derivation(*read[axis], data, axis, values, samples, seed, workers)
+            for axis, values in axes.items()}
+
+
+def panel_tables(run: Run, step: int, rank_run: Run, rank_step: int, data: DataConfig, axes: dict,
+                 samples: int, seed: int = 0, workers: int = 1) -> dict[str, pd.DataFrame]:
+    """``panel_derivations``' tables (axis -> a ``shifted_losses`` table): shipped, stored, or computed
+    and stored."""
+    derivations = panel_derivations(run, step, rank_run, rank_step, data, axes, samples, seed, workers)
+    return {axis: load_or_compute(derivation)["losses"] for axis, derivation in derivations.items()}
 
 
 def _check_positions(model: MatrixBert, variants: dict) -> None:

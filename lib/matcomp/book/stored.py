@@ -1,0 +1,77 @@
+"""The derived tables shipped in ``runs/reference/derived/`` (``matcomp.runs.derived``): the slow,
+deterministic analyses of the book's default build, so that it reads them instead of recomputing
+them. They are those of the ``nuclear_norm`` chapter (its sweep over p_mask) and the ``ood`` chapter
+(its rank, rows and columns panels) at the ``cpu`` preset, with each chapter's default parameters,
+read from its own parameters cell, so the shipped tables are exactly the ones its default build asks for.
+
+``python -m matcomp derive`` computes whichever is missing or stale and replaces the old files;
+``tests/test_derived.py`` fails, naming that command, when a shipped table no longer matches what the
+code would compute (its key: checkpoints, parameters, source, library versions).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+
+from matcomp.analysis.baselines import sweep_derivation
+from matcomp.analysis.ood import default_axes, panel_derivations, rank_panel, rank_panel_training
+from matcomp.analysis.phases import phases
+from matcomp.book.chapter import model_preset, sizes
+from matcomp.config import RunConfig
+from matcomp.presets import preset as named_preset
+from matcomp.runs.derived import Derivation
+from matcomp.runs.run import Run
+from matcomp.runs.shipped import REPO, find_reference
+
+BOOK = REPO / "book"
+SHIPPED_PRESET = "cpu"  # the scale whose tables are shipped: the default build's
+
+
+def chapter_defaults(chapter: str) -> dict:
+    """The default values of a chapter's ``parameters`` cell (its assignments of literals).
+
+    >>> chapter_defaults("nuclear_norm")["lam"]
+    0.001
+    """
+    cells = json.loads((BOOK / f"{chapter}.ipynb").read_text())["cells"]
+    cell = next(c for c in cells if "parameters" in c.get("metadata", {}).get("tags", []))
+    tree = ast.parse("".join(cell["source"]))
+    return {target.id: ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+            for target in node.targets if isinstance(target, ast.Name)}
+
+
+def _shipped(cfg: RunConfig) -> Run:
+    run = find_reference(cfg)
+    if run is None:
+        raise ValueError(f"run {cfg.run_id} is not shipped; a shipped derived table must read shipped runs")
+    return run
+
+
+def nuclear_norm_derivations(preset: str = SHIPPED_PRESET) -> list[Derivation]:
+    """The ``nuclear_norm`` chapter's sweep at ``preset`` with its default parameters."""
+    p = chapter_defaults("nuclear_norm")
+    name = model_preset(preset, p["model"])
+    run = _shipped(named_preset(name))
+    post = phases(run, paper_steps=sizes(name).paper_steps).post
+    samples = p["samples"] or sizes(preset).completion_samples
+    return [sweep_derivation(run, post, p["p_masks"], samples, p["lam"], p["eval_seed"], p["workers"])]
+
+
+def ood_derivations(preset: str = SHIPPED_PRESET) -> list[Derivation]:
+    """The ``ood`` chapter's rank, rows and columns panels at ``preset`` with its default parameters."""
+    p = chapter_defaults("ood")
+    cfg, size = named_preset(preset), sizes(preset)
+    run = _shipped(cfg)
+    post = phases(run, paper_steps=size.paper_steps).post
+    after_drop = size.after_drop if p["after_drop"] is None else p["after_drop"]
+    rank_cfg = rank_panel_training(cfg, cfg.train.steps, after_drop)
+    rank_run, rank_step, _ = rank_panel(run, post, None if rank_cfg is None else _shipped(rank_cfg))
+    axes = default_axes(cfg.data, p["reach"])
+    return list(panel_derivations(run, post, rank_run, rank_step, cfg.data, axes, p["samples"],
+                                  cfg.train.seed).values())
+
+
+def shipped_derivations() -> list[Derivation]:
+    """Every derivation whose tables are shipped."""
+    return [*nuclear_norm_derivations(), *ood_derivations()]
