@@ -1,0 +1,111 @@
+"""What the nuclear_norm and ood chapters say about their tables (``matcomp.book.comparisons``)."""
+
+import pandas as pd
+import pytest
+
+from matcomp.analysis.baselines import NN, TRUTH
+from matcomp.book.comparisons import (
+    agreement_text,
+    als_findings,
+    axis_verdicts,
+    distribution_findings,
+    lambda_findings,
+    matched_norms,
+    norm_findings,
+    rank_note,
+    rows_summary,
+    twin_findings,
+)
+
+ALS = "rank-1 ALS (oracle)"
+
+
+def sweep(bert_L, nn_L, bert_norm=(2.0, 2.1, 2.2), nn_norm=(1.9, 1.8, 1.7), als_L=(1e-4, 2e-4, 4e-4)):
+    rows = []
+    for i, p in enumerate([0.1, 0.3, 0.5]):
+        rows += [{"method": "BERT", "p_mask": p, "L": bert_L[i], "nuclear_norm": bert_norm[i]},
+                 {"method": NN, "p_mask": p, "L": nn_L[i], "nuclear_norm": nn_norm[i]},
+                 {"method": ALS, "p_mask": p, "L": als_L[i], "nuclear_norm": 2.0},
+                 {"method": TRUTH, "p_mask": p, "L": 0.0, "nuclear_norm": 2.0}]
+    return pd.DataFrame(rows)
+
+
+def test_matched_norms_interpolate_where_the_losses_overlap_and_are_empty_where_they_do_not():
+    overlapping = sweep(bert_L=[0.002, 0.004, 0.02], nn_L=[0.001, 0.004, 0.016])
+    matched = matched_norms(overlapping)
+    assert list(matched.index) == [0.1, 0.3]  # 0.02 is above every L of nuclear-norm minimisation
+    assert matched.loc[0.3, f"norm, {NN}"] == pytest.approx(1.8)  # an exact sweep point
+    # L 0.002 is halfway (in log L) between 0.001 and 0.004: norm and p_mask halfway too
+    assert matched.loc[0.1, f"norm, {NN}"] == pytest.approx(1.85)
+    assert matched.loc[0.1, f"p_mask, {NN}"] == pytest.approx(0.2)
+    assert matched.loc[0.1, "norm ratio"] == pytest.approx(2.0 / 1.85)
+    text = norm_findings(overlapping, matched)
+    assert "above nuclear-norm minimisation's at 3 of 3" in text and "At matched MSE" in text
+    assert "the BERT's norm is larger: 1.081–1.167 times" in text
+    assert "the BERT's is above it at 2 of 3 values of p_mask, nuclear-norm minimisation's at 0" in text
+
+    apart = sweep(bert_L=[0.05, 0.06, 0.07], nn_L=[0.001, 0.002, 0.004])
+    assert matched_norms(apart).empty
+    assert "do not overlap" in norm_findings(apart, matched_norms(apart))
+
+
+def test_agreement_is_said_at_the_precision_of_the_difference():
+    row = pd.Series({"gap max": 1e-12, "gap mean": -4e-10, "objective": 2e-3, "entry": 0.02, "L change": 2.5e-5})
+    text = agreement_text(row, 0.3, 1e-3)
+    assert "to within 4.0e-10" in text and "+2.5e-05" in text and "0%" not in text
+
+
+def test_als_findings_name_the_range_and_where_the_oracle_leads_most():
+    table = sweep(bert_L=[0.01, 0.02, 0.04], nn_L=[0.001, 0.004, 0.016])
+    # best other method: 0.001, 0.004, 0.016 against ALS 1e-4, 2e-4, 4e-4: 10x, 20x, 40x
+    assert als_findings(table) == ("The ALS oracle's L is 10.0–40.0× below the best other method's, most at "
+                                   "p_mask 0.5 and least at 0.1.")
+
+
+def test_lambda_findings_compare_with_the_paper_and_place_the_draw():
+    ours = pd.DataFrame({"L_obs": [1.0, 1.0], "L_obs se": [0.01, 0.01], "L_mask": [2.0, 4.0],
+                         "L_mask se": [0.2, 0.2], "L": [1.5, 3.0], "L se": [0.15, 0.15]},
+                        index=["λ = 0.001", "λ = 0.005"])
+    theirs = pd.DataFrame({"L_obs": [1.0, 1.0], "L_mask": [2.5, 4.0], "L": [1.5, 2.0]}, index=ours.index)
+    draws = pd.DataFrame({"L": [1.5, 1.2, 1.8]}, index=pd.Index([0, 1, 2], name="seed"))
+    text = lambda_findings(ours, theirs, draws, 0.001, seed=0, paper_L=1.5)
+    assert "L_mask -20% to +0%" in text and "L +0% to +50%" in text
+    assert "within one s.e. of its best at λ = 0.001 and 2.0× its best at λ = 0.005" in text
+    assert "has the 2nd lowest L of 3 draws" in text and "+0% from the paper's" in text
+
+
+def test_axis_verdicts_and_rows_summary_name_the_misses():
+    relative = pd.DataFrame({"BERT": [0.42, 0.71, 0.25, 0.60, 0.80], NN: [0.59, 0.39, 0.24, 0.20, 0.15]},
+                            index=[2, 3, 4, 5, 6])
+    text = axis_verdicts(relative, "rows", 4)
+    assert "misses at 3 (0.71 against nuclear-norm minimisation's 0.39); 5 (0.60" in text
+    assert "worst at 6, 5.3×" in text and "ahead at 2" in text and "worse than answering 0 at none" in text
+    summary = rows_summary(relative, 4)
+    assert summary.startswith("The model misses at 3 of 4 row counts")
+    assert "worst at 6 rows (0.80 against 0.15)" in summary
+    tracking = rows_summary(relative.assign(BERT=relative[NN]), 4)
+    assert "misses at none" in tracking and "tracks nuclear-norm minimisation" in tracking
+
+
+def test_distribution_findings_read_both_scales():
+    table = pd.DataFrame({"L_mask": [0.028, 0.0025, 0.0045], "L_mask / E[X²]": [0.25, 0.39, 0.58]},
+                         index=["trained", "gaussian", "laplace"])
+    text = distribution_findings(table)
+    assert "0.25 in distribution and 0.39 on gaussian, 0.58 on laplace factors: above the trained" in text
+    assert "it is above the trained distribution's on none and below it on gaussian, laplace" in text
+
+
+def test_twin_findings_pair_each_gaussian_run_with_its_uniform_twin():
+    index = pd.MultiIndex.from_tuples([("uniform factors", 0), ("Gaussian factors", 0), ("uniform factors", 1),
+                                       ("Gaussian factors", 1)], names=["factors", "seed"])
+    table = pd.DataFrame({"drop step": pd.array([5060, 11866, 6468, None], dtype="Int64")}, index=index)
+    assert twin_findings(table, 20000) == [
+        "Seed 0: on Gaussian factors a drop at 11,866, 6,806 steps after its uniform twin's (5,060).",
+        "Seed 1: on Gaussian factors no drop within 20,000 steps; its uniform twin: a drop at 6,468."]
+
+
+def test_rank_note_counts_degrees_of_freedom_only_when_extrapolating():
+    note = rank_note(True, 2, 1, 4, 4, 0.3)
+    assert "12 degrees of freedom and about 11 of its 16 entries" in note and "rank-1 model" in note
+    assert rank_note(False, 2, 2, 7, 7, 0.3) == ("The rank panel reads a model trained on rank 2, as the paper's "
+                                                 "(Fig. 19).")
