@@ -222,6 +222,11 @@ def component_findings(table: pd.DataFrame, min_plateau: int) -> list[str]:
     attention: a plateau of 561 steps, only just above the 500-step threshold
     it then falls to half the plateau in 2,142 steps (gradual: longer than the plateau), at step 2,703
     L_mask 0.020 at its last step.
+    >>> short = t.assign(plateau="no", **{"leaves the plateau": None, "below half": None})
+    >>> for part in component_findings(short, 500)[0].split(", "): print(part)
+    attention: on the copying level for the whole of its run
+    which is shorter than the 500-step threshold
+    so not counted as a plateau; it does not fall below half within its run; L_mask 0.020 at its last step.
     """
     sentences = []
     for name, row in table.iterrows():
@@ -230,6 +235,9 @@ def component_findings(table: pd.DataFrame, min_plateau: int) -> list[str]:
             close = ", only just above" if pd.notna(leaves) and leaves < 2 * min_plateau else ", against"
             text = (f"{name}: a plateau of {int(leaves):,} steps{close} the {min_plateau:,}-step threshold"
                     if pd.notna(leaves) else f"{name}: a plateau to the end of its run")
+        elif pd.isna(leaves):
+            text = (f"{name}: on the copying level for the whole of its run, which is shorter than the "
+                    f"{min_plateau:,}-step threshold, so not counted as a plateau")
         else:
             text = f"{name}: no plateau (it leaves the copying level {at_step(leaves)})"
         if pd.notna(row["below half"]):
