@@ -262,3 +262,20 @@ def test_lambda_draws_are_one_lambda_table_per_seed():
     assert list(draws.index) == [2, 3] and {"L", "L se", "L_mask"} <= set(draws.columns)
     one = lambda_table(sample_batch(data, 5, analysis_generator(3)), [1e-3])
     assert draws.loc[3, "L"] == pytest.approx(one["L"].iloc[0]) and draws.loc[2, "L"] != draws.loc[3, "L"]
+
+
+def test_stored_lambda_tables_are_the_computed_ones(store):
+    import pandas as pd
+
+    from matcomp.analysis.baselines import lambda_draws, stored_lambda_draws, stored_lambda_table
+
+    data = DataConfig(n_rows=3, n_cols=3, rank=1)
+    model = MatrixBert(ModelConfig(hidden=16, layers=1, heads=2)).eval()
+    direct = lambda_table(sample_batch(data, 4, analysis_generator(0)), [1e-3, 1e-2])
+    for _ in range(2):  # computed and stored, then read back
+        pd.testing.assert_frame_equal(stored_lambda_table(data, [1e-3, 1e-2], 4, seed=0), direct, check_exact=True)
+    pd.testing.assert_frame_equal(stored_lambda_draws(data, 1e-3, 4, [0, 1]), lambda_draws(data, 1e-3, 4, [0, 1]),
+                                  check_exact=True)
+    assert "BERT" in lambda_table(sample_batch(data, 4, analysis_generator(0)), [1e-3], model=model).index
+    with pytest.raises(ValueError, match="run and step are given together"):
+        stored_lambda_table(data, [1e-3], 4, step=10)

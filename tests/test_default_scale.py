@@ -18,10 +18,6 @@ from matcomp.runs.shipped import find_reference
 from matcomp.runs.store import ENV_NO_TRAINING
 
 BOOK = Path(__file__).resolve().parents[1] / "book"
-# nuclear_norm's baselines' sweep at its default 512 matrices is read from the table shipped beside the run
-# (runs/reference/derived, as in the default build); its lambda tables, computed, on fewer matrices: what is
-# tested here is that the chapter runs on the shipped run (the default build runs the paper's 256)
-FEWER = {"nuclear_norm": {"lambda_samples": 64}}
 
 
 def one_model_chapters() -> list[str]:
@@ -57,8 +53,8 @@ def test_a_one_model_chapter_runs_on_the_shipped_7x7_run(chapter, default_scale,
     assert run is not None, "no shipped run matches the cpu7x7 preset"
     drop = detect_drop(run.metrics).half_step
     out = tmp_path / f"{chapter}.ipynb"
-    papermill.execute_notebook(BOOK / f"{chapter}.ipynb", out, cwd=BOOK, kernel_name="python3", progress_bar=False,
-                               parameters=FEWER.get(chapter, {}))
+    # (nuclear_norm's slow baselines are read from the tables shipped beside the run, runs/reference/derived)
+    papermill.execute_notebook(BOOK / f"{chapter}.ipynb", out, cwd=BOOK, kernel_name="python3", progress_bar=False)
     text = outputs_text(out)
     assert str(drop) in text or f"{drop:,}" in text, f"{chapter} does not show the cpu7x7 run's drop step {drop}"
 
@@ -71,3 +67,12 @@ def test_the_depth_sweep_runs_on_the_shipped_4x4_runs(default_scale, tmp_path):
     swept = sorted(p.name for p in (tmp_path / "sweep").glob("*.ipynb"))
     assert len(swept) == 3 and not any("running" in name for name in swept)
     assert all("4x4 rank 1" in outputs_text(tmp_path / "sweep" / name) for name in swept), "a point read cpu7x7"
+
+
+@pytest.mark.slow
+def test_the_progress_chapter_scores_the_frozen_alarm_on_the_shipped_held_out_seeds_and_larger_tasks(
+        default_scale, tmp_path):
+    out = tmp_path / "progress.ipynb"
+    papermill.execute_notebook(BOOK / "progress.ipynb", out, cwd=BOOK, kernel_name="python3", progress_bar=False)
+    text = outputs_text(out)
+    assert "held out: seeds 5" in text and "5×5 (cpu5x5)" in text and "7×7 (cpu7x7)" in text

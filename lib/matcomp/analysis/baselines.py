@@ -512,3 +512,47 @@ def lambda_draws(data: DataConfig, lam: float, samples: int, seeds, workers: int
     standard error."""
     return pd.concat([lambda_table(sample_batch(data, samples, analysis_generator(seed)), [lam], workers=workers)
                       .assign(seed=seed) for seed in seeds]).set_index("seed")
+
+
+def lambda_derivation(data: DataConfig, lams, samples: int, seed: int = 0, run: Run | None = None,
+                      step: int | None = None, label: str = "BERT", workers: int = 1) -> Derivation:
+    """``lambda_table`` on ``samples`` matrices of ``data`` from ``analysis_generator(seed)`` (with checkpoint
+    ``step`` of ``run`` as its first row ``label``, if a run is given), as a stored derivation named
+    "lambda_table" ("lambda_table_model" with a model): one table "lambda", its rows labelled in the index
+    level "row"."""
+    if (run is None) != (step is None):
+        raise ValueError("run and step are given together or not at all")
+    params = {"data": dataclasses.asdict(data), "lams": [float(v) for v in lams], "samples": int(samples),
+              "seed": int(seed), "label": label if run is not None else None}
+
+    def compute() -> dict[str, pd.DataFrame]:
+        batch = sample_batch(data, samples, analysis_generator(seed))
+        model = run.bert(step) if run is not None and step is not None else None
+        return {"lambda": lambda_table(batch, lams, model=model, label=label, workers=workers).rename_axis("row")}
+
+    checkpoints = [(run, step)] if run is not None and step is not None else []
+    return Derivation("lambda_table_model" if checkpoints else "lambda_table", compute, checkpoints, params,
+                      SWEEP_MODULES)
+
+
+def stored_lambda_table(data: DataConfig, lams, samples: int, seed: int = 0, run: Run | None = None,
+                        step: int | None = None, label: str = "BERT", workers: int = 1) -> pd.DataFrame:
+    """``lambda_derivation``'s table (shipped, stored, or computed and stored), indexed as ``lambda_table``'s."""
+    table = load_or_compute(lambda_derivation(data, lams, samples, seed, run, step, label, workers))["lambda"]
+    return table.rename_axis(None)
+
+
+def draws_derivation(data: DataConfig, lam: float, samples: int, seeds, workers: int = 1) -> Derivation:
+    """``lambda_draws`` as a stored derivation: one table "draws", one row per seed."""
+    params = {"data": dataclasses.asdict(data), "lam": float(lam), "samples": int(samples),
+              "seeds": [int(s) for s in seeds]}
+
+    def compute() -> dict[str, pd.DataFrame]:
+        return {"draws": lambda_draws(data, lam, samples, seeds, workers=workers)}
+
+    return Derivation("lambda_draws", compute, [], params, SWEEP_MODULES)
+
+
+def stored_lambda_draws(data: DataConfig, lam: float, samples: int, seeds, workers: int = 1) -> pd.DataFrame:
+    """``draws_derivation``'s table: shipped, stored, or computed and stored."""
+    return load_or_compute(draws_derivation(data, lam, samples, seeds, workers))["draws"]

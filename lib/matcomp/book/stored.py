@@ -1,6 +1,7 @@
 """The derived tables shipped in ``runs/reference/derived/`` (``matcomp.runs.derived``): the slow,
 deterministic analyses of the book's default build, so that it reads them instead of recomputing
-them. They are those of the ``nuclear_norm`` chapter (its sweep over p_mask) and the ``ood`` chapter
+them. They are those of the ``nuclear_norm`` chapter (its sweep over p_mask and its λ tables: the paper's
+7x7 data, its draws, and the chapter's model) and the ``ood`` chapter
 (its rank, rows and columns panels) at the ``cpu`` preset, with each chapter's default parameters,
 read from its own parameters cell, so the shipped tables are exactly the ones its default build asks for.
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 import ast
 import json
 
-from matcomp.analysis.baselines import sweep_derivation
+from matcomp.analysis.baselines import draws_derivation, lambda_derivation, sweep_derivation
 from matcomp.analysis.ood import default_axes, panel_derivations, rank_panel, rank_panel_training
 from matcomp.analysis.phases import phases
 from matcomp.book.chapter import model_preset, sizes
@@ -49,13 +50,19 @@ def _shipped(cfg: RunConfig) -> Run:
 
 
 def nuclear_norm_derivations(preset: str = SHIPPED_PRESET) -> list[Derivation]:
-    """The ``nuclear_norm`` chapter's sweep at ``preset`` with its default parameters."""
+    """The ``nuclear_norm`` chapter's sweep and λ tables at ``preset`` with its default parameters."""
     p = chapter_defaults("nuclear_norm")
     name = model_preset(preset, p["model"])
     run = _shipped(named_preset(name))
     post = phases(run, paper_steps=sizes(name).paper_steps).post
     samples = p["samples"] or sizes(preset).completion_samples
-    return [sweep_derivation(run, post, p["p_masks"], samples, p["lam"], p["eval_seed"], p["workers"])]
+    lambda_samples = p["lambda_samples"] or sizes(preset).lambda_samples
+    paper_data, seed, workers = named_preset("paper").data, p["eval_seed"], p["workers"]
+    return [sweep_derivation(run, post, p["p_masks"], samples, p["lam"], seed, workers),
+            lambda_derivation(paper_data, p["lams"], lambda_samples, seed, workers=workers),
+            draws_derivation(paper_data, p["lam"], lambda_samples, range(seed, seed + p["noise_seeds"]), workers),
+            lambda_derivation(run.config.data, p["lams"], lambda_samples, seed, run=run, step=post,
+                              label=f"BERT (step {post})", workers=workers)]
 
 
 def ood_derivations(preset: str = SHIPPED_PRESET) -> list[Derivation]:
