@@ -145,7 +145,7 @@ def completion_table(gpt: Run, bert: Run, batch: Batch, paper_steps: bool = Fals
     post, equal = phases(bert, paper_steps).post, bert.nearest_step(gpt.steps[-1])
     bert_steps = {"post-shift": post, "at the GPT's steps": equal} if post != equal else {
         "post-shift = at the GPT's steps": post}
-    table = completion_scores(gpt.checkpoint(gpt.steps[-1]), batch)[["L_obs", "L_mask"]]
+    table = completion_scores(gpt.gpt(gpt.steps[-1]), batch)[["L_obs", "L_mask"]]
     table = table.rename(index=lambda reading: f"GPT, {reading} (step {gpt.steps[-1]:,})")
     for name, step in bert_steps.items():
         table.loc[f"BERT, {name} (step {step:,})"] = [

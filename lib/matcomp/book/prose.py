@@ -246,7 +246,7 @@ def default_gpt(samples: int) -> tuple[Run, dict[str, float], pd.DataFrame]:
     beside the default BERT, on ``samples`` matrices drawn as the gpt chapter draws them."""
     gpt, bert = (get_or_train(preset(name), progress=False) for name in (f"{DEFAULT}_gpt", DEFAULT))
     batch = sample_batch(gpt.config.data, samples, analysis_generator(gpt.config.train.seed))
-    return gpt, greedy_reading(gpt.checkpoint(gpt.steps[-1]), batch), completion_table(gpt, bert, batch)
+    return gpt, greedy_reading(gpt.gpt(gpt.steps[-1]), batch), completion_table(gpt, bert, batch)
 
 
 def gpt_run_numbers(run: Run) -> dict[str, str]:

@@ -13,6 +13,7 @@ import torch
 from matcomp.config import RunConfig
 from matcomp.drop import Drop, detect_drop
 from matcomp.models.bert import MatrixBert
+from matcomp.models.gpt import MatrixGPT
 from matcomp.models.factory import Model, build_model, metric_names
 from matcomp.runs.folder import RunFolder, sha256_file
 
@@ -59,6 +60,13 @@ class Run:
         model = self.checkpoint(step, device, attention)
         if not isinstance(model, MatrixBert):
             raise ValueError(f"{self.config.run_id} is a {self.config.model.arch} run; this analysis needs a BERT")
+        return model
+
+    def gpt(self, step: int, device: str | torch.device = "cpu") -> MatrixGPT:
+        """The checkpoint at ``step`` of a GPT run (App. G's decoder); ValueError for a BERT run."""
+        model = self.checkpoint(step, device)
+        if not isinstance(model, MatrixGPT):
+            raise ValueError(f"{self.config.run_id} is a {self.config.model.arch} run; this analysis needs a GPT")
         return model
 
     def nearest_step(self, step: int) -> int:
