@@ -107,7 +107,8 @@ def test_the_key_changes_with_a_parameter_a_checkpoint_a_source_and_a_version(tm
 
 
 def test_a_stored_table_is_read_not_recomputed_and_a_stale_one_is_recomputed(tmp_path, store, shipped, monkeypatch):
-    module = tmp_path / "fake_analysis.py"
+    name = "fake_analysis"
+    module = tmp_path / f"{name}.py"  # a module of its own, whose source the key hashes
     module.write_text("SCALE = 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     table = pd.DataFrame({"L": [0.125, 1 / 3]}, index=pd.Index([0.1, 0.3], name="p_mask"))

@@ -293,7 +293,7 @@ def longest_column_verdict(margin: dict) -> str:
     ``longest_column_margin``: only if the column stands out and holds none of the masked rows' kept
     entries (else a head attending there cannot be told from a masked-row head).
 
-    >>> longest_column_verdict({"column": 1, "run": 6, "next run": 3, "shared with masked rows": [(3, 1)]})[:60]
+    >>> longest_column_verdict({"column": 1, "run": 6, "next run": 3, "shared with masked rows": [(3, 1)]})[:61]
     'its longest column (column 1, a run of 6 against 3) holds the'
     """
     where = f"its longest column (column {margin['column']}, a run of {margin['run']} against {margin['next run']})"

@@ -13,8 +13,8 @@ import torch
 from matcomp.config import RunConfig
 from matcomp.drop import Drop, detect_drop
 from matcomp.models.bert import MatrixBert
-from matcomp.models.gpt import MatrixGPT
 from matcomp.models.factory import Model, build_model, metric_names
+from matcomp.models.gpt import MatrixGPT
 from matcomp.runs.folder import RunFolder, sha256_file
 
 
