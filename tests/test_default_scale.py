@@ -28,10 +28,14 @@ def one_model_chapters() -> list[str]:
     return sorted(p.stem for p in BOOK.glob("*.ipynb") if re.search(r"^model\s*=", parameters(p), re.M))
 
 
+TEXT_FORMATS = ("text/plain", "text/markdown", "text/html")  # printed lines, findings and styled tables
+
+
 def outputs_text(path: Path) -> str:
-    """Every text output of an executed notebook, joined."""
+    """Every text output of an executed notebook, joined: streams and each text form of displayed data."""
     cells = json.loads(path.read_text())["cells"]
-    return "".join("".join(out.get("text") or out.get("data", {}).get("text/plain") or "")
+    return "".join("".join(out.get("text") or "") + "".join("".join(out.get("data", {}).get(kind) or "")
+                                                          for kind in TEXT_FORMATS)
                    for cell in cells if cell["cell_type"] == "code" for out in cell["outputs"])
 
 
@@ -75,4 +79,5 @@ def test_the_progress_chapter_scores_the_frozen_alarm_on_the_shipped_held_out_se
     out = tmp_path / "progress.ipynb"
     papermill.execute_notebook(BOOK / "progress.ipynb", out, cwd=BOOK, kernel_name="python3", progress_bar=False)
     text = outputs_text(out)
-    assert "held out: seeds 5" in text and "5×5 (cpu5x5)" in text and "7×7 (cpu7x7)" in text
+    assert "held out: seeds 5, 6, 7, 8, 9, 10, 11, 12" in text and "On 8 held-out runs the attention alarm" in text
+    assert "On the 5×5 (cpu5x5): seed 0 run, scored unchanged" in text and "7×7 (cpu7x7): seed 0" in text

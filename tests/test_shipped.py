@@ -47,6 +47,11 @@ def test_every_shipped_run_is_whole_and_what_its_command_trains(path):
     assert last == run.config.train.steps or run.config.train.stop_after_drop > 0
 
 
+def test_the_default_build_reads_only_shipped_runs():
+    """From a fresh clone the book trains nothing: every run the cpu plan names is shipped."""
+    assert [p.cfg.run_id for p in plan("cpu") if find_reference(p.cfg) is None] == []
+
+
 def test_every_shipped_run_is_read_by_a_chapter():
     """No dead weight in the repository: each shipped run is in the default build's plan."""
     read = {planned.cfg.hash for planned in plan("cpu")}  # a run is found by its config, the name aside
