@@ -51,12 +51,13 @@ def test_bad_parameters_are_named():
 
 def fake_run(tmp_path, l_mask: np.ndarray, steps: list[int]) -> Run:
     folder = RunFolder(tmp_path / "run")
-    folder.write_config(preset("smoke").override({"train.steps": len(l_mask)}))
+    cfg = preset("smoke").override({"train.steps": len(l_mask)})
+    folder.write_config(cfg)
     step = np.arange(1, len(l_mask) + 1)
     folder.write_metrics(pd.DataFrame({"step": step, "L": l_mask, "L_obs": 1e-4, "L_mask": l_mask,
                                        "mask_value": 0.0, "time_s": np.nan}))
     for s in steps:
-        folder.write_checkpoint(s, {})
+        folder.write_checkpoint(s, {}, cfg)
     folder.write_complete({"files": folder.sizes()})
     return Run(folder.path)
 

@@ -11,7 +11,7 @@ import matcomp.runs.training
 from matcomp.book.plan import run_state
 from matcomp.presets import preset
 from matcomp.runs.extend import extendable
-from matcomp.runs.folder import RunFolder, atomic_write_bytes
+from matcomp.runs.folder import RunFolder, atomic_write_bytes, checkpoint_metadata
 from matcomp.runs.store import get_or_train, open_run
 
 TIME = ["time_s"]
@@ -32,6 +32,23 @@ def test_loss_goes_down_and_run_has_everything(micro, store):
     with pytest.raises(ValueError, match="no checkpoint at step 12"):
         run.checkpoint(12)
     assert run.nearest_step(12) == 10
+
+
+def test_a_checkpoint_file_alone_says_which_model_it_holds(micro, store, tmp_path):
+    import shutil
+
+    from safetensors.torch import load_file
+
+    from matcomp.models.factory import build_model
+
+    run = get_or_train(micro, progress=False)
+    lone = shutil.copy(run.folder.checkpoint_path(20), tmp_path / "lone.safetensors")  # no config.json beside it
+    model_cfg, data_cfg, step = checkpoint_metadata(lone)
+    assert (model_cfg, data_cfg, step) == (micro.model, micro.data, 20)
+    assert [checkpoint_metadata(run.folder.checkpoint_path(s))[2] for s in run.steps] == run.steps
+    model = build_model(model_cfg, seed=0)
+    model.load_state_dict(load_file(lone))
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), run.checkpoint(20).state_dict().values()))
 
 
 def test_second_request_loads_instead_of_training(micro, store, monkeypatch):
@@ -160,8 +177,8 @@ def test_stop_after_drop_ends_at_the_first_settled_checkpoint_and_resumes_there(
     folder = RunFolder(tmp_path / "b" / cfg.run_id)
     real_save = matcomp.runs.training._save
 
-    def crash_after_saving_20(folder, model, optimizer, train_gen, eval_gen, step, *rest):
-        real_save(folder, model, optimizer, train_gen, eval_gen, step, *rest)
+    def crash_after_saving_20(folder, cfg, model, optimizer, train_gen, eval_gen, step, *rest):
+        real_save(folder, cfg, model, optimizer, train_gen, eval_gen, step, *rest)
         if step == 20:
             raise KeyboardInterrupt
     monkeypatch.setattr(matcomp.runs.training, "_save", crash_after_saving_20)

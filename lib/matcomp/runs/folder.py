@@ -3,9 +3,9 @@
     <run_id>/
         config.json                     the RunConfig
         metrics.csv                     one row per step (and eval columns every eval_every steps)
-        checkpoints/step_000000.safetensors ...
+        checkpoints/step_000000.safetensors ...   weights, with their model, task and step as metadata
         resume.pt                       model, optimiser and RNG state at the last checkpoint
-                                        (only while the run is unfinished)
+                                        (kept when finished: a longer budget continues from it)
         complete.json                   written last: the run is finished and these files are whole
 
 Every file is written to a temporary name in the same folder and moved into place with
@@ -14,6 +14,7 @@ Every file is written to a temporary name in the same folder and moved into plac
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -23,11 +24,13 @@ from pathlib import Path
 
 import pandas as pd
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, save
 
-from matcomp.config import RunConfig
+from matcomp.config import DataConfig, ModelConfig, RunConfig
 
 CHECKPOINT_PATTERN = "step_{:06d}.safetensors"
+CHECKPOINT_METADATA = "matcomp"  # a checkpoint's safetensors metadata key: what its weights are (JSON)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -51,6 +54,18 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
         while block := f.read(chunk):
             digest.update(block)
     return digest.hexdigest()
+
+
+def checkpoint_metadata(path: Path | str) -> tuple[ModelConfig, DataConfig, int] | None:
+    """The model, task and step a checkpoint file carries (``RunFolder.write_checkpoint``): enough to
+    build its model (``matcomp.models.factory.build_model``) and read its tokens without its folder.
+    None for a checkpoint written before they carried it (the runs shipped until then)."""
+    with safe_open(str(path), framework="pt") as f:
+        text = (f.metadata() or {}).get(CHECKPOINT_METADATA)
+    if text is None:
+        return None
+    described = json.loads(text)
+    return ModelConfig(**described["model"]), DataConfig(**described["data"]), int(described["step"])
 
 
 class RunFolder:
@@ -83,9 +98,15 @@ class RunFolder:
         return pd.read_csv(self.metrics_path)
 
     # --- checkpoints --------------------------------------------------------------------------
-    def write_checkpoint(self, step: int, state_dict: dict[str, torch.Tensor]) -> None:
+    def write_checkpoint(self, step: int, state_dict: dict[str, torch.Tensor], cfg: RunConfig) -> None:
+        """The weights after ``step`` updates, with their model and task in the file's metadata, so that one
+        checkpoint file, copied anywhere, still says what it holds (``checkpoint_metadata``). Not the whole
+        config: a run continued to a longer budget links its shorter base's files, whose bytes must be
+        those of the longer run trained from scratch. One key, since safetensors orders several at random."""
         tensors = {k: v.detach().to("cpu").contiguous() for k, v in state_dict.items()}
-        atomic_write_bytes(self.checkpoint_path(step), save(tensors))
+        described = {"model": dataclasses.asdict(cfg.model), "data": dataclasses.asdict(cfg.data), "step": step}
+        metadata = {CHECKPOINT_METADATA: json.dumps(described, sort_keys=True)}
+        atomic_write_bytes(self.checkpoint_path(step), save(tensors, metadata=metadata))
 
     def read_checkpoint(self, step: int) -> dict[str, torch.Tensor]:
         path = self.checkpoint_path(step)

@@ -117,7 +117,7 @@ def train(cfg: RunConfig, folder: RunFolder, device: str | torch.device | None =
         rows = folder.read_metrics().query("step <= @start").to_dict("records")
     else:
         folder.write_config(cfg)
-        folder.write_checkpoint(0, model.state_dict())
+        folder.write_checkpoint(0, model.state_dict(), cfg)
 
     schedule = set(tc.checkpoint_schedule)
     pending: list[torch.Tensor] = []  # per-step metrics kept on the device until the next checkpoint
@@ -146,7 +146,7 @@ def train(cfg: RunConfig, folder: RunFolder, device: str | torch.device | None =
                           elapsed=time.perf_counter() - t0, metrics=model.metrics, eval_columns=eval_columns(cfg))
             finite = bool(torch.isfinite(torch.stack(pending)).all())
             pending, evals = [], {}
-            _save(folder, model, optimizer, train_gen, eval_gen, step, rows, columns(cfg))
+            _save(folder, cfg, model, optimizer, train_gen, eval_gen, step, rows)
             if stopped() or not finite:
                 break  # the last step is now this checkpoint's (a diverged run is not sealed: see the store)
         if progress and step % DISPLAY_EVERY == 0:
@@ -203,13 +203,12 @@ def _rows(start_step: int, pending: list[torch.Tensor], evals: dict[int, torch.T
     return rows
 
 
-def _save(folder: RunFolder, model: Model, optimizer: torch.optim.Optimizer,
-          train_gen: torch.Generator, eval_gen: torch.Generator, step: int, rows: list[dict],
-          table_columns: tuple[str, ...]) -> None:
+def _save(folder: RunFolder, cfg: RunConfig, model: Model, optimizer: torch.optim.Optimizer,
+          train_gen: torch.Generator, eval_gen: torch.Generator, step: int, rows: list[dict]) -> None:
     """Checkpoint, metrics, then the resume state, in that order: whatever a crash leaves behind,
     resume.pt never points past the metrics and weights already on disk."""
-    folder.write_checkpoint(step, model.state_dict())
-    folder.write_metrics(pd.DataFrame(rows, columns=table_columns))
+    folder.write_checkpoint(step, model.state_dict(), cfg)
+    folder.write_metrics(pd.DataFrame(rows, columns=columns(cfg)))
     folder.write_resume({
         "step": step,
         "elapsed": rows[-1]["time_s"],
