@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 from IPython.display import Markdown
 
-CELL_CSS = [{"selector": "td, th", "props": "padding: 3px 8px; text-align: right; white-space: nowrap;"},
+CELL_CSS = [{"selector": "td, th", "props": "padding: 3px 6px; text-align: right; white-space: nowrap;"},
             {"selector": "caption", "props": "caption-side: top; font-weight: bold; padding-bottom: 6px;"}]
 WRAPPED_TEXT = "white-space: normal; text-align: left; min-width: 12em; max-width: 24em;"
 LONG_TEXT = 30  # characters: a text column or row label longer than this wraps, so a table of claims fits the page
