@@ -31,7 +31,7 @@ def test_loss_goes_down_and_run_has_everything(micro, store):
     assert run.checkpoint(10, attention="eager").attention == "eager"
     with pytest.raises(ValueError, match="no checkpoint at step 12"):
         run.checkpoint(12)
-    assert run.nearest_step(12) == 10
+    assert run.nearest_step(12) == 10 and run.nearest_step(3) == 0 and run.nearest_step(3, trained=True) == 10
 
 
 def test_a_checkpoint_file_alone_says_which_model_it_holds(micro, store, tmp_path):

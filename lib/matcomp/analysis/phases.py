@@ -50,10 +50,6 @@ def phases(run: Run, paper_steps: bool = False) -> Phases:
     """Pre- and post-shift checkpoints of ``run`` (``phase_targets``, each the nearest checkpoint
     after step 0); without a drop, the whole run is plateau and its middle the 'pre-shift' model."""
     steps = [s for s in run.steps if s > 0] or run.steps
-
-    def nearest(target: float) -> int:
-        return min(steps, key=lambda s: abs(s - target))
-
     drop = run.drop
     if drop.half_step is None:
         middle = steps[len(steps) // 2]
@@ -64,7 +60,8 @@ def phases(run: Run, paper_steps: bool = False) -> Phases:
     smoothed = smooth(run.metrics)
     plateau = [s for s in steps if s < drop.half_step and smoothed.get(s, drop.plateau) >= ON_PLATEAU * drop.plateau]
     pre_target, copy_targets = phase_targets(drop.half_step, paper_steps)
-    pre, copy_steps = nearest(pre_target), tuple(dict.fromkeys(nearest(t) for t in copy_targets))
+    pre = run.nearest_step(pre_target, trained=True)
+    copy_steps = tuple(dict.fromkeys(run.nearest_step(t, trained=True) for t in copy_targets))
     rule = "the paper's steps" if paper_steps else f"the paper's fractions of this run's drop step {drop.half_step}"
     return Phases(True, tuple(plateau or [pre]), pre, copy_steps, steps[-1], note=fill(
         f"L_mask falls below half its plateau ({drop.plateau:.3g}) at step {drop.half_step}. By {rule} "

@@ -69,12 +69,14 @@ class Run:
             raise ValueError(f"{self.config.run_id} is a {self.config.model.arch} run; this analysis needs a GPT")
         return model
 
-    def nearest_step(self, step: int) -> int:
-        """The checkpointed step closest to ``step``."""
+    def nearest_step(self, step: float, trained: bool = False) -> int:
+        """The checkpointed step closest to ``step``; with ``trained``, among those after step 0 where the
+        run has any (the phases' models are trained ones)."""
         if not self.steps:
             raise ValueError(f"{self.config.run_id} is shipped with its metrics alone, no checkpoint: train it "
                              f"(python -m matcomp train ... --no-shipped) to analyse its models")
-        return min(self.steps, key=lambda s: abs(s - step))
+        steps = [s for s in self.steps if s > 0] if trained else []
+        return min(steps or self.steps, key=lambda s: abs(s - step))
 
     @cached_property
     def drop(self) -> Drop:
