@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import torch
 
-from matcomp.analysis.gpt import attention_maps, attention_scores, completion_scores, copy_onset, decode
+from matcomp.analysis.gpt import attention_maps, attention_scores, completion_scores, copy_onset
 from matcomp.config import RunConfig
 from matcomp.data import make_batch, sample_batch
 from matcomp.drop import detect_drop
@@ -49,7 +49,7 @@ def test_losses_and_greedy_decoding_of_a_model_that_copies():
             return logits.scatter(2, back.unsqueeze(-1), 0.0)
 
     copier = Copier(cfg)
-    assert copier.complete(sequences(batch)[:, :5]).tolist() == [[251, MASK_ID, 401, 202]]
+    assert copier.decode(sequences(batch)[:, :5])[0].tolist() == [[251, MASK_ID, 401, 202]]
     ev = copier.eval_losses(batch)
     assert ev["acc_obs"].item() == 1.0 and ev["acc_mask"].item() == 0.0
     greedy = completion_scores(copier, batch).loc["greedy token"]  # MISSING decodes to 0: the missing -1.0 costs 1.0
@@ -106,8 +106,11 @@ def test_decoded_values_and_copy_onset():
     assert copy_onset(metrics) == 3 and copy_onset(metrics, 0.95) is None
 
 
-class FixedOdds(torch.nn.Module):
+class FixedOdds(MatrixGPT):
     """A stand-in GPT: at every position, logits that put probability 3/4 on the value 0.5 and 1/4 on -0.5."""
+
+    def __init__(self):
+        super().__init__(preset("smoke_gpt").model)
 
     def forward(self, ids):
         logits = torch.full((*ids.shape, GPT_TOKENS.vocab_size), -1e9)
@@ -118,7 +121,7 @@ class FixedOdds(torch.nn.Module):
 
 def test_greedy_decoding_reads_the_mode_and_the_softmax_mean_reads_the_mean():
     batch = sample_batch(preset("smoke_gpt").data.of_size(2), 3, torch.Generator().manual_seed(0))
-    tokens, means = decode(FixedOdds(), sequences(batch)[:, :5])
+    tokens, means = FixedOdds().decode(sequences(batch)[:, :5])
     assert (GPT_TOKENS.decode(tokens) == 0.5).all()  # the mode
     assert torch.allclose(means, torch.full_like(means, 0.75 * 0.5 - 0.25 * 0.5))  # the mean, 0.25
     scores = completion_scores(FixedOdds(), batch)

@@ -14,32 +14,13 @@ from matcomp.runs.run import Run
 from matcomp.tokenizer import GPT_TOKENS
 
 
-@torch.no_grad()
-def decode(model: MatrixGPT, prompt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Greedy decoding of the m·n entries after ``prompt`` = (masked X, SEP), as the paper decodes:
-    the ids (B, m·n) of the argmax tokens, and at each position the mean value of the model's
-    distribution over value tokens there (B, m·n), given the greedy entries before it.
-
-    A model trained with cross-entropy predicts a distribution; its argmax is a mode, its mean the
-    number an MSE rewards, so the two read the same model differently."""
-    n = prompt.shape[1] - 1
-    ids = torch.arange(1, GPT_TOKENS.max_id + 1, device=prompt.device)  # the value tokens
-    values = GPT_TOKENS.decode(ids)
-    seq, means = prompt, []
-    for _ in range(n):
-        logits = model(seq)[:, -1].float()
-        means.append(torch.softmax(logits[:, ids], dim=-1) @ values)
-        seq = torch.cat([seq, logits.argmax(-1, keepdim=True)], dim=1)
-    return seq[:, prompt.shape[1]:], torch.stack(means, dim=1)
-
-
 def completion_scores(model: MatrixGPT, batch: Batch) -> pd.DataFrame:
     """The GPT's completions scored two ways, one row each: ``greedy token`` (the argmax token's
     value, with the token accuracies the paper reports at observed and missing entries) and
     ``softmax mean`` (the mean of the predicted distribution; no token, so no accuracy). Columns:
     ``acc_obs``, ``acc_mask`` and the MSEs ``L``, ``L_obs``, ``L_mask``, comparable with BERT's."""
     n = batch.observed.flatten(1).shape[1]
-    tokens, means = decode(model, sequences(batch)[:, :n + 1])
+    tokens, means = model.decode(sequences(batch)[:, :n + 1])
     right = tokens == GPT_TOKENS.encode(batch.values).flatten(1)
     observed = batch.observed.flatten(1)
     accuracy = {"greedy token": (right[observed].float().mean().item(), right[~observed].float().mean().item()),
@@ -78,7 +59,7 @@ def sign_and_magnitude(pred: torch.Tensor, values: torch.Tensor, observed: torch
 def greedy_reading(model: MatrixGPT, batch: Batch) -> dict[str, float]:
     """``sign_and_magnitude`` of the GPT's greedy completions (the argmax token's value) of ``batch``."""
     n = batch.observed.flatten(1).shape[1]
-    tokens, _ = decode(model, sequences(batch)[:, :n + 1])
+    tokens, _ = model.decode(sequences(batch)[:, :n + 1])
     return sign_and_magnitude(GPT_TOKENS.decode(tokens), batch.values, batch.observed)
 
 

@@ -82,15 +82,24 @@ class MatrixGPT(nn.Module):
         """``GPT_METRICS`` with the accuracies of greedy decoding (the paper's measure)."""
         out = self.losses(batch)
         full = GPT_TOKENS.encode(batch.values).flatten(1)
-        return {**out, **_accuracies(self.complete(sequences(batch)[:, :full.shape[1] + 1]) == full, batch)}
+        return {**out, **_accuracies(self.decode(sequences(batch)[:, :full.shape[1] + 1])[0] == full, batch)}
 
     @torch.no_grad()
-    def complete(self, prompt: torch.Tensor) -> torch.Tensor:
-        """Greedy decoding of the m·n entries after ``prompt`` = (masked X, SEP): ids (B, m·n)."""
-        seq = prompt
+    def decode(self, prompt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Greedy decoding of the m·n entries after ``prompt`` = (masked X, SEP), as the paper decodes:
+        the ids (B, m·n) of the argmax tokens, and at each position the mean value of the model's
+        distribution over value tokens there (B, m·n), given the greedy entries before it.
+
+        A model trained with cross-entropy predicts a distribution; its argmax is a mode, its mean the
+        number an MSE rewards, so the two read the same model differently (``matcomp.analysis.gpt``)."""
+        values_ids = torch.arange(1, GPT_TOKENS.max_id + 1, device=prompt.device)  # the value tokens
+        values = GPT_TOKENS.decode(values_ids)
+        seq, means = prompt, []
         for _ in range(prompt.shape[1] - 1):
-            seq = torch.cat([seq, self(seq)[:, -1].argmax(-1, keepdim=True)], dim=1)
-        return seq[:, prompt.shape[1]:]
+            logits = self(seq)[:, -1]
+            means.append(torch.softmax(logits[:, values_ids].float(), dim=-1) @ values)
+            seq = torch.cat([seq, logits.argmax(-1, keepdim=True)], dim=1)
+        return seq[:, prompt.shape[1]:], torch.stack(means, dim=1)
 
 
 def _accuracies(right: torch.Tensor, batch: Batch) -> dict[str, torch.Tensor]:
