@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from matcomp.config import RunConfig
-from matcomp.drop import ON_PLATEAU, leave_step, smooth
+from matcomp.drop import ON_PLATEAU, final_losses, leave_step
 
 
 def component_config(cfg: RunConfig, component: str, init_from: str, steps: int, after_drop: int = 0) -> RunConfig:
@@ -23,7 +23,7 @@ def plateau_table(curves: dict[str, pd.DataFrame], level: float, min_plateau: in
     """For each metrics table: whether L_mask sits on the copying plateau ``level`` (smoothed, at least
     ``near`` × ``level``) for ``min_plateau`` steps or more, the step it leaves it, the step it is below
     half of it, the steps between the two ("fall (steps)") and whether that fall is "sudden" (shorter than
-    the plateau before it) or "gradual", and its final smoothed value. Rows: the keys of ``curves``."""
+    the plateau before it) or "gradual", and its final L_mask (``drop.final_losses``). Rows: the keys of ``curves``."""
     rows = {}
     for name, metrics in curves.items():
         leaves = leave_step(metrics, level, near)
@@ -33,7 +33,7 @@ def plateau_table(curves: dict[str, pd.DataFrame], level: float, min_plateau: in
         rows[name] = {"plateau": "yes" if (leaves or end) >= min_plateau else "no",
                       "leaves the plateau": leaves, "below half": half, "fall (steps)": fall,
                       "fall": None if fall is None else "sudden" if fall < (leaves or 0) else "gradual",
-                      "final L_mask": float(smooth(metrics).dropna().iloc[-1])}
+                      "final L_mask": float(final_losses(metrics)["L_mask"])}
     table = pd.DataFrame.from_dict(rows, orient="index")
     return table.astype({"leaves the plateau": "Int64", "below half": "Int64", "fall (steps)": "Int64"})
 

@@ -26,6 +26,7 @@ from matcomp.book.sizes import chapter_sizes
 from matcomp.book.tables import and_text, span_text
 from matcomp.config import RunConfig
 from matcomp.data import sample_batch, second_moment
+from matcomp.drop import final_losses
 from matcomp.presets import preset
 from matcomp.runs.cost import duration
 from matcomp.runs.run import Run
@@ -258,7 +259,7 @@ def gpt_numbers(metrics: pd.DataFrame, reading: dict[str, float], table: pd.Data
                 marks=(0.15, 0.45)) -> dict[str, str]:
     """What the gpt chapter's closing prose quotes (keys ``gpt_*``): the greedy accuracy at missing entries
     (a mean over a fortieth of the run) at the fractions ``marks`` of the run and over its last quarter, with
-    ``late_gain``'s verdict, and over its last 5 evaluations; the greedy reading of the missing entries
+    ``late_gain``'s verdict, and at its end (``drop.final_losses``); the greedy reading of the missing entries
     (``sign_and_magnitude``); and the
     completion table of the chapter (GPT greedy and softmax-mean rows first, then BERT's, then answering 0)."""
     evals = metrics.dropna(subset=["eval_acc_mask"]).set_index("step")["eval_acc_mask"]
@@ -277,7 +278,7 @@ def gpt_numbers(metrics: pd.DataFrame, reading: dict[str, float], table: pd.Data
         "gpt_acc_late": span_text(late, "{:.2f}"), "gpt_late_window": f"{gain['window']:,.0f}",
         "gpt_late_gain": f"{gain['gain']:+.3f} ± {gain['se']:.3f}", "gpt_late_flat": "flat" if gain["flat"] else
         "still moving",
-        "gpt_acc_mask": f"{evals.iloc[-5:].mean():.2f}", "gpt_greedy": f"{table['L_mask'].iloc[0]:.3f}",
+        "gpt_acc_mask": f"{final_losses(metrics)['eval_acc_mask']:.2f}", "gpt_greedy": f"{table['L_mask'].iloc[0]:.3f}",
         "gpt_greedy_ratio": f"{table['L_mask'].iloc[0] / zero:.1f}", "gpt_mean": f"{table['L_mask'].iloc[1]:.3f}",
         "gpt_zero": f"{zero:.3f}", "gpt_bert": f"{bert:.3g}", "gpt_bert_ratio": f"{zero / bert:.1f}",
         "gpt_sign": f"{reading['sign right']:.2f}", "gpt_abs": f"{reading['|x| MSE']:.3f}",
