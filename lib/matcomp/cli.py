@@ -56,7 +56,7 @@ def _config(args):
 
 
 def cmd_train(args) -> None:
-    from matcomp.runs.run import final_metrics
+    from matcomp.runs.run import metrics_text
     from matcomp.runs.store import get_or_train, runs_root
 
     cfg = _config(args)
@@ -66,7 +66,7 @@ def cmd_train(args) -> None:
     print(f"stored in {run.path}")
     if "command" in run.summary:
         print(f"(the shipped reference run, made by: {run.summary['command']}; --no-shipped trains it here)")
-    print(f"final step {int(m.step)}: {final_metrics(m, cfg)}")
+    print(f"final step {int(m.step)}: {metrics_text(m, cfg)}")
     print(f"train time {run.summary['train_s']:.0f} s ({run.summary['train_s'] / run.last_step:.4f} s/step)")
     if cfg.model.arch == "bert":
         try:

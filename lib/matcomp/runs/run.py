@@ -174,9 +174,10 @@ def summarize(path: Path | str) -> str:
         except ValueError:
             drop = "too short to tell"
     return (f"{folder.path.name} [{status}] {int(last.step)}/{cfg.train.steps} steps, "
-            f"{seconds / last.step:.4f} s/step, {seconds / 60:.1f} min | {final_metrics(last, cfg)} | {drop}")
+            f"{seconds / last.step:.4f} s/step, {seconds / 60:.1f} min | {metrics_text(last, cfg)} | {drop}")
 
 
-def final_metrics(row: pd.Series, cfg: RunConfig) -> str:
-    """The metrics of one row of a metrics table, e.g. ``L 0.01, L_obs 1e-4, L_mask 0.03``."""
+def metrics_text(row: pd.Series, cfg: RunConfig) -> str:
+    """One row of a metrics table as text, e.g. ``L 0.01, L_obs 1e-4, L_mask 0.03`` (a run's final loss is
+    ``drop.final_losses``, a mean; this is the row as it stands)."""
     return ", ".join(f"{k} {row[k]:.3g}" for k in metric_names(cfg.model))
