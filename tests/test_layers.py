@@ -58,3 +58,27 @@ def test_the_check_catches_an_upward_import(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("from matcomp.analysis.heads import head_scores\n")
     assert ORDER.index(layer(next(iter(imported(bad))))) > ORDER.index(layer("matcomp.runs.training"))
+
+
+TRAINING = {("matcomp.runs.store", "get_or_train"), ("matcomp.runs.training", "train"),
+            ("matcomp.runs.parallel", "train_all")}
+
+
+def training_imports(path: Path) -> set[tuple[str, str]]:
+    """The entry points that train a run which ``path`` imports."""
+    return {(node.module, a.name) for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.ImportFrom) for a in node.names if (node.module, a.name) in TRAINING}
+
+
+@pytest.mark.parametrize("module", sorted(m for m in modules() if layer(m) == "analysis"))
+def test_analyses_take_runs_and_train_none(module):
+    """Only the plan, ``prepare`` and the chapters' openings (``book.chapter``) train: an analysis that
+    trained would start hours of work that no chapter announces."""
+    assert not training_imports(modules()[module]), f"{module} imports {sorted(training_imports(modules()[module]))}"
+
+
+def test_the_check_catches_an_analysis_that_trains(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f(cfg):\n    from matcomp.runs.store import get_or_train, runs_root\n"
+                   "    return get_or_train(cfg)\n")
+    assert training_imports(bad) == {("matcomp.runs.store", "get_or_train")}

@@ -133,7 +133,7 @@ def test_leads_need_a_drop_and_seeds_without_one_get_an_empty_column(micro, stor
     assert not run.drop.dropped
     with pytest.raises(ValueError, match="shows no drop"):
         run_leads(run)
-    table = leads_over_seeds({0: cfg}, (1, 3), samples=16)
+    table = leads_over_seeds({0: run}, (1, 3), samples=16)
     assert table.index.get_level_values("seed").tolist() == [0] and table["drop step"].isna().all()
     assert lead_summary(table).empty
 

@@ -182,7 +182,8 @@ def test_silhouettes_over_training_and_over_seeds_read_each_checkpoint(micro, st
     assert list(table.index) == run.steps and list(table.columns) == ["by column", "by row"]
     last = position_silhouettes(position_embeddings(run.checkpoint(run.steps[-1]), 3, 3), 3, 3)
     assert table.loc[run.steps[-1]].to_dict() == pytest.approx(last)
-    seeds = silhouettes_over_seeds(micro, [micro.train.seed, micro.train.seed + 1])
+    second = get_or_train(micro.override({"train.seed": micro.train.seed + 1}), progress=False)
+    seeds = silhouettes_over_seeds({micro.train.seed: run, micro.train.seed + 1: second})
     assert list(seeds.index) == [micro.train.seed, micro.train.seed + 1]
     assert seeds.loc[micro.train.seed, "by row"] == pytest.approx(last["by row"])
     assert seeds.loc[micro.train.seed + 1, "by row"] != seeds.loc[micro.train.seed, "by row"]

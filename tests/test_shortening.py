@@ -13,7 +13,9 @@ def test_seed_curves_hold_plain_and_changed_training_of_each_seed(micro, store):
                                        "train.steps": 20}),
                "lr": micro.override({"train.lr": 6e-3, "train.steps": 30})}
     kept_on = micro.override({"train.attention_bias": 2.0, "train.attention_bias_schedule": "constant"})
-    curves, levels = seed_curves(micro, changed, [micro.train.seed])
+    seed = micro.train.seed
+    curves, levels = seed_curves({seed: get_or_train(micro, progress=False)},
+                                 {name: {seed: get_or_train(c, progress=False)} for name, c in changed.items()})
     runs = curves[micro.train.seed]
     assert list(curves) == [micro.train.seed] and list(runs) == ["plain", "bias", "lr"]
     assert runs["plain"].step.max() == 30 and runs["bias"].step.max() == 20  # plain cut at the longest change
@@ -27,7 +29,9 @@ def test_a_kept_on_change_is_read_with_it_in_training_and_without_it_in_evaluati
     micro = micro.override({"train.steps": 100, "train.eval_every": 10, "train.checkpoint_every": 100,
                             "train.checkpoint_steps": []})
     kept_on = micro.override({"train.attention_bias": 50.0, "train.attention_bias_schedule": "constant"})
-    table = with_and_without({"plain": micro, "kept on": kept_on}, [micro.train.seed], steps=40)
+    arms = {name: {micro.train.seed: get_or_train(c, progress=False)}
+            for name, c in (("plain", micro), ("kept on", kept_on))}
+    table = with_and_without(arms, steps=40)
     assert table.index.tolist() == [("plain", micro.train.seed), ("kept on", micro.train.seed)]
     metrics = get_or_train(kept_on, progress=False).metrics
     last = metrics[metrics.step > 60]

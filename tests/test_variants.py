@@ -7,11 +7,12 @@ import pytest
 from matcomp.analysis.variants import (
     learning_order,
     mixture_overrides,
+    variant_configs,
     variant_overrides,
-    variant_runs,
     variant_summary,
     variant_table,
 )
+from matcomp.runs.store import get_or_train
 
 
 def test_the_runs_own_value_is_the_run_itself_and_others_change_one_field(micro):
@@ -28,7 +29,8 @@ def test_the_runs_own_value_is_the_run_itself_and_others_change_one_field(micro)
 
 def test_variant_table_reads_each_run_within_the_steps(micro, store):
     cfg = micro.override({"train.steps": 300, "train.checkpoint_every": 300, "train.checkpoint_steps": []})
-    runs = variant_runs(cfg, variant_overrides(cfg, {"depth": [1, 2]}, 200), seeds=[0, 1])
+    configs = variant_configs(cfg, variant_overrides(cfg, {"depth": [1, 2]}, 200), seeds=[0, 1])
+    runs = {key: get_or_train(c, progress=False) for key, c in configs.items()}
     assert list(runs) == [("depth", 1, 0), ("depth", 1, 1), ("depth", 2, 0), ("depth", 2, 1)]
     assert runs["depth", 1, 0].config == cfg and runs["depth", 2, 1].config.model.layers == 2
     assert runs["depth", 2, 1].config.train.seed == 1 and runs["depth", 2, 0].config.train.steps == 200

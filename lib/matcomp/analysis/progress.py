@@ -45,7 +45,7 @@ from matcomp.models.bert import MatrixBert
 from matcomp.models.recipe import COMPONENT_PATTERNS, component_names
 from matcomp.runs.folder import atomic_write_bytes
 from matcomp.runs.run import Run
-from matcomp.runs.store import get_or_train, runs_root
+from matcomp.runs.store import runs_root
 from matcomp.seeding import analysis_generator
 
 L_MASK = "L_mask (batch)"
@@ -209,14 +209,13 @@ def run_leads(run: Run, samples: int = 256, seed: int = 0, window: int = 1) -> p
     return lead_table(smoothed(progress_table(run, samples, seed), window), drop_step)
 
 
-def leads_over_seeds(configs: dict[int, RunConfig], windows=(1,), samples: int = 256) -> pd.DataFrame:
-    """For each run of ``configs`` (seed -> config, e.g. ``progress_configs``) and each smoothing window
+def leads_over_seeds(runs: dict[int, Run], windows=(1,), samples: int = 256) -> pd.DataFrame:
+    """For each run of ``runs`` (seed -> run, e.g. of ``progress_configs``) and each smoothing window
     (rows seed, window): the drop step, the loss's onset, every behavioural measure's lead over the loss
     and the one that moved first (ties listed together; "none" if none moved). A seed without a drop
     has one row with only its seed (no window, no drop step)."""
     rows: list[dict[str, object]] = []
-    for seed, seed_cfg in configs.items():
-        run = get_or_train(seed_cfg, progress=False)
+    for seed, run in runs.items():
         if not run.drop.dropped:
             rows.append({"seed": seed, "window": None, "drop step": None})
             continue

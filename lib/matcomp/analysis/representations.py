@@ -19,12 +19,11 @@ from sklearn.decomposition import PCA
 from sklearn.manifold import TSNE
 from sklearn.metrics import silhouette_score
 
-from matcomp.config import DataConfig, RunConfig
+from matcomp.config import DataConfig
 from matcomp.data import Batch, sample_batch
 from matcomp.models.bert import MatrixBert
 from matcomp.paper import PROBING, PROBING_MODEL
 from matcomp.runs.run import Run
-from matcomp.runs.store import get_or_train
 from matcomp.seeding import analysis_generator
 from matcomp.tokenizer import Tokenizer
 
@@ -146,12 +145,11 @@ def silhouettes_over_training(run: Run, steps=None) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("step")
 
 
-def silhouettes_over_seeds(cfg: RunConfig, seeds) -> pd.DataFrame:
-    """For each seed of ``cfg`` (trained if not stored): its drop step and the ``position_silhouettes`` of
-    its final position embeddings, one row per seed: is the grouping the same in every run?"""
+def silhouettes_over_seeds(runs: dict[int, Run]) -> pd.DataFrame:
+    """For each run of ``runs`` (seed -> run): its drop step and the ``position_silhouettes`` of its final
+    position embeddings, one row per seed: is the grouping the same in every run?"""
     rows = []
-    for seed in seeds:
-        run = get_or_train(cfg.override({"train.seed": seed}), progress=False)
+    for seed, run in runs.items():
         rows.append({"seed": seed, "drop step": run.drop.half_step,
                      **silhouettes_over_training(run, [run.steps[-1]]).iloc[0].to_dict()})
     return pd.DataFrame(rows).set_index("seed")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from matcomp.config import RunConfig
-from matcomp.runs.store import get_or_train
+from matcomp.runs.run import Run
 
 
 def seeds_from(cfg: RunConfig, count: int, skip: int = 0) -> range:
@@ -34,13 +34,12 @@ def trained_on(summary: dict) -> str:
     return machine.get("cpu", "unrecorded") + (f", {threads} thread{'s' if threads != 1 else ''}" if threads else "")
 
 
-def drop_over_seeds(cfg: RunConfig, seeds, progress: bool = False) -> pd.DataFrame:
-    """Plateau, drop steps and final L_mask of ``cfg`` for each seed (trained if not stored), and the
-    machine each run was trained on (its ``complete.json``): float-level differences between machines
-    move a drop step, so a table of drop steps says where each was measured."""
+def drop_over_seeds(runs: dict[int, Run]) -> pd.DataFrame:
+    """Plateau, drop steps and final L_mask of each run of ``runs`` (seed -> run, e.g. the runs of
+    ``seed_configs``), and the machine each was trained on (its ``complete.json``): float-level
+    differences between machines move a drop step, so a table of drop steps says where each was measured."""
     rows = []
-    for seed, seed_cfg in seed_configs(cfg, seeds).items():
-        run = get_or_train(seed_cfg, progress=progress)
+    for seed, run in runs.items():
         d = run.drop
         rows.append({"seed": seed, "run": run.config.run_id, "plateau": d.plateau, "drop step": d.half_step,
                      "10x step": d.tenfold_step, "final L_mask": d.final, "trained on": trained_on(run.summary)})

@@ -7,7 +7,7 @@ import pandas as pd
 
 from matcomp.config import RunConfig
 from matcomp.drop import final_losses
-from matcomp.runs.store import get_or_train
+from matcomp.runs.run import Run
 
 BIAS = 2.0  # the attention bias added to same-row and same-column scores
 SCALE = 10.0  # the follow-up's factor on the attention to the target positions (att_scale_c)
@@ -64,31 +64,29 @@ def arm_summary(plain: pd.DataFrame, arms: dict[str, pd.DataFrame], budget: int)
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("arm")
 
 
-def seed_curves(cfg: RunConfig, changed: dict[str, RunConfig], seeds) -> tuple[dict[int, dict[str, pd.DataFrame]],
-                                                                                dict[int, float]]:
-    """For each seed, the metrics of plain training (``cfg``, cut at the longest changed run's steps,
-    named "plain") and of every changed config (``changed``: name -> config) at that seed, and plain
-    training's plateau at that seed: what the shortening chapter plots seed by seed."""
-    end = max(c.train.steps for c in changed.values())
+def seed_curves(plain: dict[int, Run], changed: dict[str, dict[int, Run]]) -> tuple[dict[int, dict[str, pd.DataFrame]],
+                                                                                     dict[int, float]]:
+    """For each seed of ``plain`` (seed -> run), the metrics of plain training (cut at the longest changed
+    run's budget, named "plain") and of every changed arm's run at that seed (``changed``: name -> seed ->
+    run), and plain training's plateau at that seed: what the shortening chapter plots seed by seed."""
+    end = max(run.config.train.steps for runs in changed.values() for run in runs.values())
     curves, levels = {}, {}
-    for seed in seeds:
-        base = get_or_train(cfg.override({"train.seed": seed}), progress=False)
+    for seed, base in plain.items():
         curves[seed] = {"plain": base.metrics[base.metrics.step <= end]}
-        curves[seed] |= {name: get_or_train(c.override({"train.seed": seed}), progress=False).metrics
-                         for name, c in changed.items()}
+        curves[seed] |= {name: runs[seed].metrics for name, runs in changed.items()}
         levels[seed] = base.drop.plateau
     return curves, levels
 
 
-def with_and_without(changed: dict[str, RunConfig], seeds, steps: int = 1000) -> pd.DataFrame:
-    """Per arm (rows) and seed: L_mask over the last ``steps`` steps of its run on the training
-    batches, where the change acts, and on the evaluation batches, which read the same weights without
-    it (``matcomp.runs.training``). A kept-on change whose model completes only with the change in
-    place shows as a gap between the two."""
+def with_and_without(arms: dict[str, dict[int, Run]], steps: int = 1000) -> pd.DataFrame:
+    """Per arm (rows: name -> seed -> run) and seed: L_mask over the last ``steps`` steps of its run on
+    the training batches, where the change acts, and on the evaluation batches, which read the same
+    weights without it (``matcomp.runs.training``). A kept-on change whose model completes only with the
+    change in place shows as a gap between the two."""
     rows = {}
-    for name, cfg in changed.items():
-        for seed in seeds:
-            end = final_losses(get_or_train(cfg.override({"train.seed": seed}), progress=False).metrics, steps)
+    for name, runs in arms.items():
+        for seed, run in runs.items():
+            end = final_losses(run.metrics, steps)
             rows[(name, seed)] = {"L_mask with the change": end["L_mask"], "L_mask without it": end["eval_L_mask"]}
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis(["arm", "seed"])
 

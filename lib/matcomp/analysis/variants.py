@@ -19,7 +19,6 @@ from matcomp.data import random_mask
 from matcomp.drop import detect_drop, final_losses, leave_step
 from matcomp.models.factory import build_model, count_parameters
 from matcomp.runs.run import Run
-from matcomp.runs.store import get_or_train
 
 FIELDS = {"width": ("model.hidden",), "depth": ("model.layers",), "rank": ("data.rank",),
           "size": ("data.n_rows", "data.n_cols")}
@@ -50,12 +49,12 @@ def variant_overrides(cfg: RunConfig, axes: dict[str, list[int]], steps: int,
     return variants
 
 
-def variant_runs(cfg: RunConfig, variants: dict[tuple[str, int], dict],
-                 seeds=None) -> dict[tuple[str, int, int], Run]:
-    """The run of every variant (``variant_overrides``'s output) at every seed of ``seeds`` (default:
-    ``cfg``'s own), from the store or trained: ``{(axis, value, seed): run}``."""
+def variant_configs(cfg: RunConfig, variants: dict[tuple[str, int], dict],
+                    seeds=None) -> dict[tuple[str, int, int], RunConfig]:
+    """The config of every variant (``variant_overrides``'s output) at every seed of ``seeds`` (default:
+    ``cfg``'s own): ``{(axis, value, seed): config}``, whose runs ``variant_table`` reads."""
     seeds = [cfg.train.seed] if seeds is None else list(seeds)
-    return {(axis, value, seed): get_or_train(seed_cfg, progress=False) for (axis, value), change in variants.items()
+    return {(axis, value, seed): seed_cfg for (axis, value), change in variants.items()
             for seed, seed_cfg in seed_configs(cfg.override(change), seeds).items()}
 
 

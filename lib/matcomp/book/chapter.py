@@ -111,6 +111,12 @@ def trained_run(cfg: RunConfig, preset: str | None = None) -> Run:
     return get_or_train(cfg, progress="text" if needed else False)
 
 
+def trained_runs(configs: dict, preset: str | None = None) -> dict:
+    """``trained_run`` of every config of ``configs`` (any keys: seeds, arms, variants), keys kept: the
+    runs the several-run analyses of ``matcomp.analysis`` read, which take runs and train none."""
+    return {key: trained_run(cfg, preset) for key, cfg in configs.items()}
+
+
 def open_run(cfg: RunConfig, preset: str | None = None) -> tuple[Run, Phases]:
     """The run of ``cfg`` and its phases at the chapter's preset, for a chapter that reads its checkpoints:
     a run shipped with its metrics alone is trained into the store instead (announced)."""

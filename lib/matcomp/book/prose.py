@@ -18,10 +18,11 @@ from matcomp.analysis.variants import (
     mixture_overrides,
     order_resolution,
     undetermined_fraction,
+    variant_configs,
     variant_overrides,
-    variant_runs,
     variant_table,
 )
+from matcomp.book.chapter import trained_runs
 from matcomp.book.sizes import chapter_sizes
 from matcomp.book.tables import and_text, span_text
 from matcomp.config import RunConfig
@@ -56,11 +57,12 @@ def default_shortening() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, int]
     cfg, size = preset(DEFAULT), chapter_sizes(DEFAULT)
     seeds = seeds_from(cfg, size.shortening_seeds)
     changed = {name: cfg.override(change) for name, change in shortening_defaults(cfg, size.after_drop).items()}
-    plain = drop_over_seeds(cfg, seeds)
-    drops = {name: drop_over_seeds(c, seeds) for name, c in changed.items()}
+    arms = {name: trained_runs(seed_configs(c, seeds), DEFAULT) for name, c in ({"plain": cfg} | changed).items()}
+    plain = drop_over_seeds(arms["plain"])
+    drops = {name: drop_over_seeds(arms[name]) for name in changed}
     by_seed = pd.DataFrame({"plain": plain["drop step"], **{name: d["drop step"] for name, d in drops.items()}})
     summary = arm_summary(plain, drops, cfg.train.steps)
-    return by_seed, summary, with_and_without({"plain": cfg} | changed, seeds), cfg.train.steps
+    return by_seed, summary, with_and_without(arms), cfg.train.steps
 
 
 KEPT_ON = ("attention × 10 (follow-up)", "bias, kept on", "bias, kept on, no diagonal")  # arms whose change stays
@@ -140,10 +142,10 @@ def default_sizes() -> tuple[pd.DataFrame, pd.DataFrame, RunConfig]:
     cfg, size = preset(DEFAULT), chapter_sizes(DEFAULT)
     sizes = list(size.mixture_sizes)
     mixture = cfg.override(mixture_overrides(sizes))
-    mixtures = {s: get_or_train(c, progress=False)
-                for s, c in seed_configs(mixture, seeds_from(cfg, size.seeds)).items()}
+    mixtures = trained_runs(seed_configs(mixture, seeds_from(cfg, size.seeds)), DEFAULT)
     steps = size.steps("size_steps", cfg)
-    runs = variant_runs(cfg, variant_overrides(cfg, {"size": sizes, "rank": list(size.ranks)}, steps))
+    runs = trained_runs(variant_configs(cfg, variant_overrides(cfg, {"size": sizes, "rank": list(size.ranks)}, steps)),
+                        DEFAULT)
     return mixture_orders(mixtures, sizes), variant_table(runs, steps), cfg
 
 
@@ -195,7 +197,8 @@ def default_progress(windows, samples: int) -> tuple[pd.DataFrame, int]:
     preset's progress runs, and their checkpoint spacing (steps)."""
     cfg, size = preset(DEFAULT), chapter_sizes(DEFAULT)
     configs = progress_configs(cfg, seeds_from(cfg, size.progress_seeds), size.after_drop)
-    return leads_over_seeds(configs, windows, samples), next(iter(configs.values())).train.checkpoint_every
+    runs = trained_runs(configs, DEFAULT)
+    return leads_over_seeds(runs, windows, samples), next(iter(configs.values())).train.checkpoint_every
 
 
 def progress_numbers(by_seed: pd.DataFrame, spacing: int) -> dict[str, str]:
