@@ -23,6 +23,7 @@ import re
 import typing
 from dataclasses import dataclass, field
 
+from matcomp.paper import PAPER_CHECKPOINT_STEPS
 from matcomp.tokenizer import VALUE_MAX
 
 DISTRIBUTIONS = ("uniform", "gaussian", "laplace")
@@ -32,7 +33,6 @@ POSITION_INITS = ("bert", "grid")
 ARCHS = ("bert", "gpt")
 COMPONENTS = ("all", "attention", "mlp", "position", "token")
 BIAS_SCHEDULES = ("fade", "constant")
-PAPER_CHECKPOINT_STEPS = (4000, 10000, 14000, 16000, 20000, 50000)
 
 
 def _require(ok: bool, name: str, allowed: str, value) -> None:
@@ -168,7 +168,7 @@ class TrainConfig:
     end (the follow-up's intervention, Gopalani & Hu 2025); ``attention_diagonal`` False leaves each
     position's own pair out of both; ``component`` other than
     "all" trains only that group of parameters, starting from the final weights of the run
-    ``init_from`` (a run id) with the group re-initialised (``matcomp.analysis.components``).
+    ``init_from`` (a run id) with the group (``matcomp.models.recipe``) re-initialised.
     """
 
     steps: int = 50000

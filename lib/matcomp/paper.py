@@ -72,6 +72,13 @@ LAMBDA_TABLE = {
 }
 
 
+# the steps at which the paper's runs save checkpoints (besides every checkpoint_every): the ones its figures read
+PAPER_CHECKPOINT_STEPS = (4000, 10000, 14000, 16000, 20000, 50000)
+# NeurIPS Table 1: the value that replaces MASK at the missing entries (None: MASK kept)
+COPY_VALUES = (None, 0.44, -0.24)
+# NeurIPS Fig. 19 (App. J): the rank sweep reads a model trained on rank 2
+RANK_PANEL_RANK = 2
+
 # NeurIPS §3.1: the pre-shift model is the checkpoint at step 4,000; Table 1 reads the plateau at these steps
 PRE_SHIFT_STEP = 4000
 COPY_TABLE_STEPS = (1000, 4000, 14000)

@@ -406,7 +406,7 @@ NN = "nuclear norm min"
 SWEEP_COLUMNS = ["method", "L", "L_obs", "L_mask", "nuclear_norm", "p_mask", "± s.e. of L − L_BERT"]
 # the modules whose source computes the sweep: a change to any of them recomputes a stored sweep
 SWEEP_MODULES = ("matcomp.analysis.baselines", "matcomp.analysis.evaluation", "matcomp.data", "matcomp.metrics",
-                 "matcomp.seeding", "matcomp.tokenizer", "matcomp.config", "matcomp.models.bert")
+                 "matcomp.seeding", "matcomp.tokenizer", "matcomp.config", "matcomp.models.bert", "matcomp.paper")
 
 
 def completion_sweep(data: DataConfig, p_masks, samples: int, lam: float, model: MatrixBert | None = None,

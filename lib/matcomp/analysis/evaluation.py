@@ -10,11 +10,11 @@ from matcomp.config import DataConfig
 from matcomp.data import Batch, sample_batch, second_moment
 from matcomp.metrics import masked_mse
 from matcomp.models.bert import MatrixBert
+from matcomp.paper import COPY_VALUES
 from matcomp.seeding import analysis_generator
 from matcomp.tokenizer import BERT_TOKENS
 
 TRUTH = "X (the truth)"  # the true matrices, as a "method" beside the completions (their nuclear norm)
-COPY_VALUES = (None, 0.44, -0.24)  # the paper's Table 1: MASK kept (None), or replaced by 0.44 or -0.24
 
 
 def copy_label(m: float | None) -> str:

@@ -23,7 +23,7 @@ from matcomp.config import DataConfig, RunConfig
 from matcomp.data import sample_batch, second_moment
 from matcomp.drop import detect_drop, final_losses
 from matcomp.models.bert import MatrixBert
-from matcomp.paper import OOD_SHIFTS
+from matcomp.paper import OOD_SHIFTS, RANK_PANEL_RANK
 from matcomp.runs.derived import Derivation, load_or_compute
 from matcomp.runs.run import Run
 from matcomp.seeding import analysis_generator
@@ -130,9 +130,6 @@ def gaussian_training(cfg: RunConfig, steps: int, after_drop: int = 0) -> RunCon
     ``steps`` steps, or until ``after_drop`` steps past its drop (``train.stop_after_drop``)."""
     return cfg.override({"data.distribution": "gaussian", "data.scale": 1.0, "data.clamp": True, "train.steps": steps,
                          "train.stop_after_drop": after_drop})
-
-
-RANK_PANEL_RANK = 2  # the paper's Fig. 19 rank sweep reads a model trained on rank 2
 
 
 def rank_panel_training(cfg: RunConfig, steps: int, after_drop: int = 0) -> RunConfig | None:
