@@ -3,7 +3,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from matcomp.book.plots import curves_together, drop_step_strip, loss_curves, ood_panels
+from matcomp.book.plots.comparisons import ood_panels
+from matcomp.book.plots.curves import curves_together, drop_step_strip, loss_curves
 from matcomp.drop import detect_drop
 
 
@@ -22,7 +23,8 @@ def test_loss_curves_draws_three_smoothed_losses_and_the_drop():
 
 
 def test_p_mask_sweep_draws_a_line_per_method_on_two_log_panels():
-    from matcomp.book.plots import TRUTH, p_mask_sweep
+    from matcomp.analysis.evaluation import TRUTH
+    from matcomp.book.plots.comparisons import p_mask_sweep
 
     methods = ["BERT", "nuclear norm min", TRUTH]
     sweep = pd.DataFrame([{"method": m, "p_mask": p, "L": 0.01 * (k + 1) * p, "nuclear_norm": 3.0 + k}
@@ -41,7 +43,7 @@ def test_p_mask_sweep_draws_a_line_per_method_on_two_log_panels():
 def test_l_mask_twin_draws_the_smoothed_loss_on_a_second_axis_and_the_drop():
     import matplotlib.pyplot as plt
 
-    from matcomp.book.plots import l_mask_twin
+    from matcomp.book.plots.curves import l_mask_twin
 
     step = np.arange(1, 2001)
     metrics = pd.DataFrame({"step": step, "L_mask": np.where(step < 1000, 0.11, 0.01)})
@@ -54,7 +56,7 @@ def test_l_mask_twin_draws_the_smoothed_loss_on_a_second_axis_and_the_drop():
 def test_measure_panels_draws_one_panel_per_measure_with_its_onset():
     import matplotlib.pyplot as plt
 
-    from matcomp.book.plots import measure_panels
+    from matcomp.book.plots.progress import measure_panels
 
     step = np.arange(1, 2001)
     metrics = pd.DataFrame({"step": step, "L_mask": np.where(step < 1000, 0.11, 0.01)})
@@ -92,7 +94,7 @@ def test_ood_panels_draw_a_line_per_method_per_axis_and_measure():
 def test_variant_curves_draw_a_panel_per_axis_with_a_curve_per_value():
     import matplotlib.pyplot as plt
 
-    from matcomp.book.plots import variant_curves
+    from matcomp.book.plots.curves import variant_curves
 
     step = np.arange(1, 1001)
     table = pd.DataFrame({"step": step, "L_mask": np.full(1000, 0.11)})
@@ -111,7 +113,7 @@ def test_masked_example_labels_missing_entries_mask_and_shows_the_token_ids():
     import matplotlib.pyplot as plt
     import torch
 
-    from matcomp.book.plots import masked_example
+    from matcomp.book.plots.matrices import masked_example
     from matcomp.data import make_batch
 
     values = torch.tensor([[[0.5, -0.25], [1.0, 0.0]]])
@@ -129,7 +131,7 @@ def test_attention_grids_draw_one_titled_subfigure_per_grid():
     import matplotlib.pyplot as plt
     import pytest
 
-    from matcomp.book.plots import attention_grids
+    from matcomp.book.plots.attention import attention_grids
 
     maps = np.full((2, 3, 4, 4), 0.25)
     fig = attention_grids({"step 10": maps, "step 20": maps}, {"step 20": [["a", "b", "c"], ["d", "e", "f"]]},
@@ -156,7 +158,7 @@ def probe_table(target: str) -> pd.DataFrame:
 def test_probe_panels_draw_each_target_by_layer_beside_layer_zero_and_answering_zero():
     import matplotlib.pyplot as plt
 
-    from matcomp.book.plots import probe_panels
+    from matcomp.book.plots.representations import probe_panels
 
     tables = {target: probe_table(target) for target in ("row", "element")}
     fig = probe_panels(tables, {"row": 0.5, "element": 0.11}, {"row": "masked row"}, "probes")
@@ -174,7 +176,7 @@ def test_probe_panels_draw_each_target_by_layer_beside_layer_zero_and_answering_
 def test_probe_before_after_draws_one_line_per_checkpoint_and_the_answer_zero_level():
     import matplotlib.pyplot as plt
 
-    from matcomp.book.plots import probe_before_after
+    from matcomp.book.plots.representations import probe_before_after
 
     tables = {target: probe_table(target) for target in ("row", "element")}
     fig = probe_before_after({"before": tables, "after": tables}, zero_missing=0.11)
@@ -189,7 +191,7 @@ def test_probe_before_after_draws_one_line_per_checkpoint_and_the_answer_zero_le
 def test_against_step_draws_each_measure_with_the_loss_on_a_twin_axis():
     import matplotlib.pyplot as plt
 
-    from matcomp.book.plots import against_step
+    from matcomp.book.plots.curves import against_step
 
     step = np.arange(1, 2001)
     metrics = pd.DataFrame({"step": step, "L_mask": np.where(step < 1000, 0.11, 0.01)})
@@ -205,7 +207,7 @@ def test_against_step_draws_each_measure_with_the_loss_on_a_twin_axis():
 def test_embedding_figures_plot_the_given_points():
     import matplotlib.pyplot as plt
 
-    from matcomp.book.plots import position_panels, token_snapshots, value_token_panels
+    from matcomp.book.plots.representations import position_panels, token_snapshots, value_token_panels
 
     values = np.array([-1.0, 0.0, 1.0])
     fig = value_token_panels(values, [2.0, 1.0, 2.0], np.array([[1.0, 0], [0, 1], [-1, 0]]), np.array([0.6, 0.3]))
@@ -226,7 +228,7 @@ def test_embedding_figures_plot_the_given_points():
 def test_patching_heatmaps_share_one_scale_and_name_the_references():
     import matplotlib.pyplot as plt
 
-    from matcomp.book.plots import patching_heatmaps
+    from matcomp.book.plots.attention import patching_heatmaps
 
     index = pd.MultiIndex.from_product([[0, 1], [0, 1]], names=["layer", "head"])
     grid = pd.DataFrame({"L_mask(X)": [0.1, 0.2, 0.3, 0.4], "L_mask(-X)": [0.5, 0.4, 0.3, 0.2]}, index=index)
@@ -241,7 +243,7 @@ def test_patching_heatmaps_share_one_scale_and_name_the_references():
 def test_seed_panels_draw_a_panel_per_seed_with_its_runs_and_marks():
     import matplotlib.pyplot as plt
 
-    from matcomp.book.plots import seed_panels
+    from matcomp.book.plots.curves import seed_panels
 
     step = np.arange(1, 501)
     runs = {"plain": pd.DataFrame({"step": step, "L_mask": np.full(500, 0.11)}),
@@ -257,7 +259,7 @@ def test_seed_panels_draw_a_panel_per_seed_with_its_runs_and_marks():
 
 
 def test_family_titles_label_each_head_with_its_family():
-    from matcomp.book.plots import family_titles
+    from matcomp.book.plots.attention import family_titles
 
     index = pd.MultiIndex.from_product([[0, 1], [0, 1]], names=["layer", "head"])
     table = pd.DataFrame({"families": ["row", "column", "other", "identity, row"]}, index=index)

@@ -18,7 +18,7 @@ from IPython.display import display
 
 from matcomp.analysis.evaluation import predict
 from matcomp.analysis.heads import fig5_mask, mean_maps
-from matcomp.book.plots import completion_figure, matrix_panel
+from matcomp.book.plots.matrices import completion_figure, matrix_panel
 from matcomp.data import sample_batch
 from matcomp.runs.run import Run
 from matcomp.seeding import analysis_generator
