@@ -2,17 +2,14 @@ import numpy as np
 import pytest
 import torch
 
-from matcomp.analysis.representations import (
+from matcomp.analysis.embeddings import (
     cluster_score,
     component_correlations,
-    fit_probe,
     norm_symmetry,
     principal_components,
-    probe_layers,
-    probe_scores,
-    probe_targets,
     value_embeddings,
 )
+from matcomp.analysis.probing import fit_probe, probe_layers, probe_scores, probe_targets
 from matcomp.config import DataConfig, ModelConfig
 from matcomp.data import sample_batch
 from matcomp.models.factory import build_model
@@ -88,7 +85,7 @@ def test_probe_layers_fits_every_layer_no_worse_than_predicting_zero(target):
 
 
 def test_task_values_cover_the_sampled_range_on_the_token_grid():
-    from matcomp.analysis.representations import task_values
+    from matcomp.analysis.embeddings import task_values
 
     values = task_values(DataConfig(n_rows=3, n_cols=3, rank=1), 256)
     assert values[0] == -values[-1] and 0.8 < values[-1] <= 1.0  # |U V^T| <= 1 for rank 1
@@ -97,7 +94,7 @@ def test_task_values_cover_the_sampled_range_on_the_token_grid():
 
 
 def test_position_embeddings_are_the_first_rows_of_the_position_table():
-    from matcomp.analysis.representations import position_embeddings
+    from matcomp.analysis.embeddings import position_embeddings
 
     model = build_model(ModelConfig(hidden=16, layers=1, heads=2, max_positions=32), seed=0)
     table = model.bert.embeddings.position_embeddings.weight
@@ -108,7 +105,7 @@ def test_position_embeddings_are_the_first_rows_of_the_position_table():
 
 
 def test_position_silhouettes_tell_row_clusters_from_column_clusters():
-    from matcomp.analysis.representations import position_silhouettes
+    from matcomp.analysis.embeddings import position_silhouettes
 
     rows = torch.arange(12) // 4  # 3 x 4 positions, row-major
     points = torch.stack([10.0 * rows, 0.01 * torch.arange(12)], 1)  # grouped by row only
@@ -118,7 +115,7 @@ def test_position_silhouettes_tell_row_clusters_from_column_clusters():
 
 
 def test_tsne_layout_is_two_dimensional_and_seeded():
-    from matcomp.analysis.representations import tsne_layout
+    from matcomp.analysis.embeddings import tsne_layout
 
     points = torch.randn(16, 8, generator=torch.Generator().manual_seed(0))
     layout = tsne_layout(points, seed=3)
@@ -126,7 +123,7 @@ def test_tsne_layout_is_two_dimensional_and_seeded():
 
 
 def test_on_top_components_uses_the_reference_axes_and_centre():
-    from matcomp.analysis.representations import on_top_components
+    from matcomp.analysis.embeddings import on_top_components
 
     reference = torch.tensor([[-3.0, 0.0, 1.0], [3.0, 0.0, 1.0], [0.0, 1.0, 1.0], [0.0, -1.0, 1.0]])
     xy = on_top_components(reference, torch.tensor([[2.0, 0.5, 1.0], [0.0, 0.0, 5.0]]))
@@ -135,7 +132,7 @@ def test_on_top_components_uses_the_reference_axes_and_centre():
 
 
 def test_answer_zero_mse_is_the_mean_squared_target():
-    from matcomp.analysis.representations import answer_zero_mse
+    from matcomp.analysis.probing import answer_zero_mse
     from matcomp.data import Batch
 
     batch = Batch(ids=torch.zeros(1, 4, dtype=torch.long), values=torch.tensor([[[1.0, 2.0], [3.0, 4.0]]]),
@@ -148,7 +145,7 @@ def test_answer_zero_mse_is_the_mean_squared_target():
 def test_probe_summary_and_comparison_read_the_tables():
     import pandas as pd
 
-    from matcomp.analysis.representations import probe_comparison, probe_summary
+    from matcomp.analysis.probing import probe_comparison, probe_summary
     from matcomp.paper import PROBING
 
     index = pd.Index([0, 1, 2, 3], name="layer")
@@ -168,7 +165,7 @@ def test_probe_summary_and_comparison_read_the_tables():
 
 
 def test_silhouettes_over_training_and_over_seeds_read_each_checkpoint(micro, store):
-    from matcomp.analysis.representations import (
+    from matcomp.analysis.embeddings import (
         position_embeddings,
         position_silhouettes,
         silhouettes_over_seeds,

@@ -35,8 +35,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from matcomp.analysis.embeddings import cluster_score, position_groups
 from matcomp.analysis.heads import head_scores
-from matcomp.analysis.representations import cluster_score, position_groups
 from matcomp.analysis.seeds import seed_configs
 from matcomp.config import RunConfig
 from matcomp.data import Batch, sample_batch
