@@ -99,3 +99,18 @@ def test_the_book_builds_and_runs_its_widget_chapters(tmp_path, build_executed):
         assert "application/vnd.jupyter.widget-state+json" in text, f"{name} holds no saved widget state"
         assert "../widgets/embed-amd.js" in text and "../widgets/require.js" in text, name
     assert (html / "widgets" / "embed-amd.js").stat().st_size > 1_000_000
+
+
+def code_cell_lengths() -> list[int]:
+    """The non-blank lines of every code cell of every chapter, sorted."""
+    import nbformat
+
+    cells = [c for p in sorted((ROOT / "book").glob("*.ipynb")) for c in nbformat.read(p, as_version=4).cells]
+    return sorted(sum(1 for line in c.source.splitlines() if line.strip()) for c in cells if c.cell_type == "code")
+
+
+def test_code_cells_are_short():
+    """The chapters tell their story in prose and short cells; what is longer belongs in ``lib/``."""
+    lengths = code_cell_lengths()
+    median, p90 = lengths[len(lengths) // 2], lengths[int(0.9 * len(lengths))]
+    assert median <= 5 and p90 <= 12, f"code cells: median {median}, 90th percentile {p90} non-blank lines"
