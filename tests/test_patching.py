@@ -4,7 +4,6 @@ import torch
 from matcomp.analysis.evaluation import losses, predict
 from matcomp.analysis.patching import (
     all_layers,
-    head_outputs,
     last_layer,
     negation_patching,
     patch_heads,
@@ -16,6 +15,7 @@ from matcomp.analysis.positions import permuted_losses, position_permutation
 from matcomp.config import DataConfig, ModelConfig
 from matcomp.data import sample_batch
 from matcomp.models.factory import build_model
+from matcomp.models.hooks import run_with_cache, stacked
 from matcomp.tokenizer import Tokenizer
 
 CFG = ModelConfig(hidden=32, layers=2, heads=4)
@@ -36,15 +36,20 @@ def batch():
     return sample_batch(DATA, 6, torch.Generator().manual_seed(0))
 
 
+def z_cache(model, ids):
+    """Every head's output z (L, B, S, H, d), from the activation cache."""
+    return stacked(run_with_cache(model, ids, ["z"])[1], "z")
+
+
 def hooks(model):
     return [dict(layer.attention.self._forward_hooks) for layer in model.bert.encoder.layer]
 
 
-def test_head_outputs_are_the_input_of_the_output_projection(model, batch):
+def test_cached_z_is_the_input_of_the_output_projection(model, batch):
     seen = []
     handle = model.bert.encoder.layer[1].attention.output.dense.register_forward_pre_hook(
         lambda module, args: seen.append(args[0]))
-    z = head_outputs(model, batch.ids)
+    z = z_cache(model, batch.ids)
     handle.remove()
     assert z.shape == (2, 6, 16, 4, 8)  # (L, B, S, H, d)
     assert torch.equal(z[1].flatten(2), seen[0])
@@ -62,9 +67,9 @@ def test_patching_no_heads_is_the_corrupted_run_and_every_head_restores_clean_z(
     none = {"none": torch.zeros(2, 4, dtype=torch.bool)}
     out = patch_heads(model, batch.ids, corrupt, none | all_layers(2, 4) | last_layer(2, 4))
     assert torch.equal(out["none"], predict(model, corrupt))
-    clean = head_outputs(model, batch.ids)
+    clean = z_cache(model, batch.ids)
     with patched_heads(model, clean, all_layers(2, 4)["all layers"]):
-        z = head_outputs(model, corrupt)  # hooks added later see the patched output
+        z = z_cache(model, corrupt)  # hooks added later see the patched output
     assert torch.equal(z, clean)
     # a missing entry's input (MASK + position) is the same in both runs and attention is the only
     # path between positions, so patching every head restores the missing entries exactly; observed
@@ -79,7 +84,7 @@ def test_patching_no_heads_is_the_corrupted_run_and_every_head_restores_clean_z(
 def test_hooks_are_removed_after_an_error(model, batch):
     before, hooks_before = predict(model, batch.ids), hooks(model)
     with pytest.raises(RuntimeError):
-        with patched_heads(model, head_outputs(model, batch.ids), all_layers(2, 4)["all layers"]):
+        with patched_heads(model, z_cache(model, batch.ids), all_layers(2, 4)["all layers"]):
             raise RuntimeError("boom")
     assert hooks(model) == hooks_before and torch.equal(predict(model, batch.ids), before)
 

@@ -41,11 +41,11 @@ from collections.abc import Iterable
 import pandas as pd
 import torch
 
-from matcomp.analysis.evaluation import losses, predict
+from matcomp.analysis.evaluation import losses
 from matcomp.analysis.interventions import ablate_heads
 from matcomp.data import Batch, structured_mask
 from matcomp.models.bert import MatrixBert
-from matcomp.models.hooks import AttentionRecord, attention_hooks
+from matcomp.models.hooks import attention_hooks, explicit_attention, run_with_cache, stacked
 from matcomp.runs.run import Run
 
 SCORES = ("row", "column", "self", "self_observed", "observed", "mask", "masked_row", "longest_column")
@@ -150,23 +150,16 @@ def score_baselines(observed: torch.Tensor) -> dict[str, float]:
             "masked_row": 1 / S, "longest_column": m / S}
 
 
-def _record(model: MatrixBert, batch: Batch) -> AttentionRecord:
-    with attention_hooks(model, record=True) as record:
-        predict(model, batch.ids)
-    assert record is not None  # record=True yields one
-    return record
-
-
 def mean_maps(model: MatrixBert, batch: Batch) -> torch.Tensor:
     """(L, H, S, S): every head's attention probabilities averaged over the batch (query = row
     index), the grid of NeurIPS Fig. 4 (random masks) and Fig. 5 (one structured mask)."""
-    return _record(model, batch).mean()
+    return stacked(run_with_cache(model, batch.ids, ["probs"])[1], "probs").mean(1)
 
 
 def head_scores(model: MatrixBert, batch: Batch) -> pd.DataFrame:
     """The scores (columns ``SCORES``) of every head, one row per (layer, head), on ``batch``."""
-    record = _record(model, batch)
-    layers = [map_scores(record.maps(i), batch.observed) for i in range(model.cfg.layers)]
+    _, cache = run_with_cache(model, batch.ids, ["probs"])
+    layers = [map_scores(cache[f"probs.{i}"], batch.observed) for i in range(model.cfg.layers)]
     return pd.concat(layers, keys=range(model.cfg.layers), names=["layer", "head"])
 
 
@@ -289,10 +282,9 @@ def group_ablation(model: MatrixBert, batch: Batch, groups: dict[str, Iterable[t
     """NeurIPS App. L: L, L_obs and L_mask without and with ablation of each group of heads
     (``interventions.ablate_heads``), and the ratio with / without; one row per group.
 
-    Both runs use the same attention path (explicit softmax, recorded), so an empty group has ratio
-    exactly 1.
+    Both runs use the same attention path (``explicit_attention``), so an empty group has ratio exactly 1.
     """
-    with attention_hooks(model, record=True):
+    with attention_hooks(model, explicit_attention(model)):
         base = losses(model, batch)
     rows = {}
     for name, heads in groups.items():

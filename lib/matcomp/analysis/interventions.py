@@ -20,7 +20,7 @@ import torch
 from matcomp.analysis.evaluation import losses
 from matcomp.data import Batch
 from matcomp.models.bert import MatrixBert
-from matcomp.models.hooks import Edit, LayerHooks, attention_hooks
+from matcomp.models.hooks import Edit, LayerHooks, attention_hooks, explicit_attention
 
 ABLATION_MODES = ("uniform", "batch_mean")
 QKV = r"encoder\.layer\.\d+\.attention\.self\.(query|key|value)\."
@@ -42,7 +42,8 @@ def heads_by_layer(model: MatrixBert, heads: Iterable[tuple[int, int]] | None) -
 def ablate_heads(model: MatrixBert, heads: Iterable[tuple[int, int]] | None = None, mode: str = "uniform"):
     """Context manager: the chosen heads (all if None) attend uniformly, 1/S to every position
     (``mode="uniform"``, the paper's definition), or with their pattern averaged over the batch
-    (``"batch_mean"``, the released code's). Yields an ``AttentionRecord``."""
+    (``"batch_mean"``, the released code's); the other heads and layers take the explicit softmax too
+    (``explicit_attention``)."""
     if mode not in ABLATION_MODES:
         raise ValueError(f"mode must be one of {ABLATION_MODES}; got {mode!r}")
 
@@ -58,8 +59,8 @@ def ablate_heads(model: MatrixBert, heads: Iterable[tuple[int, int]] | None = No
             return probs
         return edit
 
-    return attention_hooks(model, {layer: LayerHooks(edit=edit_for(hs))
-                                   for layer, hs in heads_by_layer(model, heads).items()}, record=True)
+    return attention_hooks(model, explicit_attention(model) | {layer: LayerHooks(edit=edit_for(hs))
+                                                               for layer, hs in heads_by_layer(model, heads).items()})
 
 
 def transplant(model: MatrixBert, donor: MatrixBert, pattern: str = QKV) -> MatrixBert:

@@ -28,25 +28,13 @@ import torch
 from matcomp.analysis.evaluation import predict
 from matcomp.data import Batch
 from matcomp.models.bert import MatrixBert
-from matcomp.models.hooks import LayerHooks, attention_hooks
+from matcomp.models.hooks import LayerHooks, attention_hooks, run_with_cache, stacked
 from matcomp.tokenizer import BERT_TOKENS
 
 COLUMNS = ("L_mask(X)", "L_mask(-X)", "L_obs(X)", "L_obs(-X)")
 
 
 @torch.no_grad()
-def head_outputs(model: MatrixBert, ids: torch.Tensor) -> torch.Tensor:
-    """Every head's attention output z for token ids (B, S): a tensor (L, B, S, H, d)."""
-    cache: dict[int, torch.Tensor] = {}
-
-    def keep(layer: int):
-        return lambda z: cache.__setitem__(layer, z.detach())
-
-    with attention_hooks(model, {i: LayerHooks(output=keep(i)) for i in range(model.cfg.layers)}):
-        predict(model, ids)
-    return torch.stack([cache[i] for i in range(model.cfg.layers)])
-
-
 def check_site(model: MatrixBert, label: Hashable, heads: torch.Tensor) -> torch.Tensor:
     """``heads`` as a bool (L, H) tensor; ValueError naming the expected shape otherwise."""
     shape = (model.cfg.layers, model.cfg.heads)
@@ -59,7 +47,7 @@ def check_site(model: MatrixBert, label: Hashable, heads: torch.Tensor) -> torch
 @contextmanager
 def patched_heads(model: MatrixBert, states: torch.Tensor, heads: torch.Tensor):
     """Within the block, the heads selected by ``heads`` (L, H) output ``states`` (L, B, S, H, d)
-    (e.g. from ``head_outputs``) at every position instead of their own z."""
+    (e.g. ``stacked(run_with_cache(model, ids, ["z"])[1], "z")``) at every position instead of their own z."""
     heads = check_site(model, "heads", heads)
 
     def replace(chosen: torch.Tensor, clean: torch.Tensor):
@@ -87,7 +75,7 @@ def patch_heads(model: MatrixBert, clean_ids: torch.Tensor, corrupt_ids: torch.T
         raise ValueError(f"corrupt_ids must have the shape of clean_ids {tuple(clean_ids.shape)}; "
                          f"got {tuple(corrupt_ids.shape)}")
     sites = {label: check_site(model, label, heads) for label, heads in sites.items()}
-    clean = head_outputs(model, clean_ids)
+    clean = stacked(run_with_cache(model, clean_ids, ["z"])[1], "z")
     predictions = {}
     for label, heads in sites.items():
         with patched_heads(model, clean, heads):

@@ -13,6 +13,7 @@ import torch
 
 from matcomp.data import Batch
 from matcomp.models.bert import MatrixBert
+from matcomp.models.hooks import run_with_cache, stacked
 from matcomp.paper import PROBING, PROBING_MODEL
 
 
@@ -77,9 +78,8 @@ def answer_zero_mse(batch: Batch, target: str, missing_only: bool = False) -> fl
 @torch.no_grad()
 def layer_features(model: MatrixBert, batch: Batch) -> list[torch.Tensor]:
     """The embedding output (index 0) and the output of each layer 1..L as (B·S, hidden) feature rows."""
-    device = next(model.parameters()).device
-    states = model.hidden_states(batch.ids.to(device))
-    return [h.reshape(-1, h.shape[-1]).float().cpu() for h in states]
+    _, cache = run_with_cache(model, batch.ids, ["resid"])
+    return [h.reshape(-1, h.shape[-1]).float().cpu() for h in stacked(cache, "resid")]
 
 
 def probe_layers(model: MatrixBert, train: Batch, test: Batch, target: str) -> pd.DataFrame:

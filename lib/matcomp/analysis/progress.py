@@ -42,6 +42,7 @@ from matcomp.config import RunConfig
 from matcomp.data import Batch, sample_batch
 from matcomp.metrics import masked_mse
 from matcomp.models.bert import MatrixBert
+from matcomp.models.hooks import run_with_cache
 from matcomp.models.recipe import COMPONENT_PATTERNS, component_names
 from matcomp.runs.folder import atomic_write_bytes
 from matcomp.runs.run import Run
@@ -81,9 +82,9 @@ def checkpoint_measures(model: MatrixBert, batch: Batch) -> dict[str, float]:
     """Every measure of ``MEASURES`` for one model on ``batch`` (see the module's table)."""
     N, m, n = batch.values.shape
     scores = head_scores(model, batch)
-    hidden = model.hidden_states(batch.ids)[-1].float()
+    pred, cache = run_with_cache(model, batch.ids, ["resid"])
+    pred, hidden = pred.float(), cache[f"resid.{model.cfg.layers}"].float()
     missing = ~batch.observed.reshape(N, m * n)
-    pred = model(batch.ids).float()
     several = missing.sum(1) >= 2
     spread = torch.stack([pred[i][missing[i]].std() for i in torch.nonzero(several).flatten()])
     positions = model.bert.embeddings.position_embeddings.weight[: m * n].detach()

@@ -7,9 +7,9 @@ reads what to do from the ``LayerHooks`` of that layer:
 
 - ``bias`` (S, S): added to the attention scores (the attention-bias recipe, ``matcomp.models.recipe``);
 - ``edit``: attention probabilities (B, H, S, S) -> probabilities (head ablations);
-- ``record``: a list the probabilities are appended to (attention maps);
+- ``record``: a list the probabilities are appended to (``run_with_cache``'s attention maps);
 - ``output``: the per-head outputs z (B, S, H, d) before the output projection -> a replacement or
-  None (activation patching).
+  None (activation patching, and ``run_with_cache``).
 
 With no ``edit`` or ``record`` the scores go through ``F.scaled_dot_product_attention`` (the fast
 path training uses); otherwise through an explicit softmax. On leaving the block, also on error,
@@ -21,8 +21,8 @@ Heads are (layer, head) pairs counted from 0; the paper's (l, h) is ``(l - 1, h 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 
 import torch
 from torch.nn import functional as F
@@ -86,23 +86,6 @@ class _Both(list):
             self.inner.append(item)
 
 
-@dataclass
-class AttentionRecord:
-    """Attention probabilities recorded by ``attention_hooks(..., record=True)``, one list per layer."""
-
-    calls: list[list[torch.Tensor]] = field(default_factory=list)
-
-    def maps(self, layer: int) -> torch.Tensor:
-        """(N, H, S, S) probabilities of ``layer`` for every matrix of every recorded forward pass."""
-        if not self.calls[layer]:
-            raise ValueError(f"nothing was recorded for layer {layer}: run the model inside the with block")
-        return torch.cat(self.calls[layer])
-
-    def mean(self) -> torch.Tensor:
-        """(L, H, S, S): each head's map averaged over the recorded matrices (query = row index)."""
-        return torch.stack([self.maps(layer).mean(0) for layer in range(len(self.calls))])
-
-
 def _hooked_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
     """Attention (query, key, value: (B, H, S, d)) with the module's ``LayerHooks`` applied."""
     hooks: LayerHooks = getattr(module, HOOKS)
@@ -143,28 +126,22 @@ def attention_modules(model: MatrixBert) -> list[torch.nn.Module]:
 
 
 @contextmanager
-def attention_hooks(model: MatrixBert, hooks: dict[int, LayerHooks] | None = None,
-                    record: bool = False) -> Iterator[AttentionRecord | None]:
+def attention_hooks(model: MatrixBert, hooks: dict[int, LayerHooks] | None = None) -> Iterator[None]:
     """Within the block, layer ``l`` runs with ``hooks[l]`` (every layer hooked, unhooked ones
-    plainly); yields an ``AttentionRecord`` of every layer if ``record`` (else None). The model is
-    unchanged after the block."""
+    plainly). The model is unchanged after the block."""
     modules = attention_modules(model)
     hooks = dict(hooks or {})
     for layer in hooks:
         if not 0 <= layer < len(modules):
             raise ValueError(f"hooked layer {layer} must be in [0, {len(modules)})")
-    recorded = AttentionRecord([[] for _ in modules])
     _register()
     previous = model.bert.config._attn_implementation
     saved = [module.__dict__.get(HOOKS) for module in modules]  # an enclosing block's hooks, if any
     try:
         for i, module in enumerate(modules):
-            layer_hooks = hooks.get(i, LayerHooks())
-            if record:
-                layer_hooks = LayerHooks(layer_hooks.bias, layer_hooks.edit, recorded.calls[i], layer_hooks.output)
-            setattr(module, HOOKS, layer_hooks.within(saved[i]))
+            setattr(module, HOOKS, hooks.get(i, LayerHooks()).within(saved[i]))
         model.bert.config._attn_implementation = HOOKED
-        yield recorded if record else None
+        yield
     finally:
         model.bert.config._attn_implementation = previous
         for module, outer in zip(modules, saved):
@@ -184,3 +161,57 @@ def attention_implementation(config: PretrainedConfig, implementation: str) -> I
         yield
     finally:
         config._attn_implementation = previous
+
+
+def explicit_attention(model: MatrixBert) -> dict[int, LayerHooks]:
+    """Hooks that send every layer through the explicit softmax and change nothing: an ablation's
+    unablated layers and the run it is compared with take them, so that the two differ by the ablation
+    alone (PyTorch's fused attention agrees with the explicit softmax to ~1e-7, not bit for bit)."""
+    return {layer: LayerHooks(edit=_unchanged) for layer in range(model.cfg.layers)}
+
+
+def _unchanged(probs: torch.Tensor) -> torch.Tensor:
+    return probs
+
+
+CACHE_POINTS = ("probs", "z", "resid")  # the named hook points of ``run_with_cache``
+
+
+@torch.no_grad()
+def run_with_cache(model: MatrixBert, ids: torch.Tensor,
+                   points=CACHE_POINTS) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """The model's predictions (B, S) for token ids (B, S) and the activations at the named hook points
+    ``points``, as TransformerLens's ``run_with_cache``: ``probs.l``, layer l's attention probabilities
+    (B, H, S, S); ``z.l``, its per-head outputs before the output projection (B, S, H, d); ``resid.l``,
+    the residual stream after layer l (B, S, hidden; ``resid.0`` is the embedding output). The one
+    activation cache of the package: inside an enclosing ``attention_hooks`` block (an ablation, a
+    patch) it caches the hooked model. Asking for ``probs`` takes the explicit-softmax path."""
+    unknown = sorted(set(points) - set(CACHE_POINTS))
+    if unknown:
+        raise ValueError(f"hook points must be among {CACHE_POINTS}; got {unknown}")
+    ids = ids.to(next(model.parameters()).device)
+    cache: dict[str, torch.Tensor] = {}
+    layers = range(model.cfg.layers)
+    records: dict[int, list[torch.Tensor]] = {layer: [] for layer in layers} if "probs" in points else {}
+
+    def keep(layer: int) -> OutputHook:
+        return lambda z: cache.__setitem__(f"z.{layer}", z.detach())
+
+    hooks = {layer: LayerHooks(record=records.get(layer), output=keep(layer) if "z" in points else None)
+             for layer in layers}
+    hooked = "probs" in points or "z" in points
+    with attention_hooks(model, hooks) if hooked else nullcontext():
+        out = model(ids)
+    if "probs" in points:
+        cache |= {f"probs.{layer}": records[layer][0] for layer in layers}
+    if "resid" in points:
+        cache |= {f"resid.{layer}": h.detach() for layer, h in enumerate(model.hidden_states(ids))}
+    return out, cache
+
+
+def stacked(cache: dict[str, torch.Tensor], point: str) -> torch.Tensor:
+    """The cached activations of ``point`` ("probs", "z" or "resid") of every layer, stacked: (L, ...)."""
+    layers = sorted(int(key.split(".")[1]) for key in cache if key.startswith(f"{point}."))
+    if not layers:
+        raise ValueError(f"no {point!r} in the cache: ask run_with_cache for it")
+    return torch.stack([cache[f"{point}.{layer}"] for layer in layers])
