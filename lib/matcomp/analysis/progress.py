@@ -16,7 +16,7 @@ the Loss Plateau?").
                              (matrices with ≥ 2 missing), averaged: 0 = one repeated output
 ``column clustering``        silhouette of the position embeddings grouped by column
 ``row clustering``           the same grouped by row
-``‖attention‖`` … ``‖token‖``  L2 norm of each parameter group (``matcomp.analysis.components``)
+``‖attention‖`` … ``‖token‖``  L2 norm of each parameter group (``matcomp.models.recipe``)
 ===========================  ==============================================================
 
 ``onset`` says when a measure "starts to move", with one definition for all (see there), and
