@@ -1,0 +1,112 @@
+"""A finding read up the size ladder: the chapter's scale, then the larger tasks of
+``ChapterSizes.ladder`` (at ``cpu``: 4×4, 5×5, 7×7), beside the paper's number, with a verdict for each
+key number. One table a chapter, so a reader tells an unfinished small model from a real difference."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from matcomp.data import second_moment
+from matcomp.paper import SUDDEN_DROP
+from matcomp.presets import preset
+from matcomp.runs.run import Run
+
+VERDICTS = ("reproduces", "moves toward the paper as the task grows", "direction only", "does not")
+
+
+def _distance(value: float, paper: float) -> float:
+    """How far ``value`` is from ``paper``: |log ratio| when both are positive, else the relative gap."""
+    if value > 0 and paper > 0:
+        return abs(math.log(value / paper))
+    return abs(value - paper) / abs(paper) if paper else abs(value)
+
+
+def ladder_verdict(ours: list[float], paper: float, tolerance: float = 0.25, reference: float | None = None) -> str:
+    """The verdict on one key number read on the ladder's tasks, smallest first (``ours``; NaN where a
+    task has none), against the paper's:
+
+    - "reproduces": the largest task's value is within ``tolerance`` of the paper's (in log ratio);
+    - "moves toward the paper as the task grows": it is not, but its distance to the paper's shrinks at
+      every step up the ladder (two tasks at least);
+    - "direction only": every value lies on the paper's side of ``reference`` (1 for a ratio, 0 for a
+      difference: the effect is there, not its size);
+    - "does not": none of these.
+
+    >>> ladder_verdict([5060, 6812, 16406], 15000), ladder_verdict([4.3, 10.5, 4.4], 17, reference=1)
+    ('reproduces', 'direction only')
+    >>> ladder_verdict([0.9, 0.5, 0.2], 3.0, reference=1), ladder_verdict([0.5, 2.0], 40, reference=1)
+    ('does not', 'moves toward the paper as the task grows')
+    """
+    values = [v for v in ours if not pd.isna(v)]
+    if not values:
+        return "does not"
+    distances = [_distance(v, paper) for v in values]
+    if distances[-1] <= tolerance:
+        return VERDICTS[0]
+    if len(values) > 1 and all(b < a for a, b in zip(distances, distances[1:])):
+        return VERDICTS[1]
+    if reference is not None and all((v - reference) * (paper - reference) > 0 for v in values):
+        return VERDICTS[2]
+    return VERDICTS[3]
+
+
+def ladder_table(rows: dict[str, dict[str, float]], paper: dict[str, float], tolerance: float = 0.25,
+                 references: dict[str, float] | None = None) -> pd.DataFrame:
+    """One row per task of the ladder (``rows``: label -> key number -> value, smallest task first), then
+    the paper's row and a "verdict" row (``ladder_verdict`` of each key number, with its ``references``).
+
+    >>> t = ladder_table({"4×4": {"drop": 5060.0}, "7×7": {"drop": 16406.0}}, {"drop": 15000.0})
+    >>> t.loc["verdict", "drop"], t.loc["paper", "drop"]
+    ('reproduces', 15000.0)
+    """
+    references = references or {}
+    table = pd.DataFrame.from_dict(rows, orient="index").reindex(columns=list(paper)).astype(float)
+    verdicts = {key: ladder_verdict(table[key].tolist(), paper[key], tolerance, references.get(key))
+                for key in paper}
+    return pd.concat([table.astype(object), pd.DataFrame([paper, verdicts], index=["paper", "verdict"], dtype=object)])
+
+
+def drop_ladder(runs: dict[str, Run]) -> pd.DataFrame:
+    """``ladder_table`` of the sudden drop (NeurIPS §3, Fig. 2) on ``runs`` (label -> run, smallest task
+    first): the plateau against the copying level E[X²] (r/9), the drop step, and how far below its
+    plateau the run ends (``Drop.factor``). The paper's depth is its plateau over its final L read as
+    L_mask (L / p_mask: its L_obs is near 0 by then), about 17×."""
+    paper_data = preset("paper").data
+    paper = {"plateau / E[X²]": SUDDEN_DROP["L_mask on the plateau"] / second_moment(paper_data),
+             "drop step": float(SUDDEN_DROP["drop step"]),
+             "× below the plateau": SUDDEN_DROP["L_mask on the plateau"] * paper_data.p_mask / SUDDEN_DROP["final L"]}
+    rows = {label: {"plateau / E[X²]": run.drop.plateau / second_moment(run.config.data),
+                    "drop step": float("nan") if run.drop.half_step is None else float(run.drop.half_step),
+                    "× below the plateau": run.drop.factor} for label, run in runs.items()}
+    return ladder_table(rows, paper, references={"× below the plateau": 2.0})  # a run with the effect drops
+
+
+def shown(table: pd.DataFrame) -> pd.DataFrame:
+    """A ladder table as text: numbers of 100 or more (steps) in full with thousands separators, others to
+    three significant digits, missing ones "none" (a run without a drop has no drop step); the verdicts as
+    they are.
+
+    >>> shown(pd.DataFrame({"drop step": [16406.0, float("nan"), "reproduces"]})).iloc[:, 0].tolist()
+    ['16,406', 'none', 'reproduces']
+    """
+    def text(value):
+        if isinstance(value, str):
+            return value
+        return "none" if pd.isna(value) else f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+    return table.map(text)
+
+
+def ladder_findings(table: pd.DataFrame) -> list[str]:
+    """One sentence per key number of a ``ladder_table``: its verdict, and the largest task's value
+    against the paper's (as ``shown`` writes them).
+
+    >>> ladder_findings(ladder_table({"4×4": {"drop step": 5060.0}, "7×7": {"drop step": 16406.0}},
+    ...                              {"drop step": 15000.0}))
+    ['drop step: reproduces (7×7: 16,406; the paper: 15,000).']
+    """
+    text = shown(table)
+    tasks = [label for label in table.index if label not in ("paper", "verdict")]
+    return [f"{key}: {table.loc['verdict', key]} ({tasks[-1]}: {text.loc[tasks[-1], key]}; the paper: "
+            f"{text.loc['paper', key]})." for key in table.columns]
