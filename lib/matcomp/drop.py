@@ -23,6 +23,7 @@ import pandas as pd
 MSE_COLUMN = re.compile(r"(eval_)?L(_obs|_mask)?(_n\d+)?")  # the BERT's losses, the only ones detect_drop reads
 FINAL_STEPS = 200  # a run's final losses are means over its last this many steps
 ON_PLATEAU = 0.9  # a smoothed loss at or above this fraction of its plateau level is still on the plateau
+SMOOTHING = 101  # steps of the centred mean every drop reading smooths a loss over
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class Drop:
                 f"final {self.final:.4g} ({self.factor:.1f}x below the plateau)")
 
 
-def smooth(metrics: pd.DataFrame, column: str = "L_mask", window: int = 101) -> pd.Series:
+def smooth(metrics: pd.DataFrame, column: str = "L_mask", window: int = SMOOTHING) -> pd.Series:
     """Centred rolling mean of ``column``, indexed by step."""
     series = metrics.set_index("step")[column]
     return series.rolling(window, center=True, min_periods=window // 2 + 1).mean()
@@ -68,7 +69,7 @@ def final_losses(metrics: pd.DataFrame, steps: int = FINAL_STEPS) -> pd.Series:
     return metrics[metrics["step"] > last - steps].mean(numeric_only=True)
 
 
-def detect_drop(metrics: pd.DataFrame, column: str = "L_mask", window: int = 101, skip: int = 100,
+def detect_drop(metrics: pd.DataFrame, column: str = "L_mask", window: int = SMOOTHING, skip: int = 100,
                 plateau_steps: int = 400) -> Drop:
     """The plateau and drop of ``column`` in a metrics table with a ``step`` column. ``column`` must be
     one of the BERT's mean-squared errors (``L``, ``L_obs``, ``L_mask`` or their ``eval_`` columns):
@@ -115,7 +116,7 @@ def drop_settled(metrics: pd.DataFrame, after: int, level: float | None = None) 
 
 
 def leave_step(metrics: pd.DataFrame, level: float, near: float = ON_PLATEAU, column: str = "L_mask",
-               window: int = 101, skip: int = 100) -> int | None:
+               window: int = SMOOTHING, skip: int = 100) -> int | None:
     """The first step after ``skip`` where smoothed ``column`` is below ``near`` × ``level``: the end of
     a plateau at ``level`` (``skip`` + 1 or so when the curve never sits there; None if never below)."""
     if not 0 < near <= 1:

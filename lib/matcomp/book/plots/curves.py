@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
-from matcomp.drop import Drop, smooth
+from matcomp.drop import SMOOTHING, Drop, smooth
 
 LOSS_COLORS = {"L": "black", "L_obs": "tab:blue", "L_mask": "tab:red"}
 
@@ -16,7 +16,7 @@ LOSS_LABELS = {"L": "$L$ (all entries)", "L_obs": "$L_{obs}$ (observed)", "L_mas
 
 
 def loss_curves(metrics: pd.DataFrame, drop: Drop | None = None, plateau: float | None = None,
-                window: int = 101, ax: plt.Axes | None = None) -> plt.Axes:
+                window: int = SMOOTHING, ax: plt.Axes | None = None) -> plt.Axes:
     """L, L_obs and L_mask against step on a log scale (the paper's Fig. 2), each smoothed over
     ``window`` steps with the raw L_mask faint behind; ``drop`` marks the drop step and
     ``plateau`` draws the level a model predicting 0 at missing entries would reach."""
@@ -33,7 +33,7 @@ def loss_curves(metrics: pd.DataFrame, drop: Drop | None = None, plateau: float 
     return ax
 
 
-def mask_value_curve(metrics: pd.DataFrame, drop: Drop | None = None, window: int = 101,
+def mask_value_curve(metrics: pd.DataFrame, drop: Drop | None = None, window: int = SMOOTHING,
                      ax: plt.Axes | None = None) -> plt.Axes:
     """Mean |prediction| at missing entries against step: ~0 while the model copies."""
     ax = ax or plt.subplots(figsize=(7, 2.5))[1]
@@ -44,7 +44,7 @@ def mask_value_curve(metrics: pd.DataFrame, drop: Drop | None = None, window: in
     return ax
 
 
-def l_mask_twin(ax: plt.Axes, metrics: pd.DataFrame, drop: Drop | None = None, window: int = 101) -> plt.Axes:
+def l_mask_twin(ax: plt.Axes, metrics: pd.DataFrame, drop: Drop | None = None, window: int = SMOOTHING) -> plt.Axes:
     """Smoothed L_mask on a second y-axis of ``ax`` (and the drop step as a dashed line), to read a
     measure plotted against step beside the loss; returns the second axis."""
     twin = ax.twinx()
@@ -56,7 +56,7 @@ def l_mask_twin(ax: plt.Axes, metrics: pd.DataFrame, drop: Drop | None = None, w
 
 
 def curves_together(curves: dict[str, pd.DataFrame], column: str = "L", level: float | None = None,
-                    window: int = 101, ax: plt.Axes | None = None, styles: dict | None = None) -> plt.Axes:
+                    window: int = SMOOTHING, ax: plt.Axes | None = None, styles: dict | None = None) -> plt.Axes:
     """Smoothed ``column`` of several metrics tables against step on one log axis (the paper's
     Fig. 8), one labelled curve each; ``level`` draws the copying plateau; ``styles`` maps a name
     to extra line keywords."""
@@ -132,7 +132,7 @@ def against_step(table: pd.DataFrame, metrics: pd.DataFrame, drop: Drop | None =
 
 
 def seed_panels(curves: dict[int, dict[str, pd.DataFrame]], levels: dict[int, float], styles: dict | None = None,
-                marks: dict[str, int] | None = None, column: str = "L_mask", window: int = 101,
+                marks: dict[str, int] | None = None, column: str = "L_mask", window: int = SMOOTHING,
                 columns: int | None = None) -> plt.Figure:
     """One panel per seed (``curves``: seed -> {name: metrics}; ``columns`` to a row, default all),
     each the ``curves_together`` of its runs (smoothed over ``window`` rows) with the seed's copying
