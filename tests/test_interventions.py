@@ -124,7 +124,8 @@ def test_one_cache_holds_every_hook_point_of_one_pass(model, ids):
     assert sorted(cache) == sorted([f"{p}.{layer}" for p in ("probs", "z") for layer in (0, 1)]
                                    + [f"resid.{layer}" for layer in (0, 1, 2)])
     assert cache["probs.1"].shape == (6, 4, 16, 16) and cache["z.1"].shape == (6, 16, 4, 8)
-    assert torch.equal(cache["resid.2"], model.hidden_states(ids)[-1])
+    assert torch.equal(model.readout(cache["resid.2"]).squeeze(-1), out)  # the stream and the answer: one pass
+    assert torch.allclose(cache["resid.2"], model.predict_with_states(ids)[1][-1], atol=1e-5)
     projected = model.bert.encoder.layer[0].attention.output.dense(cache["z.0"].flatten(2))
     assert projected.shape == (6, 16, 32)  # z is what the output projection reads
     with pytest.raises(ValueError, match="hook points must be among"):

@@ -67,9 +67,12 @@ class MatrixBert(nn.Module):
         hidden = self.bert(input_ids=ids, position_ids=position_ids).last_hidden_state  # (B, S, hidden)
         return self.readout(hidden).squeeze(-1)  # (B, S)
 
-    def hidden_states(self, ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """The embedding output and the output of every layer: L + 1 tensors (B, S, hidden)."""
-        return self.bert(input_ids=ids, output_hidden_states=True).hidden_states
+    def predict_with_states(self, ids: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+        """The predictions (B, S) and the hidden states (the embedding output and the output of every
+        layer: L + 1 tensors (B, S, hidden)) from one forward pass: the last state is the read-out's
+        input, so a cache of the residual stream costs no second pass."""
+        states = self.bert(input_ids=ids, output_hidden_states=True).hidden_states
+        return self.readout(states[-1]).squeeze(-1), states
 
     @property
     def attention(self) -> str:

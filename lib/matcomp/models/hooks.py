@@ -201,11 +201,13 @@ def run_with_cache(model: MatrixBert, ids: torch.Tensor,
              for layer in layers}
     hooked = "probs" in points or "z" in points
     with attention_hooks(model, hooks) if hooked else nullcontext():
-        out = model(ids)
+        if "resid" in points:
+            out, states = model.predict_with_states(ids)
+            cache |= {f"resid.{layer}": h.detach() for layer, h in enumerate(states)}
+        else:
+            out = model(ids)
     if "probs" in points:
         cache |= {f"probs.{layer}": records[layer][0] for layer in layers}
-    if "resid" in points:
-        cache |= {f"resid.{layer}": h.detach() for layer, h in enumerate(model.hidden_states(ids))}
     return out, cache
 
 
