@@ -1,11 +1,27 @@
-"""The size ladder's verdicts (``matcomp.book.ladder``) on numbers whose verdict is known."""
+"""The size ladder (``matcomp.book.ladder``): its verdicts on numbers whose verdict is known, and the key numbers
+of the one-model chapters (``matcomp.analysis.key_numbers``) on the shipped 4×4, 5×5 and 7×7 runs."""
 
 from types import SimpleNamespace
 
 import pandas as pd
+import pytest
 
-from matcomp.book.ladder import VERDICTS, drop_ladder, ladder_findings, ladder_table, ladder_verdict
+from matcomp.analysis.interventions import attention_interventions
+from matcomp.analysis.key_numbers import Side, key_numbers_derivation
+from matcomp.book.chapter import ladder_runs
+from matcomp.book.ladder import (
+    VERDICTS,
+    drop_ladder,
+    finding_ladder,
+    ladder_findings,
+    ladder_table,
+    ladder_text,
+    ladder_verdict,
+)
+from matcomp.data import sample_batch
 from matcomp.presets import preset
+from matcomp.runs.derived import load_or_compute
+from matcomp.seeding import analysis_generator
 
 
 def test_each_verdict_is_given_where_it_holds():
@@ -41,3 +57,60 @@ def test_the_drop_ladder_reads_each_run_against_the_papers_run():
     assert table.loc["verdict", "× below the plateau"] == "does not"  # 7x7 ends 1.1x below: no drop at all
     dropped = drop_ladder({"4×4": run(4, 1 / 9, 5000, 0.02), "7×7": run(7, 1 / 9, 16000, 0.025)})
     assert dropped.loc["verdict", "× below the plateau"] == "direction only"  # 4.4x, not the paper's 17x
+
+
+def test_a_claim_the_paper_makes_in_direction_only_reproduces_on_its_side():
+    assert str(Side(0.1)) == "≥ 0.1" and str(Side(1, above=False, strict=True)) == "< 1"
+    assert ladder_verdict([-0.6, 0.02, 0.03], Side(0, strict=True)) == "reproduces"  # the largest task decides
+    assert ladder_verdict([0.15, 0.06], Side(0.1)) == "does not" and ladder_verdict([0.1], Side(0.1)) == "reproduces"
+    assert ladder_verdict([0.0], Side(0, strict=True)) == "does not"
+    table = ladder_table({"4×4": {"a": 0.5}, "7×7": {"a": 2.0}}, {"a": Side(1, above=False, strict=True)})
+    assert ladder_text(table).loc["paper", "a"] == "< 1" and table.loc["verdict", "a"] == "does not"
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return ladder_runs("cpu")
+
+
+def test_the_ladder_reads_the_shipped_4x4_5x5_and_7x7_runs_at_their_own_phases(runs):
+    assert list(runs) == ["4×4 (cpu)", "5×5 (cpu5x5)", "7×7 (cpu7x7)"]
+    assert [(shift.pre, shift.post) for _, shift in runs.values()] == [(250, 20000), (1750, 17000), (4000, 29000)]
+
+
+def test_a_findings_key_numbers_are_the_chapters_analysis_on_each_run(runs, tmp_path):
+    """The copying-phase numbers, computed afresh (not read shipped), are the ratios of the chapter's own
+    interventions on each run's pre-shift model, and the shipped table holds the same numbers."""
+    params = {"ablation_samples": 64, "eval_seed": 0}
+    for run, shift in runs.values():
+        derivation = key_numbers_derivation("copying_phase", run, shift, params)
+        numbers = load_or_compute(derivation, shipped=False, root=tmp_path)["numbers"].iloc[0]
+        batch = sample_batch(run.config.data, 64, analysis_generator(0))
+        table = attention_interventions(run.bert(shift.pre), run.bert(shift.post), batch, "post-shift")
+        expected = table.loc["all heads uniform", "L_obs"] / table.loc["no intervention", "L_obs"]
+        assert numbers["uniform attention, pre-shift: L_obs ×"] == pytest.approx(expected, rel=1e-12)
+    ladder = finding_ladder("copying_phase", runs, {"ablation_samples": 256, "eval_seed": 0})  # the shipped tables
+    assert ladder.index.tolist() == [*runs, "paper", "verdict"]
+    assert ladder.loc["paper", "Q, K, V from post-shift: L_obs ×"] == pytest.approx(5e-3 / 3.4e-4)
+    assert set(ladder.loc["verdict"]) <= set(VERDICTS)
+
+
+def test_the_known_misses_show_on_the_ladder(runs):
+    """The issue's three misses at 7x7, read from the shipped tables: last-layer patching restores most of
+    the answer at 5x5 and almost none at 7x7, and uniform attention raises L_obs about 45x at 5x5 (the
+    paper: 40x) and 7x at 7x7."""
+    patching = finding_ladder("attention_patching", runs, {"samples": 256, "eval_seed": 0})
+    assert patching.loc["5×5 (cpu5x5)", "restored, last layer"] > 0.9 > 0.05 > patching.loc["7×7 (cpu7x7)",
+                                                                                           "restored, last layer"]
+    assert patching.loc["verdict", "restored, last layer"] == "does not"
+    observed = finding_ladder("observed_entries", runs, {"samples": 256, "eval_seed": 0, "permutations": 5})
+    ratio = observed["uniform attention, post-shift: L_obs ×"]
+    assert 40 < ratio["5×5 (cpu5x5)"] < 50 and 5 < ratio["7×7 (cpu7x7)"] < 10 and ratio["verdict"] == "direction only"
+
+
+def test_a_bad_finding_or_a_missing_parameter_is_named(runs):
+    run, shift = runs["4×4 (cpu)"]
+    with pytest.raises(ValueError, match="finding must be one of"):
+        finding_ladder("sudden_drop", runs, {})
+    with pytest.raises(ValueError, match=r"parameters \['eval_seed'\]"):
+        key_numbers_derivation("observed_entries", run, shift, {"samples": 256, "permutations": 5})

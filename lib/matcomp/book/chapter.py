@@ -149,6 +149,22 @@ def announce_training(cfg: RunConfig, preset: str | None = None, shipped: bool =
     return True
 
 
+def ladder_configs(preset: str | None = None) -> dict[str, RunConfig]:
+    """The runs of the chapter's size ladder: its scale's own run, then those of ``ChapterSizes.ladder``
+    (at ``cpu``: 4×4, 5×5, 7×7), smallest first, labelled by task and preset ("5×5 (cpu5x5)")."""
+    configs = {}
+    for name in (preset_name(preset), *sizes(preset).ladder):
+        cfg = chapter_config(name)
+        configs[f"{cfg.data.n_rows}×{cfg.data.n_cols} ({name})"] = cfg
+    return configs
+
+
+def ladder_runs(preset: str | None = None) -> dict[str, tuple[Run, Phases]]:
+    """``open_run`` of every run of ``ladder_configs``: the runs, with their phases, whose checkpoints a
+    one-model chapter's ladder reads."""
+    return {label: open_run(cfg, preset) for label, cfg in ladder_configs(preset).items()}
+
+
 def open_seeds(preset: str | None, seed: int | None, overrides: str | dict | None,
                count: int) -> dict[int, tuple[Run, Phases]]:
     """The run and phases of the chapter's config at ``count`` seeds from its own on (shipped, stored

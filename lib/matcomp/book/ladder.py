@@ -8,6 +8,8 @@ import math
 
 import pandas as pd
 
+from matcomp.analysis.key_numbers import FINDINGS, Side, key_numbers
+from matcomp.analysis.phases import Phases
 from matcomp.data import second_moment
 from matcomp.paper import SUDDEN_DROP
 from matcomp.presets import preset
@@ -23,9 +25,12 @@ def _distance(value: float, paper: float) -> float:
     return abs(value - paper) / abs(paper) if paper else abs(value)
 
 
-def ladder_verdict(ours: list[float], paper: float, tolerance: float = 0.25, reference: float | None = None) -> str:
+def ladder_verdict(ours: list[float], paper: float | Side, tolerance: float = 0.25,
+                   reference: float | None = None) -> str:
     """The verdict on one key number read on the ladder's tasks, smallest first (``ours``; NaN where a
-    task has none), against the paper's:
+    task has none), against the paper's. Where the paper gives a direction only (a ``Side``), it
+    "reproduces" when the largest task's value is on that side, else it "does not". Where it gives a
+    number:
 
     - "reproduces": the largest task's value is within ``tolerance`` of the paper's (in log ratio);
     - "moves toward the paper as the task grows": it is not, but its distance to the paper's shrinks at
@@ -38,10 +43,14 @@ def ladder_verdict(ours: list[float], paper: float, tolerance: float = 0.25, ref
     ('reproduces', 'direction only')
     >>> ladder_verdict([0.9, 0.5, 0.2], 3.0, reference=1), ladder_verdict([0.5, 2.0], 40, reference=1)
     ('does not', 'moves toward the paper as the task grows')
+    >>> ladder_verdict([0.02, 0.3], Side(0.1)), ladder_verdict([0.3, 0.02], Side(0.1))
+    ('reproduces', 'does not')
     """
     values = [v for v in ours if not pd.isna(v)]
     if not values:
         return "does not"
+    if isinstance(paper, Side):
+        return VERDICTS[0] if paper.holds(values[-1]) else VERDICTS[3]
     distances = [_distance(v, paper) for v in values]
     if distances[-1] <= tolerance:
         return VERDICTS[0]
@@ -52,10 +61,11 @@ def ladder_verdict(ours: list[float], paper: float, tolerance: float = 0.25, ref
     return VERDICTS[3]
 
 
-def ladder_table(rows: dict[str, dict[str, float]], paper: dict[str, float], tolerance: float = 0.25,
+def ladder_table(rows: dict[str, dict[str, float]], paper: dict[str, float | Side], tolerance: float = 0.25,
                  references: dict[str, float] | None = None) -> pd.DataFrame:
     """One row per task of the ladder (``rows``: label -> key number -> value, smallest task first), then
-    the paper's row and a "verdict" row (``ladder_verdict`` of each key number, with its ``references``).
+    the paper's row (a ``Side`` shows as its text) and a "verdict" row (``ladder_verdict`` of each key
+    number, with its ``references``).
 
     >>> t = ladder_table({"4×4": {"drop": 5060.0}, "7×7": {"drop": 16406.0}}, {"drop": 15000.0})
     >>> t.loc["verdict", "drop"], t.loc["paper", "drop"]
@@ -83,30 +93,41 @@ def drop_ladder(runs: dict[str, Run]) -> pd.DataFrame:
     return ladder_table(rows, paper, references={"× below the plateau": 2.0})  # a run with the effect drops
 
 
-def shown(table: pd.DataFrame) -> pd.DataFrame:
-    """A ladder table as text: numbers of 100 or more (steps) in full with thousands separators, others to
-    three significant digits, missing ones "none" (a run without a drop has no drop step); the verdicts as
-    they are.
+def finding_ladder(finding: str, runs: dict[str, tuple[Run, Phases]], params: dict) -> pd.DataFrame:
+    """``ladder_table`` of a one-model chapter's key numbers (``matcomp.analysis.key_numbers.FINDINGS``) on
+    ``runs`` (label -> run and its phases, smallest task first), read with the chapter's parameters
+    ``params``; each run's numbers are a stored derivation, shipped for the default build."""
+    if finding not in FINDINGS:
+        raise ValueError(f"finding must be one of {sorted(FINDINGS)}; got {finding!r}")
+    spec = FINDINGS[finding]
+    rows = {label: key_numbers(finding, run, shift, params) for label, (run, shift) in runs.items()}
+    return ladder_table(rows, spec.paper, references=spec.references)
 
-    >>> shown(pd.DataFrame({"drop step": [16406.0, float("nan"), "reproduces"]})).iloc[:, 0].tolist()
+
+def ladder_text(table: pd.DataFrame) -> pd.DataFrame:
+    """A ladder table as text: numbers of 100 or more (steps) in full with thousands separators, others to
+    three significant digits, missing ones "none" (a run without a drop has no drop step); the verdicts
+    and the paper's directions (``Side``) as they are.
+
+    >>> ladder_text(pd.DataFrame({"drop step": [16406.0, float("nan"), "reproduces"]})).iloc[:, 0].tolist()
     ['16,406', 'none', 'reproduces']
     """
     def text(value):
-        if isinstance(value, str):
-            return value
+        if isinstance(value, (str, Side)):
+            return str(value)
         return "none" if pd.isna(value) else f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
     return table.map(text)
 
 
 def ladder_findings(table: pd.DataFrame) -> list[str]:
     """One sentence per key number of a ``ladder_table``: its verdict, and the largest task's value
-    against the paper's (as ``shown`` writes them).
+    against the paper's (as ``ladder_text`` writes them).
 
     >>> ladder_findings(ladder_table({"4×4": {"drop step": 5060.0}, "7×7": {"drop step": 16406.0}},
     ...                              {"drop step": 15000.0}))
     ['drop step: reproduces (7×7: 16,406; the paper: 15,000).']
     """
-    text = shown(table)
+    text = ladder_text(table)
     tasks = [label for label in table.index if label not in ("paper", "verdict")]
     return [f"{key}: {table.loc['verdict', key]} ({tasks[-1]}: {text.loc[tasks[-1], key]}; the paper: "
             f"{text.loc['paper', key]})." for key in table.columns]

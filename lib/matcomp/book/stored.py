@@ -1,9 +1,10 @@
 """The derived tables shipped in ``runs/reference/derived/`` (``matcomp.runs.derived``): the slow,
 deterministic analyses of the book's default build, so that it reads them instead of recomputing
 them. They are those of the ``nuclear_norm`` chapter (its sweep over p_mask and its λ tables: the paper's
-7x7 data, its draws, and the chapter's model) and the ``ood`` chapter
-(its rank, rows and columns panels) at the ``cpu`` preset, with each chapter's default parameters,
-read from its own parameters cell, so the shipped tables are exactly the ones its default build asks for.
+7x7 data, its draws, and the chapter's model), the ``ood`` chapter (its rank, rows and columns panels)
+and the one-model chapters' size ladders (their key numbers on each run of the ladder), at the ``cpu``
+preset with each chapter's default parameters, read from its own parameters cell, so the shipped tables
+are exactly the ones its default build asks for.
 
 ``python -m matcomp derive`` computes whichever is missing or stale and replaces the old files;
 ``tests/test_derived.py`` fails, naming that command, when a shipped table no longer matches what the
@@ -16,9 +17,10 @@ import ast
 import json
 
 from matcomp.analysis.baselines import draws_derivation, lambda_derivation, sweep_derivation
+from matcomp.analysis.key_numbers import FINDINGS, key_numbers_derivation
 from matcomp.analysis.ood import default_axes, panel_derivations, rank_panel, rank_panel_training
 from matcomp.analysis.phases import phases
-from matcomp.book.chapter import model_preset, sizes
+from matcomp.book.chapter import ladder_runs, model_preset, sizes
 from matcomp.config import RunConfig
 from matcomp.presets import preset as named_preset
 from matcomp.runs.derived import Derivation
@@ -79,6 +81,19 @@ def ood_derivations(preset: str = SHIPPED_PRESET) -> list[Derivation]:
                                   cfg.train.seed).values())
 
 
+def ladder_derivations(preset: str = SHIPPED_PRESET) -> list[Derivation]:
+    """The key numbers of every one-model chapter on each run of its size ladder at ``preset``
+    (``matcomp.book.ladder.finding_ladder``) with the chapter's default parameters."""
+    runs = ladder_runs(preset)
+    derivations = []
+    for finding in FINDINGS:
+        p = chapter_defaults(finding)
+        if finding == "nuclear_norm":  # the chapter's own default: the paper's 512, fewer at smoke
+            p["samples"] = p["samples"] or sizes(preset).completion_samples
+        derivations += [key_numbers_derivation(finding, run, shift, p) for run, shift in runs.values()]
+    return derivations
+
+
 def shipped_derivations() -> list[Derivation]:
     """Every derivation whose tables are shipped."""
-    return [*nuclear_norm_derivations(), *ood_derivations()]
+    return [*nuclear_norm_derivations(), *ood_derivations(), *ladder_derivations()]

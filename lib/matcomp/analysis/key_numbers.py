@@ -1,0 +1,221 @@
+"""The key numbers of each one-model finding, read on one run, with the paper's: what the size ladder
+(``matcomp.book.ladder``) sets side by side for the 4×4, 5×5 and 7×7 runs, so a reader tells an unfinished
+small model from a real difference. Each finding's numbers on one run are one stored derivation
+(``matcomp.runs.derived``) of its pre- and post-shift checkpoints: the default build reads them shipped
+instead of analysing three more models a chapter."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from matcomp.analysis.baselines import NN, stored_sweep
+from matcomp.analysis.embeddings import position_embeddings, position_silhouettes
+from matcomp.analysis.heads import classify_model
+from matcomp.analysis.interventions import attention_interventions
+from matcomp.analysis.patching import all_layers, last_layer, negation_patching, restored_fraction
+from matcomp.analysis.phases import Phases
+from matcomp.analysis.positions import permuted_losses
+from matcomp.analysis.probing import probe_layers
+from matcomp.data import Batch, sample_batch, second_moment
+from matcomp.paper import LAMBDA_TABLE, PATCHING, POST_SHIFT, PRE_SHIFT, PROBING_BEST_LAYERS, SUDDEN_DROP
+from matcomp.presets import preset
+from matcomp.runs.derived import Derivation, load_or_compute
+from matcomp.runs.run import Run
+from matcomp.seeding import analysis_generator
+
+
+@dataclass(frozen=True)
+class Side:
+    """A claim the paper makes in direction only, with no number: the value is at least ``bound``
+    (``above``) or at most it, or strictly so (``strict``)."""
+
+    bound: float
+    above: bool = True
+    strict: bool = False
+
+    def holds(self, value: float) -> bool:
+        if pd.isna(value):
+            return False
+        if self.strict:
+            return value > self.bound if self.above else value < self.bound
+        return value >= self.bound if self.above else value <= self.bound
+
+    def __str__(self) -> str:
+        sign = {(True, True): ">", (True, False): "≥", (False, True): "<", (False, False): "≤"}[self.above, self.strict]
+        return f"{sign} {self.bound:g}"
+
+
+Paper = dict[str, "float | Side"]
+Reader = Callable[[Run, Phases, dict], dict[str, float]]
+
+
+@dataclass(frozen=True)
+class KeyNumbers:
+    """A finding's key numbers: ``read(run, phases, params)`` gives them on one run (``params``: the
+    chapter's parameters it reads, ``parameters``), ``paper`` the paper's (a number, or a ``Side`` where it
+    reports a direction only), ``references`` the value each number has without the effect (1 for a
+    ratio), for the "direction only" verdict; ``modules`` the source that computes them."""
+
+    finding: str
+    read: Reader = field(repr=False)
+    paper: Paper
+    references: dict[str, float]
+    parameters: tuple[str, ...]
+    modules: tuple[str, ...]
+
+
+def _batch(run: Run, samples: int, seed: int) -> Batch:
+    """The chapter's evaluation matrices of the run's task."""
+    return sample_batch(run.config.data, samples, analysis_generator(seed))
+
+
+def _ratio(table: pd.DataFrame, row: str, base: str = "no intervention", column: str = "L_obs") -> float:
+    return float(table.loc[row, column] / table.loc[base, column])
+
+
+def _copying(run: Run, shift: Phases, p: dict) -> dict[str, float]:
+    batch = _batch(run, p["ablation_samples"], p["eval_seed"])
+    table = attention_interventions(run.bert(shift.pre), run.bert(shift.post), batch, "post-shift")
+    return {"uniform attention, pre-shift: L_obs ×": _ratio(table, "all heads uniform"),
+            "Q, K, V from post-shift: L_obs ×": _ratio(table, "Q, K, V from post-shift")}
+
+
+def _observed(run: Run, shift: Phases, p: dict) -> dict[str, float]:
+    batch, post = _batch(run, p["samples"], p["eval_seed"]), run.bert(shift.post)
+    table = attention_interventions(post, run.bert(shift.pre), batch, "pre-shift")
+    permuted = permuted_losses(post, batch, seeds=range(p["permutations"]))
+    return {"uniform attention, post-shift: L_obs ×": _ratio(table, "all heads uniform"),
+            "Q, K, V from pre-shift: L_obs ×": _ratio(table, "Q, K, V from pre-shift"),
+            "positions permuted: L_mask / E[X²]":
+                float(permuted.loc["L_mask", "mean"] / second_moment(run.config.data))}
+
+
+def _patching(run: Run, shift: Phases, p: dict) -> dict[str, float]:
+    model, m = run.bert(shift.post), run.config.model
+    table = negation_patching(model, _batch(run, p["samples"], p["eval_seed"]),
+                              {**all_layers(m.layers, m.heads), **last_layer(m.layers, m.heads)})
+    restored = restored_fraction(table)
+    if restored is None:  # a model answering ~0 at missing entries whatever its input: nothing to restore
+        return {"restored, all layers": float("nan"), "restored, last layer": float("nan")}
+    return {f"restored, {site}": float(restored[site]) for site in ("all layers", "last layer")}
+
+
+def _paper_restored() -> float:
+    """The share of the clean answer the paper's patching restores (App. F): its patched L_mask(X) against
+    its clean model's, over the gap to the corrupted run, which answers −X at the missing entries
+    (L_mask(X) = 4·E[X²] for an exact completion; the paper does not print it)."""
+    clean, corrupted = POST_SHIFT["no intervention"][1], 4 * second_moment(preset("paper").data)
+    return 1 - (PATCHING["all layers"]["L_mask(X)"] - clean) / (corrupted - clean)
+
+
+TAXONOMY_FAMILIES = ("row", "column", "masked-row", "longest-contiguous-column")
+THRESHOLDS = ("mass", "enrichment", "identity_enrichment", "mask_ratio")  # classify_heads's, set by the chapter
+
+
+def _taxonomy(run: Run, shift: Phases, p: dict) -> dict[str, float]:
+    thresholds = {name: p[name] for name in THRESHOLDS}
+    table = classify_model(run.bert(shift.post), _batch(run, p["samples"], p["eval_seed"]), **thresholds)
+    return {f"{family} heads": float(sum(family in labels.split(", ") for labels in table.families))
+            for family in TAXONOMY_FAMILIES}
+
+
+def _embeddings(run: Run, shift: Phases, p: dict) -> dict[str, float]:
+    d = run.config.data
+    before, after = (position_silhouettes(position_embeddings(run.bert(step), d.n_rows, d.n_cols), d.n_rows, d.n_cols)
+                     for step in (shift.pre, shift.post))
+    return {"position silhouette by column": after["by column"],
+            "by column − by row": after["by column"] - after["by row"],
+            "by column: post − pre-shift": after["by column"] - before["by column"]}
+
+
+def _probing(run: Run, shift: Phases, p: dict) -> dict[str, float]:
+    model, d = run.bert(shift.post), run.config.data
+    train = sample_batch(d, p["train_matrices"], analysis_generator(0))
+    test = sample_batch(d, p["test_matrices"], analysis_generator(1))
+    row = probe_layers(model, train, test, "row")["test MSE"].drop(0)
+    missing = probe_layers(model, train, test, "element")["test MSE missing"].drop(0)
+    return {"masked-row probe: best layer / depth": int(row.idxmin()) / run.config.model.layers,
+            "element probe at missing entries: first / last layer MSE": float(missing.iloc[0] / missing.iloc[-1])}
+
+
+def _nuclear(run: Run, shift: Phases, p: dict) -> dict[str, float]:
+    sweep = stored_sweep(run, shift.post, p["p_masks"], p["samples"], p["lam"], p["eval_seed"], p["workers"])["sweep"]
+    at = sweep[sweep["p_mask"] == run.config.data.p_mask].set_index("method")["L"]
+    return {f"L: BERT / {NN}": float(at["BERT"] / at[NN]),
+            "L: regularised / BERT": float(at[f"regularised, λ={p['lam']:g}"] / at["BERT"])}
+
+
+ANALYSES = ("matcomp.analysis.key_numbers", "matcomp.analysis.evaluation", "matcomp.analysis.phases",
+            "matcomp.data", "matcomp.metrics", "matcomp.seeding", "matcomp.tokenizer", "matcomp.config",
+            "matcomp.models.bert", "matcomp.models.hooks", "matcomp.paper")
+_LAM = 0.001  # the paper's regularised loss is read at the nuclear_norm chapter's default λ, its best (App. B)
+_PAPER_PROBE_LAYERS = 12  # the paper probes a 12-layer model (Fig. 6)
+
+def _paper_ratio(table: dict, row: str, column: int = 0) -> float:
+    """A condition's loss over the unablated model's in one of the paper's tables (column 0: L_obs)."""
+    return table[row][column] / table["no intervention"][column]
+
+
+FINDINGS: dict[str, KeyNumbers] = {k.finding: k for k in (
+    KeyNumbers("copying_phase", _copying,
+               {"uniform attention, pre-shift: L_obs ×": _paper_ratio(PRE_SHIFT, "all heads uniform"),
+                "Q, K, V from post-shift: L_obs ×": _paper_ratio(PRE_SHIFT, "Q, K, V from post-shift")},
+               {"Q, K, V from post-shift: L_obs ×": 1.0}, ("ablation_samples", "eval_seed"),
+               (*ANALYSES, "matcomp.analysis.interventions")),
+    KeyNumbers("observed_entries", _observed,
+               {"uniform attention, post-shift: L_obs ×": _paper_ratio(POST_SHIFT, "all heads uniform"),
+                "Q, K, V from pre-shift: L_obs ×": _paper_ratio(POST_SHIFT, "Q, K, V from pre-shift"),
+                "positions permuted: L_mask / E[X²]":
+                    POST_SHIFT["positions permuted"][1] / SUDDEN_DROP["L_mask on the plateau"]},
+               {"uniform attention, post-shift: L_obs ×": 1.0, "Q, K, V from pre-shift: L_obs ×": 1.0,
+                "positions permuted: L_mask / E[X²]": 1.0}, ("samples", "eval_seed", "permutations"),
+               (*ANALYSES, "matcomp.analysis.interventions", "matcomp.analysis.positions")),
+    KeyNumbers("attention_patching", _patching,
+               {"restored, all layers": _paper_restored(), "restored, last layer": _paper_restored()},
+               {"restored, all layers": 0.5, "restored, last layer": 0.5}, ("samples", "eval_seed"),
+               (*ANALYSES, "matcomp.analysis.patching")),
+    KeyNumbers("head_taxonomy", _taxonomy, {f"{family} heads": Side(1) for family in TAXONOMY_FAMILIES}, {},
+               ("samples", "eval_seed", *THRESHOLDS), (*ANALYSES, "matcomp.analysis.heads")),
+    KeyNumbers("embeddings", _embeddings,
+               {"position silhouette by column": Side(0.1), "by column − by row": Side(0, strict=True),
+                "by column: post − pre-shift": Side(0, strict=True)}, {}, (),
+               (*ANALYSES, "matcomp.analysis.embeddings")),
+    KeyNumbers("probing", _probing,
+               {"masked-row probe: best layer / depth": sum(PROBING_BEST_LAYERS) / 2 / _PAPER_PROBE_LAYERS,
+                "element probe at missing entries: first / last layer MSE": Side(1, strict=True)}, {},
+               ("train_matrices", "test_matrices"), (*ANALYSES, "matcomp.analysis.probing")),
+    KeyNumbers("nuclear_norm", _nuclear,
+               {f"L: BERT / {NN}": Side(1, above=False, strict=True),
+                "L: regularised / BERT": LAMBDA_TABLE[_LAM][2] / SUDDEN_DROP["final L"]},
+               {"L: regularised / BERT": 1.0}, ("p_masks", "samples", "lam", "eval_seed", "workers"),
+               (*ANALYSES, "matcomp.analysis.baselines")),
+)}
+
+
+def key_numbers_derivation(finding: str, run: Run, shift: Phases, params: dict) -> Derivation:
+    """The key numbers of ``finding`` (a chapter of ``FINDINGS``) on ``run``'s pre- and post-shift
+    checkpoints with the chapter's parameters ``params`` (those it does not read are ignored), as a
+    stored derivation with one table, "numbers" (one row)."""
+    if finding not in FINDINGS:
+        raise ValueError(f"finding must be one of {sorted(FINDINGS)}; got {finding!r}")
+    spec = FINDINGS[finding]
+    missing = sorted(set(spec.parameters) - set(params))
+    if missing:
+        raise ValueError(f"the {finding} key numbers read the chapter's parameters {missing}; they are not given")
+    read = {name: params[name] for name in spec.parameters}
+
+    def compute() -> dict[str, pd.DataFrame]:
+        numbers = spec.read(run, shift, read)
+        return {"numbers": pd.DataFrame([numbers], index=pd.Index([run.path.name], name="run"))}
+
+    key = {name: value for name, value in read.items() if name != "workers"}  # workers change the speed only
+    checkpoints = [(run, shift.pre), (run, shift.post)]
+    return Derivation(f"key_numbers_{finding}_{run.path.name}", compute, checkpoints, key, spec.modules)
+
+
+def key_numbers(finding: str, run: Run, shift: Phases, params: dict) -> dict[str, float]:
+    """``finding``'s key numbers on ``run`` (shipped, stored, or computed and stored)."""
+    return load_or_compute(key_numbers_derivation(finding, run, shift, params))["numbers"].iloc[0].to_dict()
