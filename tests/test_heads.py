@@ -17,6 +17,7 @@ from matcomp.analysis.heads import (
     map_scores,
     mean_maps,
     score_baselines,
+    separating_mask,
 )
 from matcomp.config import DataConfig, ModelConfig
 from matcomp.data import random_mask, sample_batch
@@ -204,3 +205,26 @@ def test_longest_column_margin_reports_runs_and_overlap_with_masked_rows():
     assert small == {"column": 1, "run": 3, "next run": 2, "shared with masked rows": [(2, 1)]}
     paper = longest_column_margin(fig5_mask(7, 7))
     assert paper == {"column": 1, "run": 6, "next run": 3, "shared with masked rows": [(3, 1)]}
+
+
+@pytest.mark.parametrize("size", [(5, 5), (6, 6), (7, 7), (5, 8), (9, 6)])
+def test_the_separating_mask_keeps_its_longest_column_apart_from_the_masked_rows(size):
+    """On ``separating_mask`` the longest column stands out and holds no masked row's kept entry, and a
+    head that attends to it is a longest-contiguous-column head and not a masked-row head (on fig5_mask
+    the two coincide)."""
+    m, n = size
+    mask = separating_mask(m, n)
+    margin = longest_column_margin(mask)
+    assert margin["shared with masked rows"] == [] and margin["run"] > margin["next run"]
+    assert [i for i in range(m) if int(mask[i].sum()) == 1] == [0, m - 1]  # exactly the two masked rows
+    S, observed = m * n, mask.flatten()
+    col = torch.arange(S) % n
+    longest = normalised(((col[None, :] == margin["column"]) & observed[None, :]).expand(S, S))
+    table = classify_heads(map_scores(longest[None, None], mask), score_baselines(mask))
+    assert table.loc[0, "longest_column"] == pytest.approx(1.0) and table.loc[0, "masked_row"] == 0
+    assert "longest-contiguous-column" in table.families[0] and "masked-row" not in table.families[0]
+
+
+def test_a_separating_mask_needs_five_rows_and_columns():
+    with pytest.raises(ValueError, match="must be >= 5"):
+        separating_mask(4, 7)

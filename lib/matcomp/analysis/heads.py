@@ -277,6 +277,30 @@ def fig5_mask(n_rows: int = 7, n_cols: int = 7, swapped: bool = False) -> torch.
     return structured_mask(n_rows, n_cols, missing_rows=rows, keep=list(zip(rows, kept)))
 
 
+def separating_mask(n_rows: int = 7, n_cols: int = 7) -> torch.Tensor:
+    """A structured mask (m, n) on which the masked-row and longest-contiguous-column families can be told
+    apart (m, n >= 5), which ``fig5_mask`` cannot: its longest column runs through a masked row's kept
+    entry at every size, so one head attending there meets both families.
+
+    Rows 0 and m-1 are missing except one entry each (columns 1 and n-2), as in Fig. 5; rows p and
+    m-1-p (p = (m-1)//2 - 1) each miss the columns on one side of the middle column c = n//2, so that
+    every column but c is cut, and c, which holds no masked row's kept entry, has the longest run
+    (m - 2 rows). Rows p and m-1-p keep at least two entries each, so they are not masked rows.
+
+    >>> mask = separating_mask(7, 7)
+    >>> longest_column_margin(mask)
+    {'column': 3, 'run': 5, 'next run': 3, 'shared with masked rows': []}
+    """
+    if n_rows < 5 or n_cols < 5:
+        raise ValueError(f"n_rows and n_cols must be >= 5 (two cut rows between the masked ones, and a middle "
+                         f"column apart from the kept columns 1 and n_cols-2); got {n_rows} x {n_cols}")
+    middle, upper = n_cols // 2, (n_rows - 1) // 2 - 1
+    mask = structured_mask(n_rows, n_cols, missing_rows=(0, n_rows - 1), keep=[(0, 1), (n_rows - 1, n_cols - 2)])
+    mask[upper, :middle] = False
+    mask[n_rows - 1 - upper, middle + 1:] = False
+    return mask
+
+
 def group_ablation(model: MatrixBert, batch: Batch, groups: dict[str, Iterable[tuple[int, int]]],
                    mode: str = "uniform") -> pd.DataFrame:
     """NeurIPS App. L: L, L_obs and L_mask without and with ablation of each group of heads

@@ -13,7 +13,7 @@ import pandas as pd
 
 from matcomp.analysis.baselines import NN, stored_sweep
 from matcomp.analysis.embeddings import position_embeddings, position_silhouettes
-from matcomp.analysis.heads import classify_model
+from matcomp.analysis.heads import classify_model, separating_mask
 from matcomp.analysis.interventions import attention_interventions
 from matcomp.analysis.patching import all_layers, last_layer, negation_patching, restored_fraction
 from matcomp.analysis.phases import Phases
@@ -112,14 +112,28 @@ def _paper_restored() -> float:
 
 
 TAXONOMY_FAMILIES = ("row", "column", "masked-row", "longest-contiguous-column")
+SEPARATED = ("masked-row", "longest-contiguous-column")  # the families fig5_mask cannot tell apart
 THRESHOLDS = ("mass", "enrichment", "identity_enrichment", "mask_ratio")  # classify_heads's, set by the chapter
 
 
 def _taxonomy(run: Run, shift: Phases, p: dict) -> dict[str, float]:
-    thresholds = {name: p[name] for name in THRESHOLDS}
-    table = classify_model(run.bert(shift.post), _batch(run, p["samples"], p["eval_seed"]), **thresholds)
-    return {f"{family} heads": float(sum(family in labels.split(", ") for labels in table.families))
-            for family in TAXONOMY_FAMILIES}
+    """Heads of each family on random masks, and of the two that ``fig5_mask`` confounds on
+    ``separating_mask`` (NaN on a task smaller than 5×5, which has none)."""
+    thresholds, d, model = {name: p[name] for name in THRESHOLDS}, run.config.data, run.bert(shift.post)
+
+    def count(table: pd.DataFrame, family: str) -> float:
+        return float(sum(family in labels.split(", ") for labels in table.families))
+
+    table = classify_model(model, _batch(run, p["samples"], p["eval_seed"]), **thresholds)
+    numbers = {f"{family} heads": count(table, family) for family in TAXONOMY_FAMILIES}
+    separating = None
+    if min(d.n_rows, d.n_cols) >= 5:
+        mask = separating_mask(d.n_rows, d.n_cols)
+        separating = classify_model(model, sample_batch(d, p["samples"], analysis_generator(p["eval_seed"]), mask=mask),
+                                    **thresholds)
+    for family in SEPARATED:
+        numbers[f"{family} heads, separating mask"] = float("nan") if separating is None else count(separating, family)
+    return numbers
 
 
 def _embeddings(run: Run, shift: Phases, p: dict) -> dict[str, float]:
@@ -177,7 +191,9 @@ FINDINGS: dict[str, KeyNumbers] = {k.finding: k for k in (
                {"restored, all layers": _paper_restored(), "restored, last layer": _paper_restored()},
                {"restored, all layers": 0.5, "restored, last layer": 0.5}, ("samples", "eval_seed"),
                (*ANALYSES, "matcomp.analysis.patching")),
-    KeyNumbers("head_taxonomy", _taxonomy, {f"{family} heads": Side(1) for family in TAXONOMY_FAMILIES}, {},
+    KeyNumbers("head_taxonomy", _taxonomy,
+               {**{f"{family} heads": Side(1) for family in TAXONOMY_FAMILIES},
+                **{f"{family} heads, separating mask": Side(1) for family in SEPARATED}}, {},
                ("samples", "eval_seed", *THRESHOLDS), (*ANALYSES, "matcomp.analysis.heads")),
     KeyNumbers("embeddings", _embeddings,
                {"position silhouette by column": Side(0.1), "by column − by row": Side(0, strict=True),

@@ -106,16 +106,16 @@ def finding_ladder(finding: str, runs: dict[str, tuple[Run, Phases]], params: di
 
 def ladder_text(table: pd.DataFrame) -> pd.DataFrame:
     """A ladder table as text: numbers of 100 or more (steps) in full with thousands separators, others to
-    three significant digits, missing ones "none" (a run without a drop has no drop step); the verdicts
-    and the paper's directions (``Side``) as they are.
+    three significant digits, missing ones "—" (a run without a drop has no drop step, a 4×4 task no
+    ``separating_mask``); the verdicts and the paper's directions (``Side``) as they are.
 
     >>> ladder_text(pd.DataFrame({"drop step": [16406.0, float("nan"), "reproduces"]})).iloc[:, 0].tolist()
-    ['16,406', 'none', 'reproduces']
+    ['16,406', '—', 'reproduces']
     """
     def text(value):
         if isinstance(value, (str, Side)):
             return str(value)
-        return "none" if pd.isna(value) else f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+        return "—" if pd.isna(value) else f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
     return table.map(text)
 
 
