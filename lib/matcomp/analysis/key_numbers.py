@@ -6,10 +6,12 @@ instead of analysing three more models a chapter."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from typing import cast
 
 import pandas as pd
+import torch
 
 from matcomp.analysis.baselines import NN, stored_sweep
 from matcomp.analysis.embeddings import position_embeddings, position_silhouettes
@@ -95,8 +97,8 @@ def _observed(run: Run, shift: Phases, p: dict) -> dict[str, float]:
 
 def _patching(run: Run, shift: Phases, p: dict) -> dict[str, float]:
     model, m = run.bert(shift.post), run.config.model
-    table = negation_patching(model, _batch(run, p["samples"], p["eval_seed"]),
-                              {**all_layers(m.layers, m.heads), **last_layer(m.layers, m.heads)})
+    sites = cast(dict[Hashable, torch.Tensor], {**all_layers(m.layers, m.heads), **last_layer(m.layers, m.heads)})
+    table = negation_patching(model, _batch(run, p["samples"], p["eval_seed"]), sites)
     restored = restored_fraction(table)
     if restored is None:  # a model answering ~0 at missing entries whatever its input: nothing to restore
         return {"restored, all layers": float("nan"), "restored, last layer": float("nan")}
@@ -107,7 +109,7 @@ def _paper_restored() -> float:
     """The share of the clean answer the paper's patching restores (App. F): its patched L_mask(X) against
     its clean model's, over the gap to the corrupted run, which answers −X at the missing entries
     (L_mask(X) = 4·E[X²] for an exact completion; the paper does not print it)."""
-    clean, corrupted = POST_SHIFT["no intervention"][1], 4 * second_moment(preset("paper").data)
+    clean, corrupted = _reported(POST_SHIFT, "no intervention", 1), 4 * second_moment(preset("paper").data)
     return 1 - (PATCHING["all layers"]["L_mask(X)"] - clean) / (corrupted - clean)
 
 
@@ -168,9 +170,17 @@ ANALYSES = ("matcomp.analysis.key_numbers", "matcomp.analysis.evaluation", "matc
 _LAM = 0.001  # the paper's regularised loss is read at the nuclear_norm chapter's default λ, its best (App. B)
 _PAPER_PROBE_LAYERS = 12  # the paper probes a 12-layer model (Fig. 6)
 
+def _reported(table: dict, row: str, column: int) -> float:
+    """A loss the paper reports in one of its tables (column 0: L_obs, 1: L_mask)."""
+    value = table[row][column]
+    if value is None:
+        raise ValueError(f"the paper reports no value for {row!r}, column {column}")
+    return value
+
+
 def _paper_ratio(table: dict, row: str, column: int = 0) -> float:
     """A condition's loss over the unablated model's in one of the paper's tables (column 0: L_obs)."""
-    return table[row][column] / table["no intervention"][column]
+    return _reported(table, row, column) / _reported(table, "no intervention", column)
 
 
 FINDINGS: dict[str, KeyNumbers] = {k.finding: k for k in (
@@ -183,7 +193,7 @@ FINDINGS: dict[str, KeyNumbers] = {k.finding: k for k in (
                {"uniform attention, post-shift: L_obs ×": _paper_ratio(POST_SHIFT, "all heads uniform"),
                 "Q, K, V from pre-shift: L_obs ×": _paper_ratio(POST_SHIFT, "Q, K, V from pre-shift"),
                 "positions permuted: L_mask / E[X²]":
-                    POST_SHIFT["positions permuted"][1] / SUDDEN_DROP["L_mask on the plateau"]},
+                    _reported(POST_SHIFT, "positions permuted", 1) / SUDDEN_DROP["L_mask on the plateau"]},
                {"uniform attention, post-shift: L_obs ×": 1.0, "Q, K, V from pre-shift: L_obs ×": 1.0,
                 "positions permuted: L_mask / E[X²]": 1.0}, ("samples", "eval_seed", "permutations"),
                (*ANALYSES, "matcomp.analysis.interventions", "matcomp.analysis.positions")),

@@ -5,6 +5,7 @@ key number. One table a chapter, so a reader tells an unfinished small model fro
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import pandas as pd
 
@@ -61,7 +62,7 @@ def ladder_verdict(ours: list[float], paper: float | Side, tolerance: float = 0.
     return VERDICTS[3]
 
 
-def ladder_table(rows: dict[str, dict[str, float]], paper: dict[str, float | Side], tolerance: float = 0.25,
+def ladder_table(rows: dict[str, dict[str, float]], paper: Mapping[str, float | Side], tolerance: float = 0.25,
                  references: dict[str, float] | None = None) -> pd.DataFrame:
     """One row per task of the ladder (``rows``: label -> key number -> value, smallest task first), then
     the paper's row (a ``Side`` shows as its text) and a "verdict" row (``ladder_verdict`` of each key
