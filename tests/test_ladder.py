@@ -10,6 +10,7 @@ from matcomp.analysis.interventions import attention_interventions
 from matcomp.analysis.key_numbers import Side, key_numbers_derivation
 from matcomp.book.chapter import ladder_runs
 from matcomp.book.ladder import (
+    DEPTH,
     VERDICTS,
     drop_ladder,
     finding_ladder,
@@ -68,13 +69,17 @@ def test_a_claim_the_paper_makes_in_direction_only_reproduces_on_its_side():
     assert ladder_text(table).loc["paper", "a"] == "< 1" and table.loc["verdict", "a"] == "does not"
 
 
+FOUR, FIVE = "4×4 (cpu), seed 0, step 20,000", "5×5 (cpu5x5), seed 0, step 17,000"
+SEVEN = "7×7 (cpu7x7), seed 0, step 29,000"
+
+
 @pytest.fixture(scope="module")
 def runs():
     return ladder_runs("cpu")
 
 
 def test_the_ladder_reads_the_shipped_4x4_5x5_and_7x7_runs_at_their_own_phases(runs):
-    assert list(runs) == ["4×4 (cpu)", "5×5 (cpu5x5)", "7×7 (cpu7x7)"]
+    assert list(runs) == [FOUR, FIVE, SEVEN]
     assert [(shift.pre, shift.post) for _, shift in runs.values()] == [(250, 20000), (1750, 17000), (4000, 29000)]
 
 
@@ -93,6 +98,10 @@ def test_a_findings_key_numbers_are_the_chapters_analysis_on_each_run(runs, tmp_
     assert ladder.index.tolist() == [*runs, "paper", "verdict"]
     assert ladder.loc["paper", "Q, K, V from post-shift: L_obs ×"] == pytest.approx(5e-3 / 3.4e-4)
     assert set(ladder.loc["verdict"]) <= set(VERDICTS)
+    assert ladder.columns[0] == DEPTH  # how finished each run is: 7x7 ends 4.4x below its plateau, 5x5 10.5x
+    assert ladder.loc[SEVEN, DEPTH] == pytest.approx(4.41, abs=0.01)
+    assert ladder.loc[FIVE, DEPTH] == pytest.approx(10.5, abs=0.05)
+    assert ladder.loc["verdict", DEPTH] == "direction only"
 
 
 def test_the_known_misses_show_on_the_ladder(runs):
@@ -100,16 +109,16 @@ def test_the_known_misses_show_on_the_ladder(runs):
     the answer at 5x5 and almost none at 7x7, and uniform attention raises L_obs about 45x at 5x5 (the
     paper: 40x) and 7x at 7x7."""
     patching = finding_ladder("attention_patching", runs, {"samples": 256, "eval_seed": 0})
-    assert patching.loc["5×5 (cpu5x5)", "restored, last layer"] > 0.9 > 0.05 > patching.loc["7×7 (cpu7x7)",
+    assert patching.loc[FIVE, "restored, last layer"] > 0.9 > 0.05 > patching.loc[SEVEN,
                                                                                            "restored, last layer"]
     assert patching.loc["verdict", "restored, last layer"] == "does not"
     observed = finding_ladder("observed_entries", runs, {"samples": 256, "eval_seed": 0, "permutations": 5})
     ratio = observed["uniform attention, post-shift: L_obs ×"]
-    assert 40 < ratio["5×5 (cpu5x5)"] < 50 and 5 < ratio["7×7 (cpu7x7)"] < 10 and ratio["verdict"] == "direction only"
+    assert 40 < ratio[FIVE] < 50 and 5 < ratio[SEVEN] < 10 and ratio["verdict"] == "direction only"
 
 
 def test_a_bad_finding_or_a_missing_parameter_is_named(runs):
-    run, shift = runs["4×4 (cpu)"]
+    run, shift = runs[FOUR]
     with pytest.raises(ValueError, match="finding must be one of"):
         finding_ladder("sudden_drop", runs, {})
     with pytest.raises(ValueError, match=r"parameters \['eval_seed'\]"):

@@ -13,9 +13,9 @@ from typing import cast
 import pandas as pd
 import torch
 
-from matcomp.analysis.baselines import NN, stored_sweep
+from matcomp.analysis.baselines import NN, headline_table, stored_sweep
 from matcomp.analysis.embeddings import position_embeddings, position_silhouettes
-from matcomp.analysis.heads import classify_model, separating_mask
+from matcomp.analysis.heads import classify_model, family_counts, separating_mask
 from matcomp.analysis.interventions import attention_interventions
 from matcomp.analysis.patching import all_layers, last_layer, negation_patching, restored_fraction
 from matcomp.analysis.phases import Phases
@@ -69,9 +69,9 @@ class KeyNumbers:
     modules: tuple[str, ...]
 
 
-def _batch(run: Run, samples: int, seed: int) -> Batch:
-    """The chapter's evaluation matrices of the run's task."""
-    return sample_batch(run.config.data, samples, analysis_generator(seed))
+def _batch(run: Run, samples: int, seed: int, mask: torch.Tensor | None = None) -> Batch:
+    """The chapter's evaluation matrices of the run's task (with one shared ``mask``, if given)."""
+    return sample_batch(run.config.data, samples, analysis_generator(seed), mask=mask)
 
 
 def _ratio(table: pd.DataFrame, row: str, base: str = "no intervention", column: str = "L_obs") -> float:
@@ -105,6 +105,19 @@ def _patching(run: Run, shift: Phases, p: dict) -> dict[str, float]:
     return {f"restored, {site}": float(restored[site]) for site in ("all layers", "last layer")}
 
 
+def _reported(table: dict, row: str, column: int) -> float:
+    """A loss the paper reports in one of its tables (column 0: L_obs, 1: L_mask)."""
+    value = table[row][column]
+    if value is None:
+        raise ValueError(f"the paper reports no value for {row!r}, column {column}")
+    return value
+
+
+def _paper_ratio(table: dict, row: str, column: int = 0) -> float:
+    """A condition's loss over the unablated model's in one of the paper's tables (column 0: L_obs)."""
+    return _reported(table, row, column) / _reported(table, "no intervention", column)
+
+
 def _paper_restored() -> float:
     """The share of the clean answer the paper's patching restores (App. F): its patched L_mask(X) against
     its clean model's, over the gap to the corrupted run, which answers −X at the missing entries
@@ -122,19 +135,15 @@ def _taxonomy(run: Run, shift: Phases, p: dict) -> dict[str, float]:
     """Heads of each family on random masks, and of the two that ``fig5_mask`` confounds on
     ``separating_mask`` (NaN on a task smaller than 5×5, which has none)."""
     thresholds, d, model = {name: p[name] for name in THRESHOLDS}, run.config.data, run.bert(shift.post)
-
-    def count(table: pd.DataFrame, family: str) -> float:
-        return float(sum(family in labels.split(", ") for labels in table.families))
-
-    table = classify_model(model, _batch(run, p["samples"], p["eval_seed"]), **thresholds)
-    numbers = {f"{family} heads": count(table, family) for family in TAXONOMY_FAMILIES}
-    separating = None
+    masks: dict[str, torch.Tensor | None] = {"random": None}  # None: random masks
     if min(d.n_rows, d.n_cols) >= 5:
-        mask = separating_mask(d.n_rows, d.n_cols)
-        separating = classify_model(model, sample_batch(d, p["samples"], analysis_generator(p["eval_seed"]), mask=mask),
-                                    **thresholds)
+        masks["separating"] = separating_mask(d.n_rows, d.n_cols)
+    counts = family_counts({name: classify_model(model, _batch(run, p["samples"], p["eval_seed"], mask), **thresholds)
+                            for name, mask in masks.items()}).astype(float)
+    numbers = {f"{family} heads": counts.loc[family, "random"] for family in TAXONOMY_FAMILIES}
     for family in SEPARATED:
-        numbers[f"{family} heads, separating mask"] = float("nan") if separating is None else count(separating, family)
+        numbers[f"{family} heads, separating mask"] = (counts.loc[family, "separating"] if "separating" in counts
+                                                       else float("nan"))
     return numbers
 
 
@@ -159,9 +168,9 @@ def _probing(run: Run, shift: Phases, p: dict) -> dict[str, float]:
 
 def _nuclear(run: Run, shift: Phases, p: dict) -> dict[str, float]:
     sweep = stored_sweep(run, shift.post, p["p_masks"], p["samples"], p["lam"], p["eval_seed"], p["workers"])["sweep"]
-    at = sweep[sweep["p_mask"] == run.config.data.p_mask].set_index("method")["L"]
-    return {f"L: BERT / {NN}": float(at["BERT"] / at[NN]),
-            "L: regularised / BERT": float(at[f"regularised, λ={p['lam']:g}"] / at["BERT"])}
+    over_bert = headline_table(sweep, run.config.data.p_mask)["L / BERT's"]
+    return {f"L: BERT / {NN}": float(1 / over_bert[NN]),
+            "L: regularised / BERT": float(over_bert[f"regularised, λ={p['lam']:g}"])}
 
 
 ANALYSES = ("matcomp.analysis.key_numbers", "matcomp.analysis.evaluation", "matcomp.analysis.phases",
@@ -169,19 +178,6 @@ ANALYSES = ("matcomp.analysis.key_numbers", "matcomp.analysis.evaluation", "matc
             "matcomp.models.bert", "matcomp.models.hooks", "matcomp.paper")
 _LAM = 0.001  # the paper's regularised loss is read at the nuclear_norm chapter's default λ, its best (App. B)
 _PAPER_PROBE_LAYERS = 12  # the paper probes a 12-layer model (Fig. 6)
-
-def _reported(table: dict, row: str, column: int) -> float:
-    """A loss the paper reports in one of its tables (column 0: L_obs, 1: L_mask)."""
-    value = table[row][column]
-    if value is None:
-        raise ValueError(f"the paper reports no value for {row!r}, column {column}")
-    return value
-
-
-def _paper_ratio(table: dict, row: str, column: int = 0) -> float:
-    """A condition's loss over the unablated model's in one of the paper's tables (column 0: L_obs)."""
-    return _reported(table, row, column) / _reported(table, "no intervention", column)
-
 
 FINDINGS: dict[str, KeyNumbers] = {k.finding: k for k in (
     KeyNumbers("copying_phase", _copying,
@@ -221,13 +217,18 @@ FINDINGS: dict[str, KeyNumbers] = {k.finding: k for k in (
 )}
 
 
+def finding_spec(finding: str) -> KeyNumbers:
+    """The ``KeyNumbers`` of ``finding``, a chapter of ``FINDINGS``; any other name is a ValueError."""
+    if finding not in FINDINGS:
+        raise ValueError(f"finding must be one of {sorted(FINDINGS)}; got {finding!r}")
+    return FINDINGS[finding]
+
+
 def key_numbers_derivation(finding: str, run: Run, shift: Phases, params: dict) -> Derivation:
     """The key numbers of ``finding`` (a chapter of ``FINDINGS``) on ``run``'s pre- and post-shift
     checkpoints with the chapter's parameters ``params`` (those it does not read are ignored), as a
     stored derivation with one table, "numbers" (one row)."""
-    if finding not in FINDINGS:
-        raise ValueError(f"finding must be one of {sorted(FINDINGS)}; got {finding!r}")
-    spec = FINDINGS[finding]
+    spec = finding_spec(finding)
     missing = sorted(set(spec.parameters) - set(params))
     if missing:
         raise ValueError(f"the {finding} key numbers read the chapter's parameters {missing}; they are not given")

@@ -161,8 +161,12 @@ def ladder_configs(preset: str | None = None) -> dict[str, RunConfig]:
 
 def ladder_runs(preset: str | None = None) -> dict[str, tuple[Run, Phases]]:
     """``open_run`` of every run of ``ladder_configs``: the runs, with their phases, whose checkpoints a
-    one-model chapter's ladder reads."""
-    return {label: open_run(cfg, preset) for label, cfg in ladder_configs(preset).items()}
+    one-model chapter's ladder reads, each label naming the seed and the post-shift step it is read at."""
+    runs = {}
+    for label, cfg in ladder_configs(preset).items():
+        run, shift = open_run(cfg, preset)
+        runs[f"{label}, seed {cfg.train.seed}, step {shift.post:,}"] = (run, shift)
+    return runs
 
 
 def open_seeds(preset: str | None, seed: int | None, overrides: str | dict | None,

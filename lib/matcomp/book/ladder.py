@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from matcomp.analysis.key_numbers import FINDINGS, Side, key_numbers
+from matcomp.analysis.key_numbers import Side, finding_spec, key_numbers
 from matcomp.analysis.phases import Phases
 from matcomp.data import second_moment
 from matcomp.paper import SUDDEN_DROP
@@ -79,30 +79,37 @@ def ladder_table(rows: dict[str, dict[str, float]], paper: Mapping[str, float | 
     return pd.concat([table.astype(object), pd.DataFrame([paper, verdicts], index=["paper", "verdict"], dtype=object)])
 
 
+DEPTH = "× below the plateau"  # how far below its plateau a run ends (``Drop.factor``): how finished it is
+
+
+def paper_depth() -> float:
+    """The paper's depth: its plateau over its final L read as L_mask (L / p_mask: its L_obs is near 0 by
+    then), about 17×."""
+    return SUDDEN_DROP["L_mask on the plateau"] * preset("paper").data.p_mask / SUDDEN_DROP["final L"]
+
+
 def drop_ladder(runs: dict[str, Run]) -> pd.DataFrame:
     """``ladder_table`` of the sudden drop (NeurIPS §3, Fig. 2) on ``runs`` (label -> run, smallest task
     first): the plateau against the copying level E[X²] (r/9), the drop step, and how far below its
-    plateau the run ends (``Drop.factor``). The paper's depth is its plateau over its final L read as
-    L_mask (L / p_mask: its L_obs is near 0 by then), about 17×."""
-    paper_data = preset("paper").data
-    paper = {"plateau / E[X²]": SUDDEN_DROP["L_mask on the plateau"] / second_moment(paper_data),
-             "drop step": float(SUDDEN_DROP["drop step"]),
-             "× below the plateau": SUDDEN_DROP["L_mask on the plateau"] * paper_data.p_mask / SUDDEN_DROP["final L"]}
+    plateau the run ends (``DEPTH``, against ``paper_depth``)."""
+    paper = {"plateau / E[X²]": SUDDEN_DROP["L_mask on the plateau"] / second_moment(preset("paper").data),
+             "drop step": float(SUDDEN_DROP["drop step"]), DEPTH: paper_depth()}
     rows = {label: {"plateau / E[X²]": run.drop.plateau / second_moment(run.config.data),
                     "drop step": float("nan") if run.drop.half_step is None else float(run.drop.half_step),
-                    "× below the plateau": run.drop.factor} for label, run in runs.items()}
-    return ladder_table(rows, paper, references={"× below the plateau": 2.0})  # a run with the effect drops
+                    DEPTH: run.drop.factor} for label, run in runs.items()}
+    return ladder_table(rows, paper, references={DEPTH: 2.0})  # a run with the effect drops
 
 
 def finding_ladder(finding: str, runs: dict[str, tuple[Run, Phases]], params: dict) -> pd.DataFrame:
     """``ladder_table`` of a one-model chapter's key numbers (``matcomp.analysis.key_numbers.FINDINGS``) on
     ``runs`` (label -> run and its phases, smallest task first), read with the chapter's parameters
-    ``params``; each run's numbers are a stored derivation, shipped for the default build."""
-    if finding not in FINDINGS:
-        raise ValueError(f"finding must be one of {sorted(FINDINGS)}; got {finding!r}")
-    spec = FINDINGS[finding]
-    rows = {label: key_numbers(finding, run, shift, params) for label, (run, shift) in runs.items()}
-    return ladder_table(rows, spec.paper, references=spec.references)
+    ``params``; each run's numbers are a stored derivation, shipped for the default build. The first
+    column is how far below its plateau each run ends (``DEPTH``): a number that holds on a deeper run
+    and not on a shallower one points to an unfinished model, not to the task."""
+    spec = finding_spec(finding)
+    rows = {label: {DEPTH: run.drop.factor, **key_numbers(finding, run, shift, params)}
+            for label, (run, shift) in runs.items()}
+    return ladder_table(rows, {DEPTH: paper_depth(), **spec.paper}, references={DEPTH: 2.0, **spec.references})
 
 
 def ladder_text(table: pd.DataFrame) -> pd.DataFrame:
