@@ -57,6 +57,7 @@ def test_sizes_numbers_read_the_order_and_the_separate_runs():
     assert numbers["sizes_alone_fall"] == "3×3 3,000, 4×4 700, 5×5 800"
     assert numbers["sizes_rank_fate"] == "rank 2 stays on its plateau (2/9) for all 10,000 steps"
     assert (numbers["sizes_dof"], numbers["sizes_seen"], numbers["sizes_entries"]) == ("12", "11", "16")
+    assert numbers["sizes_rank_undetermined"] == "69%"  # of a 4×4 rank-2 matrix's missing entries
 
 
 def test_progress_numbers_read_leads_over_seeds_and_windows():
@@ -124,3 +125,22 @@ def test_the_answer_at_missing_entries_is_read_rising_before_the_loss_leaves_its
     assert rise["lowest"] < 0.06 < rise["at leave"] < rise["at drop"]
     flat = metrics.assign(L_mask=0.11)
     assert answer_rise(flat, detect_drop(flat)) is None
+
+
+def test_rank_search_findings_read_each_run_and_the_tasks_no_less_determined_than_one_that_drops():
+    from matcomp.book.prose import rank_search_findings
+
+    reading = pd.DataFrame({"best row head / uniform": [1.01, 1.049, 1.039],
+                            "best column head / uniform": [1.0, 1.02, 1.03],
+                            "L_mask / E[X²]": [0.95, 0.94, 0.944], "collapse (missing)": [0.98, 0.99, 0.991]},
+                           index=[13000, 14000, 24000])
+    count = pd.DataFrame({"missing entries undetermined": [0.243, 0.678, 0.091]},
+                         index=["3×3 rank 1", "4×4 rank 2", "6×6 rank 2"])
+    run, masks = rank_search_findings({"6×6 rank 2": reading}, count, "3×3 rank 1", 8077)
+    assert run == ("6×6 rank 2, checkpoints 13,000–24,000: the best row head reaches 1.049× uniform attention at "
+                   "most (1.039× at the last), the best column head 1.030×; at the last checkpoint L_mask is 0.94× "
+                   "E[X²] and the collapse 0.99.")
+    assert masks == ("Missing entries no completion recovers: 24.3% at 3×3 rank 1, which drops at step 8,077 here; "
+                     "no more at 6×6 rank 2 (9.1%), so their masks do not stand in the way of a drop; more at 4×4 "
+                     "rank 2 (67.8%).")
+    assert "which does not drop here" in rank_search_findings({}, count, "3×3 rank 1", None)[0]

@@ -287,3 +287,18 @@ def test_drop_step_strip_draws_one_line_per_group():
     assert list(first.get_xdata()) == [8000.0, 9000.0] and list(second.get_xdata()) == [7000.0]
     assert any(list(line.get_xdata()) == [20000] and line.get_markerfacecolor() == "none" for line in ax.lines)
     plt.close(ax.figure)
+
+
+def test_plateau_panels_draw_each_run_on_the_three_measures_of_leaving_a_plateau():
+    from matcomp.book.plots.curves import plateau_panels
+
+    steps = [1000, 2000, 3000]
+    flat = pd.DataFrame({"best row head / uniform": [1.0, 1.01, 1.02], "L_mask / E[X²]": [1.0] * 3,
+                         "collapse (missing)": [0.99] * 3}, index=steps)
+    drops = pd.DataFrame({"best row head / uniform": [1.0, 2.0, 6.0], "L_mask / E[X²]": [3.9, 0.9, 0.2],
+                          "collapse (missing)": [0.99, 0.8, 0.7]}, index=steps)
+    fig = plateau_panels({"flat": flat, "drops": drops})
+    assert len(fig.axes) == 3 and fig.axes[1].get_yscale() == "log"
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["flat", "drops"]
+    assert list(fig.axes[2].lines[1].get_ydata()) == [0.99, 0.8, 0.7]
+    plt.close(fig)

@@ -150,3 +150,19 @@ def test_measures_of_a_shipped_run_are_cached_in_the_working_store_not_beside_it
     assert (store / "progress" / f"{micro.run_id}-n8-s0.csv").exists()
     monkeypatch.setattr(matcomp.analysis.progress, "measures_over_training", lambda *a: pytest.fail("computed twice"))
     progress_table(shipped, samples=8)  # found in the working store
+
+
+def test_against_uniform_reads_each_measure_as_a_multiple_of_what_a_copying_model_gives():
+    from types import SimpleNamespace
+
+    from matcomp.analysis.progress import L_MASK, against_uniform
+
+    cfg = preset("cpu").override({"data.n_rows": 6, "data.n_cols": 5, "data.rank": 2})
+    uniform_row, uniform_column = 4 / 30, 5 / 30  # (n − 1)/mn and (m − 1)/mn
+    table = pd.DataFrame({"row attention": [uniform_row, 3 * uniform_row], "column attention": [uniform_column] * 2,
+                          L_MASK: [2 / 9, 1 / 9], "collapse (missing)": [0.99, 0.7]}, index=[1000, 2000])
+    read = against_uniform(SimpleNamespace(config=cfg), table)
+    assert read["best row head / uniform"].tolist() == pytest.approx([1.0, 3.0])
+    assert read["best column head / uniform"].tolist() == pytest.approx([1.0, 1.0])
+    assert read["L_mask / E[X²]"].tolist() == pytest.approx([1.0, 0.5])  # rank 2: E[X²] = 2/9
+    assert read["collapse (missing)"].tolist() == [0.99, 0.7]

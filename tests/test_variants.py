@@ -104,10 +104,25 @@ def test_order_findings_tell_resolved_gaps_from_ties_over_seeds():
     assert four_five.startswith("4x4 drops before 5x5 in 1 of 1 seeds")
 
 
-def test_undetermined_entries_are_those_whose_row_and_column_are_not_linked():
+def _linked(observed):
+    """The rank-1 criterion by hand, as an oracle: union-find over rows and columns joined by observed entries."""
+    m, n = observed.shape
+    parent = list(range(m + n))
+
+    def root(a):
+        while parent[a] != a:
+            a = parent[a]
+        return a
+    for i, j in observed.nonzero().tolist():
+        parent[root(i)] = root(m + j)
+    return [[root(i) == root(m + j) for j in range(n)] for i in range(m)]
+
+
+def test_undetermined_entries_at_rank_1_are_those_whose_row_and_column_are_not_linked():
     import torch
 
     from matcomp.analysis.variants import undetermined, undetermined_fraction
+    from matcomp.data import random_mask
 
     mask = torch.tensor([[1, 0, 0],
                          [1, 1, 0],
@@ -116,5 +131,29 @@ def test_undetermined_entries_are_those_whose_row_and_column_are_not_linked():
                                                     [False, False, True],
                                                     [True, True, False]]
     assert not undetermined(torch.ones(1, 3, 4, dtype=torch.bool)).any()
+    masks = random_mask(300, 4, 5, 0.5, torch.Generator().manual_seed(1))
+    found = undetermined(masks)
+    assert found.any()  # the oracle is tested on masks that leave some entries free
+    for mask, free in zip(masks, found):
+        assert free.tolist() == [[not seen and not link for seen, link in zip(*row)]
+                                 for row in zip(mask.tolist(), _linked(mask))]
     small, large = undetermined_fraction(3, 3, 0.3, samples=4000), undetermined_fraction(5, 5, 0.3, samples=4000)
     assert 0.2 < small < 0.3 and 0.005 < large < 0.04  # 24% and 2% in the sizes chapter
+
+
+def test_undetermined_entries_at_rank_2_need_two_entries_in_their_row_and_column():
+    import torch
+
+    from matcomp.analysis.variants import identifiability, undetermined
+
+    one_missing = torch.ones(1, 3, 3, dtype=torch.bool)
+    one_missing[0, 2, 2] = False  # 8 entries seen, 8 degrees of freedom, every row and column seen twice
+    assert not undetermined(one_missing, rank=2).any()
+    thin_row = torch.ones(1, 4, 4, dtype=torch.bool)
+    thin_row[0, 0, 1:] = False  # row 0 seen once: its three missing entries free at rank 2, fixed at rank 1
+    assert undetermined(thin_row, rank=2)[0, 0, 1:].all() and not undetermined(thin_row, rank=2)[0, 1:].any()
+    assert not undetermined(thin_row, rank=1).any()
+    table = identifiability([(6, 6, 1), (6, 6, 2), (7, 7, 2)], 0.3, samples=2000)
+    free = table["missing entries undetermined"]
+    assert free["6×6 rank 1"] < 0.01 < free["7×7 rank 2"] < 0.05 < free["6×6 rank 2"] < 0.15  # 0.4 %, 2.6 %, 9.1 %
+    assert table["degrees of freedom"].tolist() == [11.0, 20.0, 24.0]

@@ -39,7 +39,7 @@ from matcomp.analysis.embeddings import cluster_score, position_groups
 from matcomp.analysis.heads import head_scores
 from matcomp.analysis.seeds import seed_configs
 from matcomp.config import RunConfig
-from matcomp.data import Batch, sample_batch
+from matcomp.data import Batch, sample_batch, second_moment
 from matcomp.metrics import masked_mse
 from matcomp.models.bert import MatrixBert
 from matcomp.models.hooks import run_with_cache
@@ -140,6 +140,19 @@ def progress_table(run: Run, samples: int = 256, seed: int = 0) -> pd.DataFrame:
     table = measures_over_training(run, run.steps, batch)
     atomic_write_bytes(written, table.to_csv().encode())  # a crash never leaves half a table
     return table
+
+
+def against_uniform(run: Run, table: pd.DataFrame) -> pd.DataFrame:
+    """A ``progress_table`` of ``run`` read against what a copying model gives: the best row and column
+    head over uniform attention's score ((n − 1)/mn and (m − 1)/mn; 1 = uniform), L_mask over the
+    plateau r/9 (1 = copying), and the collapse of the missing positions' last hidden states (mean |cos|;
+    1 = one state for all): the signs of a model leaving its plateau, or of one that has not."""
+    d = run.config.data
+    S = d.n_rows * d.n_cols
+    return pd.DataFrame({"best row head / uniform": table["row attention"] / ((d.n_cols - 1) / S),
+                         "best column head / uniform": table["column attention"] / ((d.n_rows - 1) / S),
+                         "L_mask / E[X²]": table[L_MASK] / second_moment(d),
+                         "collapse (missing)": table["collapse (missing)"]})
 
 
 def onset(values: pd.Series, drop_step: int, fraction: float = 0.1, noise: float = 3.0) -> int | None:

@@ -184,30 +184,64 @@ def order_findings(orders: pd.DataFrame, resolution: int) -> list[str]:
     return lines
 
 
-def undetermined(observed: torch.Tensor) -> torch.Tensor:
-    """(N, m, n) bool: the missing entries of masks ``observed`` (N, m, n) that no rank-1 completion can
-    recover, whatever the matrix: those whose row and column are not linked through observed entries
-    (in the bipartite graph of rows and columns with an edge per observed entry, they lie in different
-    components, so the observed entries fix nothing that relates them).
+def undetermined(observed: torch.Tensor, rank: int = 1, seed: int = 0, chunk: int = 4096) -> torch.Tensor:
+    """(N, m, n) bool: the missing entries of masks ``observed`` (N, m, n) that no rank-``rank`` completion
+    can recover, whatever the matrix: a floor under what any model can complete.
+
+    Read, for each mask, from the Jacobian of (U, V) -> U Vᵀ at a random (generic) point, U of m × r and
+    V of n × r: a missing entry is determined by the observed ones (up to finitely many values) exactly
+    when its gradient lies in the span of theirs; else the observed entries leave a direction along which
+    it moves freely. At rank 1 this is the bipartite graph of rows and columns with an edge per observed
+    entry: a missing entry is undetermined when its row and column lie in different components.
 
     >>> undetermined(torch.tensor([[[True, False], [False, True]], [[True, True], [True, False]]])).tolist()
     [[[False, True], [True, False]], [[False, False], [False, False]]]
+    >>> undetermined(torch.tensor([[[True, True], [True, False]]]), rank=2).tolist()  # 3 entries, 4 degrees of freedom
+    [[[False, False], [False, True]]]
     """
     N, m, n = observed.shape
-    label = torch.arange(m + n).repeat(N, 1)  # rows 0..m-1, columns m..m+n-1: each its own component
-    while True:  # spread the smallest label along observed entries until nothing changes
-        linked = torch.minimum(label[:, :m, None], label[:, None, m:])
-        linked = torch.where(observed, linked, torch.full_like(linked, m + n))
-        new = torch.cat([torch.minimum(label[:, :m], linked.min(2).values),
-                         torch.minimum(label[:, m:], linked.min(1).values)], 1)
-        if torch.equal(new, label):
-            break
-        label = new
-    return ~observed & (label[:, :m, None] != label[:, None, m:])
+    generator = torch.Generator().manual_seed(seed)
+    eye_m, eye_n = torch.eye(m, dtype=torch.float64), torch.eye(n, dtype=torch.float64)
+    parts = []
+    for seen in observed.split(chunk):
+        k = len(seen)
+        U = torch.randn(k, m, rank, generator=generator, dtype=torch.float64)
+        V = torch.randn(k, n, rank, generator=generator, dtype=torch.float64)
+        d_U = eye_m[None, :, None, :, None] * V[:, None, :, None, :]  # d X_ij / d U_a = [a = i] V_j
+        d_V = eye_n[None, None, :, :, None] * U[:, :, None, None, :]  # d X_ij / d V_b = [b = j] U_i
+        J = torch.cat([d_U.flatten(-2), d_V.flatten(-2)], -1).reshape(k, m * n, -1)
+        _, s, Vh = torch.linalg.svd(J * seen.reshape(k, m * n, 1), full_matrices=False)
+        span = Vh * (s > 1e-9 * s[:, :1])[..., None]  # the observed gradients' row space
+        free = (J - J @ span.transpose(1, 2) @ span).norm(dim=-1) > 1e-6 * J.norm(dim=-1)
+        parts.append(free.reshape(k, m, n) & ~seen)
+    return torch.cat(parts)
 
 
-def undetermined_fraction(n_rows: int, n_cols: int, p_mask: float, samples: int = 20000, seed: int = 0) -> float:
-    """The share of missing entries that are ``undetermined`` for a rank-1 matrix, over ``samples`` random
-    masks of m × n at ``p_mask``: a floor under what any model can complete."""
+def undetermined_fraction(n_rows: int, n_cols: int, p_mask: float, rank: int = 1, samples: int = 20000,
+                          seed: int = 0) -> float:
+    """The share of missing entries that are ``undetermined`` for a rank-``rank`` matrix, over ``samples``
+    random masks of m × n at ``p_mask``: a floor under what any model can complete."""
     observed = random_mask(samples, n_rows, n_cols, p_mask, torch.Generator().manual_seed(seed))
-    return (undetermined(observed).sum() / (~observed).sum()).item()
+    return (undetermined(observed, rank).sum() / (~observed).sum()).item()
+
+
+def identifiability(tasks, p_mask: float, samples: int = 4000) -> pd.DataFrame:
+    """For each task (m, n, rank) of ``tasks``: the degrees of freedom of an m × n matrix of that rank,
+    r(m + n − r), the entries a mask leaves on average, (1 − p_mask)·m·n, and, over ``samples`` random
+    masks, the share of missing entries no completion can recover (``undetermined``) and of masks that
+    fix the whole matrix. Counting entries is not enough: a row seen fewer than r times stays free however
+    many entries the rest of the mask shows.
+
+    >>> identifiability([(2, 2, 1), (2, 2, 2)], 0.0, samples=10).values.tolist()
+    [[3.0, 4.0, 0.0, 1.0], [4.0, 4.0, 0.0, 1.0]]
+    """
+    rows = {}
+    for m, n, r in tasks:
+        observed = random_mask(samples, m, n, p_mask, torch.Generator().manual_seed(0))
+        free = undetermined(observed, r)
+        missing = (~observed).sum().item()
+        rows[f"{m}×{n} rank {r}"] = {
+            "degrees of freedom": float(r * (m + n - r)), "entries seen": (1 - p_mask) * m * n,
+            "missing entries undetermined": free.sum().item() / missing if missing else 0.0,
+            "masks that fix the matrix": (~free.flatten(1).any(1)).double().mean().item()}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("task")

@@ -98,7 +98,9 @@ def _sizes_ranks(preset: str) -> list[RunConfig]:
     mixture = cfg.override(mixture_overrides(list(size.mixture_sizes)))
     mixtures = seed_configs(mixture, seeds_from(cfg, size.seeds)).values()
     axes = {"size": list(size.mixture_sizes), "rank": list(size.ranks)}
-    return [*mixtures, *_variants(cfg, axes, size.steps("size_steps", cfg))]
+    search = [chapter_config(preset, overrides=o) for o in size.rank_search]  # read beside the one-model run
+    one_model = [chapter_config(size.one_model)] if size.one_model and search else []
+    return [*mixtures, *_variants(cfg, axes, size.steps("size_steps", cfg)), *search, *one_model]
 
 
 def _ood(preset: str) -> list[RunConfig]:

@@ -171,6 +171,7 @@ def sizes_numbers(orders: pd.DataFrame, table: pd.DataFrame, cfg: RunConfig) -> 
                   for r, row in higher.iterrows()]
     seen = (1 - cfg.data.p_mask) * cfg.data.n_rows * cfg.data.n_cols
     rank = int(higher.index[0]) if len(higher) else cfg.data.rank
+    free = undetermined_fraction(cfg.data.n_rows, cfg.data.n_cols, cfg.data.p_mask, rank)
     return {
         "sizes_mix_span": span_text(drops.stack()), "sizes_seeds": str(len(drops)),
         "sizes_small_first": str(int((drops.idxmin(axis=1) == small).sum())),
@@ -187,6 +188,7 @@ def sizes_numbers(orders: pd.DataFrame, table: pd.DataFrame, cfg: RunConfig) -> 
         "sizes_rank_fate": "; ".join(rank_fates) or "no other rank",
         "sizes_dof": f"{rank * (cfg.data.n_rows + cfg.data.n_cols - rank)}", "sizes_seen": f"{seen:.0f}",
         "sizes_entries": f"{cfg.data.n_rows * cfg.data.n_cols}",
+        "sizes_rank_undetermined": f"{free:.0%}",
     }
 
 
@@ -326,3 +328,29 @@ def identity_text(families: pd.DataFrame, positions: int, identity_enrichment: f
             f"twice the threshold ({2 * threshold:.2f}) {int((identity >= 2 * threshold).sum())} of them would keep "
             f"the label. A head at the threshold gives itself {identity_enrichment:g} times what a key gets under "
             f"uniform attention: a weak but specific diagonal, not a strong one.")
+
+
+def rank_search_findings(readings: dict[str, pd.DataFrame], count: pd.DataFrame, reference: str,
+                         reference_drop: int | None) -> list[str]:
+    """The sizes_ranks chapter's sentences on the rank-2 search: for each run of ``readings`` (label ->
+    ``analysis.progress.against_uniform`` table) how far its best heads left uniform attention, where its
+    L_mask and the collapse of its missing positions end; then the tasks of ``count``
+    (``analysis.variants.identifiability``) whose missing entries are no less determined than those of the
+    task ``reference``, whose run here drops at ``reference_drop`` (None: no drop)."""
+    sentences = []
+    for label, table in readings.items():
+        row, column, last = table["best row head / uniform"], table["best column head / uniform"], table.iloc[-1]
+        sentences.append(f"{label}, checkpoints {table.index[0]:,}–{table.index[-1]:,}: the best row head reaches "
+                         f"{row.max():.3f}× uniform attention at most ({row.iloc[-1]:.3f}× at the last), the best "
+                         f"column head {column.max():.3f}×; at the last checkpoint L_mask is "
+                         f"{last['L_mask / E[X²]']:.2f}× E[X²] and the collapse {last['collapse (missing)']:.2f}.")
+    free = count["missing entries undetermined"]
+    bar = free[reference]
+    fine, hard = free[free <= bar].drop(reference), free[free > bar]
+    fate = f"which drops at step {reference_drop:,} here" if reference_drop is not None else "which does not drop here"
+    sentences.append(f"Missing entries no completion recovers: {bar:.1%} at {reference}, {fate}; "
+                     + (f"no more at {and_text(f'{task} ({v:.1%})' for task, v in fine.items())}, so their masks do "
+                        "not stand in the way of a drop" if len(fine) else "every other task has more")
+                     + (f"; more at {and_text(f'{task} ({v:.1%})' for task, v in hard.items())}." if len(hard)
+                        else "."))
+    return sentences

@@ -34,6 +34,7 @@ class ChapterSizes:
     shortening_seeds: int = 4  # seeds of each arm of the shortening comparison
     one_model: str | None = None  # the preset of the model the one-model chapters read (None: this one)
     ladder: tuple[str, ...] = ()  # presets of larger tasks a finding is read on beside this scale's, smallest first
+    rank_search: tuple[str, ...] = ()  # overrides of this preset: the shipped runs of the rank-2 search (sizes_ranks)
 
     def steps(self, field: str, cfg: RunConfig) -> int:
         """The steps ``field`` names for a run of ``cfg``: its own steps if None, never more."""
@@ -52,13 +53,15 @@ CHAPTER_SIZES: dict[str, ChapterSizes] = {
     "cpu": ChapterSizes(seeds=3, drop_seeds=8, component_steps=None, widths=(32, 64, 128), depths=(2, 4, 6),
                         shape_steps=None, shape_seeds=3, mixture_sizes=(3, 4, 5), ranks=(1, 2),
                         size_steps=10000, gaussian_steps=None, completion_samples=512, lambda_samples=256,
-                        probe_layers=12, one_model="cpu7x7", ladder=("cpu5x5", "cpu7x7")),
+                        probe_layers=12, one_model="cpu7x7", ladder=("cpu5x5", "cpu7x7"),
+                        rank_search=("data.n_rows=6,data.n_cols=6,data.rank=2,model.hidden=128,train.lr=1e-3,"
+                                     "train.steps=24000,train.checkpoint_every=1000,train.stop_after_drop=12000",)),
     "paper": _PAPER_SIZES,
     "paper12": _PAPER_SIZES,
 }
 
 # read through the one-model chapters' ``model`` parameter: the ``cpu`` scale's sizes, without a deeper probe model
-CHAPTER_SIZES.update({name: replace(CHAPTER_SIZES["cpu"], probe_layers=None, one_model=None, ladder=())
+CHAPTER_SIZES.update({name: replace(CHAPTER_SIZES["cpu"], probe_layers=None, one_model=None, ladder=(), rank_search=())
                       for name in ("cpu7x7", "cpu5x5")})
 
 

@@ -190,3 +190,23 @@ def drop_step_strip(by_seed: pd.DataFrame, budget: int, ax: plt.Axes | None = No
         ax.set_yticks([])
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return ax
+
+
+def plateau_panels(readings: dict[str, pd.DataFrame]) -> plt.Figure:
+    """Three panels over training for each run of ``readings`` (label -> ``analysis.progress.against_uniform``
+    table): the best row head over uniform attention, L_mask over its plateau, and the collapse of the
+    missing positions' last states. A copying model sits near 1 in all three; a run leaving its plateau
+    moves off 1 in each, the attention and the collapse first."""
+    columns = {"best row head / uniform": "best row head / uniform attention",
+               "L_mask / E[X²]": "L_mask / E[X²] (256 matrices)",
+               "collapse (missing)": "collapse of the missing positions\n(mean |cos| of last states)"}
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6), layout="constrained")
+    for label, table in readings.items():
+        for ax, column in zip(axes, columns):
+            ax.plot(table.index, table[column], marker=".", label=label)
+    for ax, what in zip(axes, columns.values()):
+        ax.axhline(1, color="grey", linestyle=":", linewidth=1)
+        ax.set(xlabel="training step", ylabel=what)
+    axes[1].set_yscale("log")  # the untrained model's loss, several times the plateau, beside a drop's
+    axes[0].legend(fontsize=8)
+    return fig
