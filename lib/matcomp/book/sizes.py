@@ -54,8 +54,10 @@ CHAPTER_SIZES: dict[str, ChapterSizes] = {
                         shape_steps=None, shape_seeds=3, mixture_sizes=(3, 4, 5), ranks=(1, 2),
                         size_steps=10000, gaussian_steps=None, completion_samples=512, lambda_samples=256,
                         probe_layers=12, one_model="cpu7x7", ladder=("cpu5x5", "cpu7x7"),
-                        rank_search=("data.n_rows=6,data.n_cols=6,data.rank=2,model.hidden=128,train.lr=1e-3,"
-                                     "train.steps=24000,train.checkpoint_every=1000,train.stop_after_drop=12000",)),
+                        rank_search=tuple(f"data.n_rows=6,data.n_cols=6,data.rank=2,{recipe},train.checkpoint_every=1000,"
+                                          "train.stop_after_drop=12000" for recipe in (
+                                              "model.hidden=128,train.lr=1e-3,train.steps=24000",
+                                              "model.hidden=64,train.lr=2e-3,train.steps=29000"))),
     "paper": _PAPER_SIZES,
     "paper12": _PAPER_SIZES,
 }
