@@ -134,7 +134,7 @@ def test_rank_search_findings_read_each_run_and_the_tasks_no_less_determined_tha
                             "best column head / uniform": [1.0, 1.02, 1.03],
                             "L_mask / E[X²]": [0.95, 0.94, 0.944], "collapse (missing)": [0.98, 0.99, 0.991]},
                            index=[13000, 14000, 24000])
-    count = pd.DataFrame({"missing entries undetermined": [0.243, 0.678, 0.091]},
+    count = pd.DataFrame({"missing undetermined": [0.243, 0.678, 0.091]},
                          index=["3×3 rank 1", "4×4 rank 2", "6×6 rank 2"])
     run, masks = rank_search_findings({"6×6 rank 2": reading}, count, "3×3 rank 1", 8077)
     assert run == ("6×6 rank 2, checkpoints 13,000–24,000: the best row head reaches 1.049× uniform attention at "

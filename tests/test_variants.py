@@ -154,6 +154,6 @@ def test_undetermined_entries_at_rank_2_need_two_entries_in_their_row_and_column
     assert undetermined(thin_row, rank=2)[0, 0, 1:].all() and not undetermined(thin_row, rank=2)[0, 1:].any()
     assert not undetermined(thin_row, rank=1).any()
     table = identifiability([(6, 6, 1), (6, 6, 2), (7, 7, 2)], 0.3, samples=2000)
-    free = table["missing entries undetermined"]
+    free = table["missing undetermined"]
     assert free["6×6 rank 1"] < 0.01 < free["7×7 rank 2"] < 0.05 < free["6×6 rank 2"] < 0.15  # 0.4 %, 2.6 %, 9.1 %
     assert table["degrees of freedom"].tolist() == [11.0, 20.0, 24.0]

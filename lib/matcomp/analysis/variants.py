@@ -241,7 +241,7 @@ def identifiability(tasks, p_mask: float, samples: int = 4000) -> pd.DataFrame:
         free = undetermined(observed, r)
         missing = (~observed).sum().item()
         rows[f"{m}×{n} rank {r}"] = {
-            "degrees of freedom": float(r * (m + n - r)), "entries seen": (1 - p_mask) * m * n,
-            "missing entries undetermined": free.sum().item() / missing if missing else 0.0,
-            "masks that fix the matrix": (~free.flatten(1).any(1)).double().mean().item()}
+            "degrees of freedom": r * (m + n - r), "entries seen": (1 - p_mask) * m * n,
+            "missing undetermined": free.sum().item() / missing if missing else 0.0,
+            "masks fixing all": (~free.flatten(1).any(1)).double().mean().item()}
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("task")

@@ -344,7 +344,7 @@ def rank_search_findings(readings: dict[str, pd.DataFrame], count: pd.DataFrame,
                          f"{row.max():.3f}× uniform attention at most ({row.iloc[-1]:.3f}× at the last), the best "
                          f"column head {column.max():.3f}×; at the last checkpoint L_mask is "
                          f"{last['L_mask / E[X²]']:.2f}× E[X²] and the collapse {last['collapse (missing)']:.2f}.")
-    free = count["missing entries undetermined"]
+    free = count["missing undetermined"]
     bar = free[reference]
     fine, hard = free[free <= bar].drop(reference), free[free > bar]
     fate = f"which drops at step {reference_drop:,} here" if reference_drop is not None else "which does not drop here"
