@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from matcomp.analysis.progress import L_MASK, progress_table
+from matcomp.analysis.progress import L_MASK, heads_over_uniform, progress_table
 from matcomp.data import second_moment
 from matcomp.runs.run import Run
 
@@ -45,9 +45,7 @@ def signal(table: pd.DataFrame, name: str, n_rows: int, n_cols: int, level: floa
     """Signal ``name`` of a progress table (one row per checkpoint, indexed by step) of a run on
     n_rows × n_cols matrices with copying level ``level``, as a trailing mean over ``SPAN`` steps."""
     if name == "attention":
-        cells = n_rows * n_cols
-        raw = pd.concat([table["row attention"] / ((n_cols - 1) / cells),
-                         table["column attention"] / ((n_rows - 1) / cells)], axis=1).max(axis=1) - 1
+        raw = heads_over_uniform(table, n_rows, n_cols).max(axis=1) - 1
     elif name == "loss":
         raw = 1 - table[L_MASK] / level
     else:

@@ -142,17 +142,22 @@ def progress_table(run: Run, samples: int = 256, seed: int = 0) -> pd.DataFrame:
     return table
 
 
+def heads_over_uniform(table: pd.DataFrame, n_rows: int, n_cols: int) -> pd.DataFrame:
+    """The best row and column head of a ``progress_table`` over uniform attention's scores on
+    n_rows × n_cols matrices ((n − 1)/mn and (m − 1)/mn, ``heads.score_baselines``; 1 = uniform)."""
+    cells = n_rows * n_cols
+    return pd.DataFrame({"best row head / uniform": table["row attention"] / ((n_cols - 1) / cells),
+                         "best column head / uniform": table["column attention"] / ((n_rows - 1) / cells)})
+
+
 def against_uniform(run: Run, table: pd.DataFrame) -> pd.DataFrame:
-    """A ``progress_table`` of ``run`` read against what a copying model gives: the best row and column
-    head over uniform attention's score ((n − 1)/mn and (m − 1)/mn; 1 = uniform), L_mask over the
-    plateau r/9 (1 = copying), and the collapse of the missing positions' last hidden states (mean |cos|;
-    1 = one state for all): the signs of a model leaving its plateau, or of one that has not."""
+    """A ``progress_table`` of ``run`` read against what a copying model gives: its best heads over
+    uniform attention (``heads_over_uniform``), L_mask over the plateau r/9 (1 = copying), and the
+    collapse of the missing positions' last hidden states (mean |cos|; 1 = one state for all): the signs
+    of a model leaving its plateau, or of one that has not."""
     d = run.config.data
-    S = d.n_rows * d.n_cols
-    return pd.DataFrame({"best row head / uniform": table["row attention"] / ((d.n_cols - 1) / S),
-                         "best column head / uniform": table["column attention"] / ((d.n_rows - 1) / S),
-                         "L_mask / E[X²]": table[L_MASK] / second_moment(d),
-                         "collapse (missing)": table["collapse (missing)"]})
+    return heads_over_uniform(table, d.n_rows, d.n_cols).assign(
+        **{"L_mask / E[X²]": table[L_MASK] / second_moment(d), "collapse (missing)": table["collapse (missing)"]})
 
 
 def onset(values: pd.Series, drop_step: int, fraction: float = 0.1, noise: float = 3.0) -> int | None:
