@@ -70,7 +70,7 @@ def test_a_claim_the_paper_makes_in_direction_only_reproduces_on_its_side():
 
 
 FOUR, FIVE = "4×4 (cpu), seed 0, step 20,000", "5×5 (cpu5x5), seed 0, step 17,000"
-SEVEN = "7×7 (cpu7x7), seed 0, step 29,000"
+SEVEN = "7×7 (cpu7x7), seed 0, step 25,000"
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +80,7 @@ def runs():
 
 def test_the_ladder_reads_the_shipped_4x4_5x5_and_7x7_runs_at_their_own_phases(runs):
     assert list(runs) == [FOUR, FIVE, SEVEN]
-    assert [(shift.pre, shift.post) for _, shift in runs.values()] == [(250, 20000), (1750, 17000), (4000, 29000)]
+    assert [(shift.pre, shift.post) for _, shift in runs.values()] == [(250, 20000), (1750, 17000), (3000, 25000)]
 
 
 def test_a_findings_key_numbers_are_the_chapters_analysis_on_each_run(runs, tmp_path):
@@ -98,23 +98,23 @@ def test_a_findings_key_numbers_are_the_chapters_analysis_on_each_run(runs, tmp_
     assert ladder.index.tolist() == [*runs, "paper", "verdict"]
     assert ladder.loc["paper", "Q, K, V from post-shift: L_obs ×"] == pytest.approx(5e-3 / 3.4e-4)
     assert set(ladder.loc["verdict"]) <= set(VERDICTS)
-    assert ladder.columns[0] == DEPTH  # how finished each run is: 7x7 ends 4.4x below its plateau, 5x5 10.5x
-    assert ladder.loc[SEVEN, DEPTH] == pytest.approx(4.41, abs=0.01)
+    assert ladder.columns[0] == DEPTH  # how finished each run is: 7x7 ends 23.9x below its plateau, 5x5 10.5x
+    assert ladder.loc[SEVEN, DEPTH] == pytest.approx(23.95, abs=0.01)
     assert ladder.loc[FIVE, DEPTH] == pytest.approx(10.5, abs=0.05)
-    assert ladder.loc["verdict", DEPTH] == "direction only"
+    assert ladder.loc["verdict", DEPTH] == "moves toward the paper as the task grows"  # 4.3x, 10.5x, 23.9x: 17x
 
 
-def test_the_known_misses_show_on_the_ladder(runs):
-    """The issue's three misses at 7x7, read from the shipped tables: last-layer patching restores most of
-    the answer at 5x5 and almost none at 7x7, and uniform attention raises L_obs about 45x at 5x5 (the
-    paper: 40x) and 7x at 7x7."""
+def test_the_finished_7x7_model_settles_two_of_the_old_misses_and_keeps_the_last_layer_one(runs):
+    """Read from the shipped tables. Uniform attention raises L_obs about 45x at 5x5 and 49x on the 7x7
+    run that ends 24x below its plateau (the paper: 40x; the 4-head run stalled 4.4x below gave 7x); last-layer
+    patching still restores most of the answer at 5x5 and almost none at 7x7."""
     patching = finding_ladder("attention_patching", runs, {"samples": 256, "eval_seed": 0})
     assert patching.loc[FIVE, "restored, last layer"] > 0.9 > 0.05 > patching.loc[SEVEN,
                                                                                            "restored, last layer"]
     assert patching.loc["verdict", "restored, last layer"] == "does not"
     observed = finding_ladder("observed_entries", runs, {"samples": 256, "eval_seed": 0, "permutations": 5})
     ratio = observed["uniform attention, post-shift: L_obs ×"]
-    assert 40 < ratio[FIVE] < 50 and 5 < ratio[SEVEN] < 10 and ratio["verdict"] == "direction only"
+    assert 40 < ratio[FIVE] < 50 and 40 < ratio[SEVEN] < 60 and ratio["verdict"] == "reproduces"
 
 
 def test_a_bad_finding_or_a_missing_parameter_is_named(runs):
