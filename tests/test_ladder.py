@@ -104,7 +104,7 @@ def test_a_findings_key_numbers_are_the_chapters_analysis_on_each_run(runs, tmp_
     assert ladder.loc["verdict", DEPTH] == "moves toward the paper as the task grows"  # 4.3x, 10.5x, 23.9x: 17x
 
 
-def test_the_finished_7x7_model_settles_two_of_the_old_misses_and_keeps_the_last_layer_one(runs):
+def test_the_finished_7x7_model_settles_the_uniform_attention_miss_and_keeps_the_last_layer_one(runs):
     """Read from the shipped tables. Uniform attention raises L_obs about 45x at 5x5 and 49x on the 7x7
     run that ends 24x below its plateau (the paper: 40x; the 4-head run stalled 4.4x below gave 7x); last-layer
     patching still restores most of the answer at 5x5 and almost none at 7x7."""
