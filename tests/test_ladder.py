@@ -13,11 +13,14 @@ from matcomp.book.ladder import (
     DEPTH,
     VERDICTS,
     drop_ladder,
+    drop_ladders,
     finding_ladder,
+    finding_seeds,
     ladder_findings,
     ladder_table,
     ladder_text,
     ladder_verdict,
+    seed_table,
 )
 from matcomp.data import sample_batch
 from matcomp.presets import preset
@@ -46,18 +49,30 @@ def test_the_table_holds_every_task_the_paper_and_the_verdicts():
 def run(n: int, plateau: float, half_step: int | None, final: float):
     cfg = preset("cpu", {"data.n_rows": n, "data.n_cols": n})
     drop = SimpleNamespace(plateau=plateau, half_step=half_step, factor=plateau / final)
-    return SimpleNamespace(config=cfg, drop=drop)
+    return {0: SimpleNamespace(config=cfg, drop=drop, steps=[0, 20000])}
+
+
+def test_a_seed_table_gives_each_seed_then_mean_min_and_max_and_a_missing_number_stays_missing():
+    table = seed_table({"seed 0": {"a": 1.0, "b": 4.0}, "seed 1": {"a": 3.0, "b": float("nan")}})
+    assert table.index.tolist() == ["seed 0", "seed 1", "mean", "min", "max"]
+    assert table["a"].tolist() == [1.0, 3.0, 2.0, 1.0, 3.0]
+    assert table.loc[["mean", "min", "max"], "b"].isna().all()  # a seed without the number: no mean of the others
 
 
 def test_the_drop_ladder_reads_each_run_against_the_papers_run():
     table = drop_ladder({"4×4": run(4, 1 / 9, 5000, 0.02), "7×7": run(7, 1 / 9, None, 0.1)})
-    assert table.loc["4×4", "drop step"] == 5000 and pd.isna(table.loc["7×7", "drop step"])
+    four, seven = "4×4, seed 0, step 20,000", "7×7, seed 0, step 20,000"
+    assert table.loc[four, "drop step"] == 5000 and pd.isna(table.loc[seven, "drop step"])
     assert abs(table.loc["paper", "× below the plateau"] - 16.77) < 0.01  # 0.2236 / (4e-3 / 0.3)
     assert abs(table.loc["paper", "plateau / E[X²]"] - 1.006) < 0.001  # 0.2236 against 2/9
     assert table.loc["verdict", "drop step"] == "does not"  # the largest task does not drop
     assert table.loc["verdict", "× below the plateau"] == "does not"  # 7x7 ends 1.1x below: no drop at all
     dropped = drop_ladder({"4×4": run(4, 1 / 9, 5000, 0.02), "7×7": run(7, 1 / 9, 16000, 0.025)})
     assert dropped.loc["verdict", "× below the plateau"] == "direction only"  # 4.4x, not the paper's 17x
+    seeds = {0: run(7, 1 / 9, 12000, 0.005)[0], 1: run(7, 1 / 9, 16000, 0.01)[0]}
+    ladder, spread = drop_ladders({"4×4": run(4, 1 / 9, 5000, 0.02), "7×7": seeds})
+    assert ladder.loc["7×7, mean of 2 seeds", "drop step"] == 14000 == spread.loc["mean", "drop step"]
+    assert spread.loc["max", "× below the plateau"] == pytest.approx(1 / 9 / 0.005)
 
 
 def test_a_claim_the_paper_makes_in_direction_only_reproduces_on_its_side():
@@ -79,27 +94,33 @@ def runs():
 
 
 def test_the_ladder_reads_the_shipped_4x4_5x5_and_7x7_runs_at_their_own_phases(runs):
-    assert list(runs) == [FOUR, FIVE, SEVEN]
-    assert [(shift.pre, shift.post) for _, shift in runs.values()] == [(250, 20000), (1750, 17000), (3000, 25000)]
+    assert [len(seeds) for seeds in runs.values()] == [1, 1, 1]
+    assert [(shift.pre, shift.post) for seeds in runs.values() for _, shift in seeds.values()][:3] == [
+        (250, 20000), (1750, 17000), (3000, 25000)]
 
 
 def test_a_findings_key_numbers_are_the_chapters_analysis_on_each_run(runs, tmp_path):
     """The copying-phase numbers, computed afresh (not read shipped), are the ratios of the chapter's own
     interventions on each run's pre-shift model, and the shipped table holds the same numbers."""
     params = {"ablation_samples": 64, "eval_seed": 0}
-    for run, shift in runs.values():
+    for run, shift in (pair for seeds in runs.values() for pair in seeds.values()):
         derivation = key_numbers_derivation("copying_phase", run, shift, params)
         numbers = load_or_compute(derivation, shipped=False, root=tmp_path)["numbers"].iloc[0]
         batch = sample_batch(run.config.data, 64, analysis_generator(0))
         table = attention_interventions(run.bert(shift.pre), run.bert(shift.post), batch, "post-shift")
         expected = table.loc["all heads uniform", "L_obs"] / table.loc["no intervention", "L_obs"]
         assert numbers["uniform attention, pre-shift: L_obs ×"] == pytest.approx(expected, rel=1e-12)
-    ladder = finding_ladder("copying_phase", runs, {"ablation_samples": 256, "eval_seed": 0})  # the shipped tables
-    assert ladder.index.tolist() == [*runs, "paper", "verdict"]
+    params = {"ablation_samples": 256, "eval_seed": 0}
+    ladder = finding_ladder("copying_phase", runs, params)  # the shipped tables
+    assert ladder.index.tolist() == [FOUR, FIVE, SEVEN, "paper", "verdict"]
+    seeds = finding_seeds("copying_phase", runs["7×7 (cpu7x7)"], params)
+    assert seeds.loc["mean"].tolist() == pytest.approx(ladder.loc[SEVEN].astype(float).tolist(), rel=1e-12)
+    assert seeds.loc["mean"].tolist() == pytest.approx(seeds.iloc[:-3].mean().tolist(), rel=1e-12)
     assert ladder.loc["paper", "Q, K, V from post-shift: L_obs ×"] == pytest.approx(5e-3 / 3.4e-4)
     assert set(ladder.loc["verdict"]) <= set(VERDICTS)
     assert ladder.columns[0] == DEPTH  # how finished each run is: 7x7 ends 23.9x below its plateau, 5x5 10.5x
-    assert ladder.loc[SEVEN, DEPTH] == pytest.approx(23.95, abs=0.01)
+    assert seeds.loc["seed 0, step 25,000", DEPTH] == pytest.approx(23.95, abs=0.01)
+    assert (seeds.iloc[:-3][DEPTH] >= 10).all()  # every 7x7 seed is finished: 10x below its plateau
     assert ladder.loc[FIVE, DEPTH] == pytest.approx(10.5, abs=0.05)
     assert ladder.loc["verdict", DEPTH] == "moves toward the paper as the task grows"  # 4.3x, 10.5x, 23.9x: 17x
 
@@ -118,7 +139,7 @@ def test_the_finished_7x7_model_settles_the_uniform_attention_miss_and_keeps_the
 
 
 def test_a_bad_finding_or_a_missing_parameter_is_named(runs):
-    run, shift = runs[FOUR]
+    run, shift = runs["4×4 (cpu)"][0]
     with pytest.raises(ValueError, match="finding must be one of"):
         finding_ladder("sudden_drop", runs, {})
     with pytest.raises(ValueError, match=r"parameters \['eval_seed'\]"):

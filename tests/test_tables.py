@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from matcomp.book.tables import styled
+from matcomp.book.tables import silhouette_findings, styled
 
 
 def test_styled_formats_numbers_leaves_missing_cells_blank_and_captions():
@@ -106,3 +106,13 @@ def test_versus_findings_says_no_p_mask_when_the_bert_is_behind_everywhere():
     assert text.startswith("The BERT's L is below nuclear-norm minimisation's at no p_mask;")
     assert "at its training p_mask 0.3 it is behind by 14.2 s.e.; it is behind by more than 2 s.e. at 0.3;" in text
     assert text.endswith("the larger at 1 of 2 values of p_mask.") and "nan" not in text
+
+
+def test_a_seeds_silhouette_sentence_gives_its_path_around_its_own_drop_and_its_final_grouping():
+    index = pd.MultiIndex.from_tuples([(1, 3000), (1, 18000), (2, 2000), (2, 9000)], names=["seed", "step"])
+    paths = pd.DataFrame({"by column": [0.0, 0.3, 0.02, 0.05], "by row": [0.01, 0.05, 0.0, 0.2],
+                          "from drop": [-9000, 6000, float("nan"), float("nan")]}, index=index)
+    first, second = silhouette_findings(paths)
+    assert first == ("Seed 1: by column +0.00 → +0.30 and by row +0.01 → +0.05 from step 3,000 to 18,000 (9,000 "
+                     "steps before its drop to 6,000 after); it ends grouped by column.")
+    assert second.endswith("from step 2,000 to 9,000; it has no drop; it ends grouped by row.")

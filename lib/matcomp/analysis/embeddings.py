@@ -150,6 +150,20 @@ def silhouettes_over_seeds(runs: dict[int, Run]) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("seed")
 
 
+def silhouettes_by_seed(runs: dict[int, Run]) -> pd.DataFrame:
+    """``silhouettes_over_training`` of each run of ``runs`` (seed -> run) at its saved checkpoints, indexed
+    by seed and step, with "from drop" (the step minus the run's drop step; missing without a drop), so
+    that seeds that leave their plateau at different steps read side by side: does the column grouping
+    appear at the drop in every run?"""
+    tables = {}
+    for seed, run in runs.items():
+        table = silhouettes_over_training(run)
+        half = run.drop.half_step
+        table["from drop"] = table.index - half if half is not None else float("nan")
+        tables[seed] = table
+    return pd.concat(tables, names=["seed", "step"])
+
+
 def position_grouping(silhouettes: pd.DataFrame, clear: float = 0.1) -> pd.Series:
     """"column", "row" or "neither" for each row of a table with "by column" and "by row" silhouettes
     (``silhouettes_over_seeds``): the grouping whose silhouette is at least ``clear`` and the higher.

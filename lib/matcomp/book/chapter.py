@@ -149,24 +149,28 @@ def announce_training(cfg: RunConfig, preset: str | None = None, shipped: bool =
     return True
 
 
-def ladder_configs(preset: str | None = None) -> dict[str, RunConfig]:
+def ladder_configs(preset: str | None = None) -> dict[str, dict[int, RunConfig]]:
     """The runs of the chapter's size ladder: its scale's own run, then those of ``ChapterSizes.ladder``
-    (at ``cpu``: 4×4, 5×5, 7×7), smallest first, labelled by task and preset ("5×5 (cpu5x5)")."""
-    configs = {}
-    for name in (preset_name(preset), *sizes(preset).ladder):
+    (at ``cpu``: 4×4, 5×5, 7×7), smallest first, labelled by task and preset ("5×5 (cpu5x5)"), each at its
+    seeds: the one-model preset (``model_preset``) at its ``one_model_seeds``, the others at one."""
+    configs, scale = {}, sizes(preset)
+    for name in (preset_name(preset), *scale.ladder):
         cfg = chapter_config(name)
-        configs[f"{cfg.data.n_rows}×{cfg.data.n_cols} ({name})"] = cfg
+        count = scale.one_model_seeds if name == model_preset(preset) else 1
+        configs[f"{cfg.data.n_rows}×{cfg.data.n_cols} ({name})"] = seed_configs(cfg, seeds_from(cfg, count))
     return configs
 
 
-def ladder_runs(preset: str | None = None) -> dict[str, tuple[Run, Phases]]:
-    """``open_run`` of every run of ``ladder_configs``: the runs, with their phases, whose checkpoints a
-    one-model chapter's ladder reads, each label naming the seed and the post-shift step it is read at."""
-    runs = {}
-    for label, cfg in ladder_configs(preset).items():
-        run, shift = open_run(cfg, preset)
-        runs[f"{label}, seed {cfg.train.seed}, step {shift.post:,}"] = (run, shift)
-    return runs
+def ladder_runs(preset: str | None = None) -> dict[str, dict[int, tuple[Run, Phases]]]:
+    """``open_run`` of every run of ``ladder_configs`` (task label -> seed -> run and its phases): the runs
+    whose checkpoints a one-model chapter's ladder reads."""
+    return {label: {seed: open_run(cfg, preset) for seed, cfg in seeds.items()}
+            for label, seeds in ladder_configs(preset).items()}
+
+
+def ladder_trained(preset: str | None = None) -> dict[str, dict[int, Run]]:
+    """``trained_runs`` of every task of ``ladder_configs``: the runs whose metrics alone a ladder reads."""
+    return {label: trained_runs(seeds, preset) for label, seeds in ladder_configs(preset).items()}
 
 
 def open_seeds(preset: str | None, seed: int | None, overrides: str | dict | None,

@@ -8,9 +8,11 @@ import math
 from collections.abc import Mapping
 
 import pandas as pd
+from IPython.display import display
 
 from matcomp.analysis.key_numbers import Side, finding_spec, key_numbers
 from matcomp.analysis.phases import Phases
+from matcomp.book.tables import findings, styled
 from matcomp.data import second_moment
 from matcomp.paper import SUDDEN_DROP
 from matcomp.presets import preset
@@ -88,28 +90,87 @@ def paper_depth() -> float:
     return SUDDEN_DROP["L_mask on the plateau"] * preset("paper").data.p_mask / SUDDEN_DROP["final L"]
 
 
-def drop_ladder(runs: dict[str, Run]) -> pd.DataFrame:
-    """``ladder_table`` of the sudden drop (NeurIPS §3, Fig. 2) on ``runs`` (label -> run, smallest task
-    first): the plateau against the copying level E[X²] (r/9), the drop step, and how far below its
-    plateau the run ends (``DEPTH``, against ``paper_depth``)."""
+def seed_table(rows: dict[str, dict[str, float]]) -> pd.DataFrame:
+    """Key numbers of one task over its seeds (``rows``: a label per seed -> key number -> value), then
+    their mean, min and max; a number missing on any seed (a seed without a drop has no drop step)
+    leaves them missing too, since a mean over the seeds that have it would hide the others.
+
+    >>> t = seed_table({"seed 0": {"drop step": 12000.0}, "seed 1": {"drop step": 14000.0}})
+    >>> t["drop step"].tolist()
+    [12000.0, 14000.0, 13000.0, 12000.0, 14000.0]
+    """
+    table = pd.DataFrame.from_dict(rows, orient="index").astype(float)
+    spread = pd.DataFrame({"mean": table.mean(skipna=False), "min": table.min(skipna=False),
+                           "max": table.max(skipna=False)}).T
+    return pd.concat([table, spread])
+
+
+def seed_label(seed: int, step: int) -> str:
+    """A run's row in a ladder or seed table: its seed and the step it is read at."""
+    return f"seed {seed}, step {step:,}"
+
+
+def _rungs(tables: dict[str, pd.DataFrame]) -> dict[str, dict[str, float]]:
+    """Each task's ladder row from its ``seed_table``: its one run (labelled by it), or the mean of its seeds."""
+    rows = {}
+    for label, table in tables.items():
+        runs = [name for name in table.index if name not in ("mean", "min", "max")]
+        rows[f"{label}, {runs[0]}" if len(runs) == 1 else f"{label}, mean of {len(runs)} seeds"] = \
+            table.loc["mean"].to_dict()
+    return rows
+
+
+def drop_seeds(runs: dict[int, Run]) -> pd.DataFrame:
+    """``seed_table`` of the sudden drop's key numbers on one task's ``runs`` (seed -> run): the plateau
+    against the copying level E[X²] (r/9), the drop step, and how far below its plateau each ends
+    (``DEPTH``)."""
+    return seed_table({seed_label(seed, run.steps[-1]): {
+        "plateau / E[X²]": run.drop.plateau / second_moment(run.config.data),
+        "drop step": float("nan") if run.drop.half_step is None else float(run.drop.half_step),
+        DEPTH: run.drop.factor} for seed, run in runs.items()})
+
+
+def drop_ladder(runs: dict[str, dict[int, Run]]) -> pd.DataFrame:
+    """``ladder_table`` of the sudden drop (NeurIPS §3, Fig. 2) on ``runs`` (task label -> seed -> run,
+    smallest task first; a task of several seeds reads their mean, ``drop_seeds``), against the paper's run
+    (``DEPTH`` against ``paper_depth``)."""
     paper = {"plateau / E[X²]": SUDDEN_DROP["L_mask on the plateau"] / second_moment(preset("paper").data),
              "drop step": float(SUDDEN_DROP["drop step"]), DEPTH: paper_depth()}
-    rows = {label: {"plateau / E[X²]": run.drop.plateau / second_moment(run.config.data),
-                    "drop step": float("nan") if run.drop.half_step is None else float(run.drop.half_step),
-                    DEPTH: run.drop.factor} for label, run in runs.items()}
+    rows = _rungs({label: drop_seeds(seeds) for label, seeds in runs.items()})
     return ladder_table(rows, paper, references={DEPTH: 2.0})  # a run with the effect drops
 
 
-def finding_ladder(finding: str, runs: dict[str, tuple[Run, Phases]], params: dict) -> pd.DataFrame:
-    """``ladder_table`` of a one-model chapter's key numbers (``matcomp.analysis.key_numbers.FINDINGS``) on
-    ``runs`` (label -> run and its phases, smallest task first), read with the chapter's parameters
-    ``params``; each run's numbers are a stored derivation, shipped for the default build. The first
-    column is how far below its plateau each run ends (``DEPTH``): a number that holds on a deeper run
-    and not on a shallower one points to an unfinished model, not to the task."""
+def finding_seeds(finding: str, runs: dict[int, tuple[Run, Phases]], params: dict) -> pd.DataFrame:
+    """``seed_table`` of a one-model chapter's key numbers (``matcomp.analysis.key_numbers.FINDINGS``) on one
+    task's ``runs`` (seed -> run and its phases), read with the chapter's parameters ``params``, each run at
+    its own post-shift step; the first column is how far below its plateau each run ends (``DEPTH``)."""
+    return seed_table({seed_label(seed, shift.post): {DEPTH: run.drop.factor,
+                                                       **key_numbers(finding, run, shift, params)}
+                       for seed, (run, shift) in runs.items()})
+
+
+def finding_ladder(finding: str, runs: dict[str, dict[int, tuple[Run, Phases]]], params: dict) -> pd.DataFrame:
+    """``ladder_table`` of a one-model chapter's key numbers on ``runs`` (task label -> seed -> run and its
+    phases, smallest task first; a task of several seeds reads their mean, ``finding_seeds``); each run's
+    numbers are a stored derivation, shipped for the default build. The first column is how far below its
+    plateau each run ends (``DEPTH``): a number that holds on a deeper run and not on a shallower one points
+    to an unfinished model, not to the task."""
     spec = finding_spec(finding)
-    rows = {label: {DEPTH: run.drop.factor, **key_numbers(finding, run, shift, params)}
-            for label, (run, shift) in runs.items()}
+    rows = _rungs({label: finding_seeds(finding, seeds, params) for label, seeds in runs.items()})
     return ladder_table(rows, {DEPTH: paper_depth(), **spec.paper}, references={DEPTH: 2.0, **spec.references})
+
+
+def finding_ladders(finding: str, runs: dict[str, dict[int, tuple[Run, Phases]]],
+                    params: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A one-model chapter's two tables for ``show_ladder``: ``finding_ladder`` on ``runs``, and
+    ``finding_seeds`` on the largest task's seeds."""
+    return finding_ladder(finding, runs, params), finding_seeds(finding, list(runs.values())[-1], params)
+
+
+def drop_ladders(runs: dict[str, dict[int, Run]]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The sudden drop's two tables for ``show_ladder``: ``drop_ladder`` on ``runs``, and ``drop_seeds`` on
+    the largest task's seeds."""
+    return drop_ladder(runs), drop_seeds(list(runs.values())[-1])
 
 
 def ladder_text(table: pd.DataFrame) -> pd.DataFrame:
@@ -127,15 +188,34 @@ def ladder_text(table: pd.DataFrame) -> pd.DataFrame:
     return table.map(text)
 
 
-def ladder_findings(table: pd.DataFrame) -> list[str]:
+def ladder_findings(table: pd.DataFrame, seeds: pd.DataFrame | None = None) -> list[str]:
     """One sentence per key number of a ``ladder_table``: its verdict, and the largest task's value
-    against the paper's (as ``ladder_text`` writes them).
+    against the paper's (as ``ladder_text`` writes them); with ``seeds``, the largest task's
+    ``seed_table``, the range over its seeds too.
 
     >>> ladder_findings(ladder_table({"4×4": {"drop step": 5060.0}, "7×7": {"drop step": 16406.0}},
     ...                              {"drop step": 15000.0}))
     ['drop step: reproduces (7×7: 16,406; the paper: 15,000).']
+    >>> ladder_findings(ladder_table({"7×7, mean of 2 seeds": {"drop step": 13000.0}}, {"drop step": 15000.0}),
+    ...                 seed_table({"seed 0": {"drop step": 12000.0}, "seed 1": {"drop step": 14000.0}}))
+    ['drop step: reproduces (7×7, mean of 2 seeds: 13,000, seeds 12,000 to 14,000; the paper: 15,000).']
     """
     text = ladder_text(table)
+    spread = ladder_text(seeds) if seeds is not None else None
     tasks = [label for label in table.index if label not in ("paper", "verdict")]
-    return [f"{key}: {table.loc['verdict', key]} ({tasks[-1]}: {text.loc[tasks[-1], key]}; the paper: "
-            f"{text.loc['paper', key]})." for key in table.columns]
+    sentences = []
+    for key in table.columns:
+        over_seeds = (f", seeds {spread.loc['min', key]} to {spread.loc['max', key]}"
+                      if spread is not None and key in spread else "")
+        sentences.append(f"{key}: {table.loc['verdict', key]} ({tasks[-1]}: {text.loc[tasks[-1], key]}{over_seeds}; "
+                         f"the paper: {text.loc['paper', key]}).")
+    return sentences
+
+
+def show_ladder(ladder: pd.DataFrame, seeds: pd.DataFrame, what: str = "the key numbers") -> None:
+    """A chapter's ladder section: the largest task's runs seed by seed with their mean, min and max (when it
+    has several), the ladder (``ladder_text``), then one sentence per key number (``ladder_findings``)."""
+    if len(seeds) > 4:  # one row per seed, then mean, min and max
+        display(styled(ladder_text(seeds), "{}", f"{what} on each seed of the largest task, their mean, min and max"))
+    display(styled(ladder_text(ladder), "{}", f"{what} on each task of the ladder, the paper's and the verdict"))
+    display(findings(*ladder_findings(ladder, seeds)))

@@ -90,7 +90,8 @@ def ladder_derivations(preset: str = SHIPPED_PRESET) -> list[Derivation]:
         p = chapter_defaults(finding)
         if finding == "nuclear_norm":  # the chapter's own default: the paper's 512, fewer at smoke
             p["samples"] = p["samples"] or sizes(preset).completion_samples
-        derivations += [key_numbers_derivation(finding, run, shift, p) for run, shift in runs.values()]
+        derivations += [key_numbers_derivation(finding, run, shift, p)
+                        for seeds in runs.values() for run, shift in seeds.values()]
     return derivations
 
 

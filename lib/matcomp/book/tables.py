@@ -7,6 +7,8 @@ from __future__ import annotations
 import pandas as pd
 from IPython.display import Markdown
 
+from matcomp.analysis.embeddings import position_grouping
+
 CELL_CSS = [{"selector": "td, th", "props": "padding: 3px 6px; text-align: right; white-space: nowrap;"},
             {"selector": "caption", "props": "caption-side: top; font-weight: bold; padding-bottom: 6px;"}]
 WRAPPED_TEXT = "white-space: normal; text-align: left; min-width: 12em; max-width: 24em;"
@@ -249,4 +251,24 @@ def component_findings(table: pd.DataFrame, min_plateau: int) -> list[str]:
         else:
             text += "; it does not fall below half within its run"
         sentences.append(text + f"; L_mask {row['final L_mask']:.3f} at its last step.")
+    return sentences
+
+
+def silhouette_findings(by_seed: pd.DataFrame) -> list[str]:
+    """One sentence per seed of ``matcomp.analysis.embeddings.silhouettes_by_seed``: its silhouette by column
+    and by row at its first and last saved checkpoint, and how its final position embeddings group
+    (``position_grouping``)."""
+    sentences = []
+    for seed, table in by_seed.groupby(level="seed"):
+        first, last = table.iloc[0], table.iloc[-1]
+        steps = table.index.get_level_values("step")
+        if pd.isna(first["from drop"]):
+            around = "; it has no drop"
+        else:
+            around = (f" ({abs(first['from drop']):,.0f} steps {'before' if first['from drop'] < 0 else 'after'} its "
+                      f"drop to {abs(last['from drop']):,.0f} {'before' if last['from drop'] < 0 else 'after'})")
+        grouping = position_grouping(table.iloc[[-1]]).iloc[0]
+        sentences.append(f"Seed {seed}: by column {first['by column']:+.2f} → {last['by column']:+.2f} and by row "
+                         f"{first['by row']:+.2f} → {last['by row']:+.2f} from step {steps[0]:,} to {steps[-1]:,}"
+                         f"{around}; it ends grouped by {grouping}.")
     return sentences

@@ -131,6 +131,21 @@ def against_step(table: pd.DataFrame, metrics: pd.DataFrame, drop: Drop | None =
     return ax
 
 
+def silhouette_paths(by_seed: pd.DataFrame) -> plt.Axes:
+    """The position embeddings' silhouette by column (solid) and by row (dashed) of each seed
+    (``matcomp.analysis.embeddings.silhouettes_by_seed``) against the steps from its drop, one colour a
+    seed, with the drop as a dotted vertical line."""
+    ax = plt.subplots(figsize=(8, 3.5))[1]
+    for (seed, table), colour in zip(by_seed.groupby(level="seed"), plt.rcParams["axes.prop_cycle"].by_key()["color"]):
+        x = table["from drop"]
+        ax.plot(x, table["by column"], marker=".", color=colour, label=f"seed {seed}, by column")
+        ax.plot(x, table["by row"], marker=".", ls="--", color=colour, label=f"seed {seed}, by row")
+    ax.axvline(0, ls=":", color="grey")
+    ax.set(xlabel="steps from the drop (L_mask at half its plateau)", ylabel="silhouette")
+    ax.legend(fontsize=8, ncols=2)
+    return ax
+
+
 def seed_panels(curves: dict[int, dict[str, pd.DataFrame]], levels: dict[int, float], styles: dict | None = None,
                 marks: dict[str, int] | None = None, column: str = "L_mask", window: int = SMOOTHING,
                 columns: int | None = None) -> plt.Figure:
