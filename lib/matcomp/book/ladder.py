@@ -191,7 +191,7 @@ def ladder_text(table: pd.DataFrame) -> pd.DataFrame:
 def ladder_findings(table: pd.DataFrame, seeds: pd.DataFrame | None = None) -> list[str]:
     """One sentence per key number of a ``ladder_table``: its verdict, and the largest task's value
     against the paper's (as ``ladder_text`` writes them); with ``seeds``, the largest task's
-    ``seed_table``, the range over its seeds too.
+    ``seed_table``, the range over its seeds too (where it has several).
 
     >>> ladder_findings(ladder_table({"4×4": {"drop step": 5060.0}, "7×7": {"drop step": 16406.0}},
     ...                              {"drop step": 15000.0}))
@@ -201,7 +201,7 @@ def ladder_findings(table: pd.DataFrame, seeds: pd.DataFrame | None = None) -> l
     ['drop step: reproduces (7×7, mean of 2 seeds: 13,000, seeds 12,000 to 14,000; the paper: 15,000).']
     """
     text = ladder_text(table)
-    spread = ladder_text(seeds) if seeds is not None else None
+    spread = ladder_text(seeds) if seeds is not None and len(seeds) > 4 else None  # a range needs two seeds
     tasks = [label for label in table.index if label not in ("paper", "verdict")]
     sentences = []
     for key in table.columns:
