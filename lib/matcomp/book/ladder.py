@@ -1,6 +1,8 @@
 """A finding read up the size ladder: the chapter's scale, then the larger tasks of
 ``ChapterSizes.ladder`` (at ``cpu``: 4×4, 5×5, 7×7), beside the paper's number, with a verdict for each
-key number. One table a chapter, so a reader tells an unfinished small model from a real difference."""
+key number. One table a chapter, so a reader tells an unfinished small model from a real difference; a task
+read on several seeds (``ChapterSizes.one_model_seeds``) gives the ladder their mean, and its ``seed_table``
+their range."""
 
 from __future__ import annotations
 
@@ -90,6 +92,9 @@ def paper_depth() -> float:
     return SUDDEN_DROP["L_mask on the plateau"] * preset("paper").data.p_mask / SUDDEN_DROP["final L"]
 
 
+SPREAD = ("mean", "min", "max")  # the rows a seed table adds after its runs
+
+
 def seed_table(rows: dict[str, dict[str, float]]) -> pd.DataFrame:
     """Key numbers of one task over its seeds (``rows``: a label per seed -> key number -> value), then
     their mean, min and max; a number missing on any seed (a seed without a drop has no drop step)
@@ -100,9 +105,13 @@ def seed_table(rows: dict[str, dict[str, float]]) -> pd.DataFrame:
     [12000.0, 14000.0, 13000.0, 12000.0, 14000.0]
     """
     table = pd.DataFrame.from_dict(rows, orient="index").astype(float)
-    spread = pd.DataFrame({"mean": table.mean(skipna=False), "min": table.min(skipna=False),
-                           "max": table.max(skipna=False)}).T
+    spread = pd.DataFrame({name: getattr(table, name)(skipna=False) for name in SPREAD}).T
     return pd.concat([table, spread])
+
+
+def seed_rows(table: pd.DataFrame) -> list[str]:
+    """The labels of a ``seed_table``'s runs (its rows before the mean, min and max)."""
+    return [label for label in table.index if label not in SPREAD]
 
 
 def seed_label(seed: int, step: int) -> str:
@@ -114,7 +123,7 @@ def _rungs(tables: dict[str, pd.DataFrame]) -> dict[str, dict[str, float]]:
     """Each task's ladder row from its ``seed_table``: its one run (labelled by it), or the mean of its seeds."""
     rows = {}
     for label, table in tables.items():
-        runs = [name for name in table.index if name not in ("mean", "min", "max")]
+        runs = seed_rows(table)
         rows[f"{label}, {runs[0]}" if len(runs) == 1 else f"{label}, mean of {len(runs)} seeds"] = \
             table.loc["mean"].to_dict()
     return rows
@@ -201,7 +210,7 @@ def ladder_findings(table: pd.DataFrame, seeds: pd.DataFrame | None = None) -> l
     ['drop step: reproduces (7×7, mean of 2 seeds: 13,000, seeds 12,000 to 14,000; the paper: 15,000).']
     """
     text = ladder_text(table)
-    spread = ladder_text(seeds) if seeds is not None and len(seeds) > 4 else None  # a range needs two seeds
+    spread = ladder_text(seeds) if seeds is not None and len(seed_rows(seeds)) > 1 else None
     tasks = [label for label in table.index if label not in ("paper", "verdict")]
     sentences = []
     for key in table.columns:
@@ -215,7 +224,7 @@ def ladder_findings(table: pd.DataFrame, seeds: pd.DataFrame | None = None) -> l
 def show_ladder(ladder: pd.DataFrame, seeds: pd.DataFrame, what: str = "the key numbers") -> None:
     """A chapter's ladder section: the largest task's runs seed by seed with their mean, min and max (when it
     has several), the ladder (``ladder_text``), then one sentence per key number (``ladder_findings``)."""
-    if len(seeds) > 4:  # one row per seed, then mean, min and max
+    if len(seed_rows(seeds)) > 1:
         display(styled(ladder_text(seeds), "{}", f"{what} on each seed of the largest task, their mean, min and max"))
     display(styled(ladder_text(ladder), "{}", f"{what} on each task of the ladder, the paper's and the verdict"))
     display(findings(*ladder_findings(ladder, seeds)))
