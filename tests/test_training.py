@@ -86,6 +86,29 @@ def test_resume_after_a_crash_is_identical_to_an_uninterrupted_run(micro, tmp_pa
     assert resumed.folder.read_resume()["step"] == 40  # kept, so that a longer budget continues it
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_run_stopped_on_the_cpu_continues_on_cuda_with_the_same_batches(micro, tmp_path, monkeypatch):
+    real = matcomp.runs.training.sample_batch
+    drawn: dict[str, list[torch.Tensor]] = {"cpu": [], "cuda": []}
+
+    def recorded(into):
+        def sample(*args, **kwargs):
+            batch = real(*args, **kwargs)
+            drawn[into].append(batch.ids.cpu())
+            return batch
+        return sample
+
+    monkeypatch.setattr(matcomp.runs.training, "sample_batch", recorded("cpu"))
+    whole = get_or_train(micro, progress=False, root=tmp_path / "a", device="cpu")
+    monkeypatch.setattr(matcomp.runs.training, "sample_batch", real)
+    get_or_train(micro.override({"train": {"steps": 20}}), progress=False, root=tmp_path / "b", device="cpu")
+    monkeypatch.setattr(matcomp.runs.training, "sample_batch", recorded("cuda"))
+    resumed = get_or_train(micro, progress=False, root=tmp_path / "b", device="cuda")
+    assert len(drawn["cuda"]) == 20 + 2  # steps 21-40 and the evals at 30 and 40
+    assert all(torch.equal(a, b) for a, b in zip(drawn["cpu"][-22:], drawn["cuda"]))
+    assert resumed.metrics.L.iloc[-5:].mean() == pytest.approx(whole.metrics.L.iloc[-5:].mean(), rel=0.05)
+
+
 def test_damaged_run_is_moved_aside_and_redone(micro, store):
     run = get_or_train(micro, progress=False)
     path = run.folder.checkpoint_path(20)

@@ -38,8 +38,8 @@ def time_paper_loop(cfg: RunConfig, device: torch.device, steps: int, warmup: in
         if step == warmup + 1:
             sync(device)
             start = time.perf_counter()
-        batch = sample_batch(cfg.data, cfg.train.batch, cpu_gen)
-        ids, values, observed = (t.to(device) for t in (batch.ids, batch.values, batch.observed))
+        batch = sample_batch(cfg.data, cfg.train.batch, cpu_gen).to(device)
+        ids, values, observed = batch.ids, batch.values, batch.observed
         model.train()
         with autocast(cfg.train.precision, device):
             pred = model(ids)

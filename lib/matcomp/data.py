@@ -35,6 +35,11 @@ class Batch:
     def __len__(self) -> int:
         return self.values.shape[0]
 
+    def to(self, device: torch.device | str) -> Batch:
+        """This batch on ``device`` (itself where it already is)."""
+        moved = [None if t is None else t.to(device) for t in (self.ids, self.values, self.observed, self.U, self.V)]
+        return Batch(*moved)
+
 
 def sample_factors(shape: tuple[int, ...], distribution: str, scale: float,
                    generator: torch.Generator) -> torch.Tensor:

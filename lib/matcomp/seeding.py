@@ -21,9 +21,11 @@ TRAIN, EVAL, GRID = 1, 2, 3  # the streams of a training run: generator seed = s
 ANALYSIS_OFFSET = 10**6
 
 
-def stream(seed: int, k: int, device: torch.device | str = "cpu") -> torch.Generator:
-    """Generator ``k`` (``TRAIN``, ``EVAL``, ``GRID``) of a run of seed ``seed``, on ``device``."""
-    return torch.Generator(device=device).manual_seed(seed * 1000 + k)
+def stream(seed: int, k: int) -> torch.Generator:
+    """Generator ``k`` (``TRAIN``, ``EVAL``, ``GRID``) of a run of seed ``seed``. It is a CPU generator
+    whatever device trains (as in the authors' ``train.py``), so a run's data do not depend on the
+    device and a run saved on one device continues on another with the same batches."""
+    return torch.Generator().manual_seed(seed * 1000 + k)
 
 
 def analysis_generator(seed: int) -> torch.Generator:

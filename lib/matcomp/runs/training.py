@@ -1,7 +1,7 @@
 """Online Adam training of the paper's models (NeurIPS §2.2, App. D).
 
-Every step draws a fresh batch on the training device, takes one Adam step on the MSE over all
-entries, and logs L, L_obs, L_mask and mask_value *from that same forward pass* (the reference
+Every step draws a fresh batch (on the CPU, whatever device trains), takes one Adam step on the MSE
+over all entries, and logs L, L_obs, L_mask and mask_value *from that same forward pass* (the reference
 code runs a second forward pass just to log; that costs ~17 % and tells nothing new, since there
 is no dropout). So the row for step s holds the loss of the batch of update s, measured with the
 weights before that update. Every ``eval_every`` steps a fresh batch from a separate generator
@@ -92,7 +92,7 @@ def init_training(cfg: RunConfig, device: torch.device, attention: str | None = 
                 raise ValueError(f"train.component {tc.component!r} needs the weights of run {tc.init_from!r}")
             start_from(model, trained, tc.component)
     optimizer = torch.optim.Adam(trainable_parameters(model), lr=tc.lr)  # constant lr, no weight decay
-    return model, optimizer, stream(tc.seed, TRAIN, device), stream(tc.seed, EVAL, device)
+    return model, optimizer, stream(tc.seed, TRAIN), stream(tc.seed, EVAL)
 
 
 def train(cfg: RunConfig, folder: RunFolder, device: str | torch.device | None = None,
@@ -163,7 +163,7 @@ def train_step(model: Model, optimizer: torch.optim.Optimizer, cfg: RunConfig,
     if data.sizes:
         pick = torch.randint(len(data.sizes), (1,), generator=generator, device=generator.device)
         data = data.of_size(data.sizes[int(pick)])
-    batch = sample_batch(data, cfg.train.batch, generator)
+    batch = sample_batch(data, cfg.train.batch, generator).to(device)
     with autocast(cfg.train.precision, device):
         losses = model.losses(batch)
     optimizer.zero_grad(set_to_none=True)
@@ -180,7 +180,7 @@ def evaluate(model: Model, cfg: RunConfig, generator: torch.Generator, batch_siz
     sizes = [cfg.data.of_size(n) for n in cfg.data.sizes]
     out = {}
     for data in sizes or [cfg.data]:
-        batch = sample_batch(data, batch_size, generator)
+        batch = sample_batch(data, batch_size, generator).to(device)
         with autocast(cfg.train.precision, device):
             losses = model.eval_losses(batch)
         out[data.n_rows] = torch.stack([losses[k].float() for k in model.metrics])
