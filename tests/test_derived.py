@@ -181,7 +181,8 @@ def test_the_shipped_tables_are_those_the_code_would_compute():
     names = ["completion_sweep", "lambda_table", "lambda_draws", "lambda_table_model", "ood_rank", "ood_rows",
              "ood_columns"]
     ladder = [f"key_numbers_{finding}_{run}" for finding in FINDINGS
-              for run in ("cpu-f603ff8bc5", "cpu-df5490aeb8", "cpu7x7-c275af017e")]  # the 4x4, 5x5 and 7x7 runs
+              for run in ("cpu-f603ff8bc5", "cpu-df5490aeb8", "cpu7x7-c275af017e", "cpu7x7-e659ad3fac",
+                          "cpu7x7-f525818ae7")]  # the 4x4 and 5x5 runs, and the 7x7 seeds 0, 3 and 6
     assert [d.name for d in derivations] == names + ladder
     for derivation in derivations:
         assert is_shipped(derivation), (

@@ -85,7 +85,7 @@ def test_a_claim_the_paper_makes_in_direction_only_reproduces_on_its_side():
 
 
 FOUR, FIVE = "4×4 (cpu), seed 0, step 20,000", "5×5 (cpu5x5), seed 0, step 17,000"
-SEVEN = "7×7 (cpu7x7), seed 0, step 25,000"
+SEVEN = "7×7 (cpu7x7), mean of 3 seeds"
 
 
 @pytest.fixture(scope="module")
@@ -94,9 +94,9 @@ def runs():
 
 
 def test_the_ladder_reads_the_shipped_4x4_5x5_and_7x7_runs_at_their_own_phases(runs):
-    assert [len(seeds) for seeds in runs.values()] == [1, 1, 1]
-    assert [(shift.pre, shift.post) for seeds in runs.values() for _, shift in seeds.values()][:3] == [
-        (250, 20000), (1750, 17000), (3000, 25000)]
+    assert [list(seeds) for seeds in runs.values()] == [[0], [0], [0, 3, 6]]  # the 7x7 seeds that drop
+    assert [(shift.pre, shift.post) for seeds in runs.values() for _, shift in seeds.values()] == [
+        (250, 20000), (1750, 17000), (3000, 25000), (4000, 28000), (2000, 21000)]
 
 
 def test_a_findings_key_numbers_are_the_chapters_analysis_on_each_run(runs, tmp_path):
@@ -120,22 +120,27 @@ def test_a_findings_key_numbers_are_the_chapters_analysis_on_each_run(runs, tmp_
     assert set(ladder.loc["verdict"]) <= set(VERDICTS)
     assert ladder.columns[0] == DEPTH  # how finished each run is: 7x7 ends 23.9x below its plateau, 5x5 10.5x
     assert seeds.loc["seed 0, step 25,000", DEPTH] == pytest.approx(23.95, abs=0.01)
-    assert (seeds.iloc[:-3][DEPTH] >= 10).all()  # every 7x7 seed is finished: 10x below its plateau
+    assert seeds[DEPTH].iloc[:3].round(1).tolist() == [23.9, 4.3, 5.0]  # the recipe finishes seed 0 alone
     assert ladder.loc[FIVE, DEPTH] == pytest.approx(10.5, abs=0.05)
-    assert ladder.loc["verdict", DEPTH] == "moves toward the paper as the task grows"  # 4.3x, 10.5x, 23.9x: 17x
+    assert ladder.loc["verdict", DEPTH] == "moves toward the paper as the task grows"  # 4.3x, 10.5x, 11.1x: 17x
 
 
-def test_the_finished_7x7_model_settles_the_uniform_attention_miss_and_keeps_the_last_layer_one(runs):
-    """Read from the shipped tables. Uniform attention raises L_obs about 45x at 5x5 and 49x on the 7x7
-    run that ends 24x below its plateau (the paper: 40x; the 4-head run stalled 4.4x below gave 7x); last-layer
-    patching still restores most of the answer at 5x5 and almost none at 7x7."""
+def test_the_7x7_seeds_read_the_uniform_attention_and_last_layer_misses_seed_by_seed(runs):
+    """Read from the shipped tables. Uniform attention raises L_obs about 45x at 5x5 and 49x on seed 0, the
+    7x7 run that ends 24x below its plateau (the paper: 40x), and hundreds of times on seeds 3 and 6, which
+    stall 4-5x below theirs; last-layer patching restores most of the answer at 5x5 and at most a third of it
+    on every 7x7 seed."""
+    seven = runs["7×7 (cpu7x7)"]
     patching = finding_ladder("attention_patching", runs, {"samples": 256, "eval_seed": 0})
-    assert patching.loc[FIVE, "restored, last layer"] > 0.9 > 0.05 > patching.loc[SEVEN,
-                                                                                           "restored, last layer"]
+    last_layer = finding_seeds("attention_patching", seven, {"samples": 256, "eval_seed": 0})["restored, last layer"]
+    assert patching.loc[FIVE, "restored, last layer"] > 0.9 > 0.35 > last_layer.loc["max"]
+    assert last_layer.loc["seed 0, step 25,000"] < 0.05
     assert patching.loc["verdict", "restored, last layer"] == "does not"
-    observed = finding_ladder("observed_entries", runs, {"samples": 256, "eval_seed": 0, "permutations": 5})
-    ratio = observed["uniform attention, post-shift: L_obs ×"]
-    assert 40 < ratio[FIVE] < 50 and 40 < ratio[SEVEN] < 60 and ratio["verdict"] == "reproduces"
+    params = {"samples": 256, "eval_seed": 0, "permutations": 5}
+    observed = finding_ladder("observed_entries", runs, params)
+    uniform = finding_seeds("observed_entries", seven, params)["uniform attention, post-shift: L_obs ×"]
+    assert 40 < observed.loc[FIVE, "uniform attention, post-shift: L_obs ×"] < 50 and 40 < uniform.iloc[0] < 60
+    assert (uniform.iloc[1:3] > 300).all() and uniform.loc["mean"] == pytest.approx(uniform.iloc[:3].mean())
 
 
 def test_a_bad_finding_or_a_missing_parameter_is_named(runs):

@@ -18,6 +18,16 @@ def seeds_from(cfg: RunConfig, count: int, skip: int = 0) -> range:
     return range(cfg.train.seed + skip, cfg.train.seed + skip + count)
 
 
+def seeds_at(cfg: RunConfig, offsets) -> list[int]:
+    """The seeds ``offsets`` past ``cfg``'s own: the chosen seeds of a several-seed part.
+
+    >>> from matcomp.presets import preset
+    >>> seeds_at(preset("cpu", {"train.seed": 2}), (0, 3, 6))
+    [2, 5, 8]
+    """
+    return [cfg.train.seed + offset for offset in offsets]
+
+
 def seed_configs(cfg: RunConfig, seeds) -> dict[int, RunConfig]:
     """``cfg`` at each of ``seeds``: the runs of every chapter that reads several seeds."""
     return {seed: cfg.override({"train.seed": seed}) for seed in seeds}

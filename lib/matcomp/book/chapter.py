@@ -9,11 +9,12 @@ chapter (``MATCOMP_PRESET=smoke`` in CI), and papermill's ``-p preset smoke -p s
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 
 import torch
 
 from matcomp.analysis.phases import Phases, phases
-from matcomp.analysis.seeds import seed_configs, seeds_from
+from matcomp.analysis.seeds import seed_configs, seeds_at
 from matcomp.book.sizes import ChapterSizes, chapter_sizes
 from matcomp.config import RunConfig, parse_overrides
 from matcomp.presets import PRESETS
@@ -152,12 +153,12 @@ def announce_training(cfg: RunConfig, preset: str | None = None, shipped: bool =
 def ladder_configs(preset: str | None = None) -> dict[str, dict[int, RunConfig]]:
     """The runs of the chapter's size ladder: its scale's own run, then those of ``ChapterSizes.ladder``
     (at ``cpu``: 4×4, 5×5, 7×7), smallest first, labelled by task and preset ("5×5 (cpu5x5)"), each at its
-    seeds: the one-model preset (``model_preset``) at its ``one_model_seeds``, the others at one."""
+    seeds: the one-model preset (``model_preset``) at its ``one_model_seeds``, the others at their own."""
     configs, scale = {}, sizes(preset)
     for name in (preset_name(preset), *scale.ladder):
         cfg = chapter_config(name)
-        count = scale.one_model_seeds if name == model_preset(preset) else 1
-        configs[f"{cfg.data.n_rows}×{cfg.data.n_cols} ({name})"] = seed_configs(cfg, seeds_from(cfg, count))
+        offsets = scale.one_model_seeds if name == model_preset(preset) else (0,)
+        configs[f"{cfg.data.n_rows}×{cfg.data.n_cols} ({name})"] = seed_configs(cfg, seeds_at(cfg, offsets))
     return configs
 
 
@@ -174,12 +175,12 @@ def ladder_trained(preset: str | None = None) -> dict[str, dict[int, Run]]:
 
 
 def open_seeds(preset: str | None, seed: int | None, overrides: str | dict | None,
-               count: int) -> dict[int, tuple[Run, Phases]]:
-    """The run and phases of the chapter's config at ``count`` seeds from its own on (shipped, stored
+               offsets: Iterable[int]) -> dict[int, tuple[Run, Phases]]:
+    """The run and phases of the chapter's config at its own seed plus each of ``offsets`` (shipped, stored
     or trained), for the chapters that read one analysis over several seeds."""
     cfg = chapter_config(preset, seed, overrides)
     return {s: open_run(seed_cfg, preset)
-            for s, seed_cfg in seed_configs(cfg, seeds_from(cfg, count)).items()}
+            for s, seed_cfg in seed_configs(cfg, seeds_at(cfg, offsets)).items()}
 
 
 def open_chapter(preset: str | None = None, seed: int | None = None, overrides: str | dict | None = None,

@@ -33,8 +33,8 @@ class ChapterSizes:
     alarm_seeds: int = 8  # held-out seeds after those, on which the alarm is scored (``analysis.alarm``)
     shortening_seeds: int = 4  # seeds of each arm of the shortening comparison
     one_model: str | None = None  # the preset of the model the one-model chapters read (None: this one)
-    one_model_seeds: int = 1  # its seeds the ladders read (their mean, and each chapter its range); at cpu one
-    # until seeds 1 and 2 of cpu7x7 finish (their resumable state: runs/unfinished/)
+    one_model_seeds: tuple[int, ...] = (0,)  # its seeds the ladders read, as offsets from the chapter's seed (their
+    # mean, and each chapter its range); at cpu the seeds of cpu7x7 that drop (benchmarks/presets.md)
     ladder: tuple[str, ...] = ()  # presets of larger tasks a finding is read on beside this scale's, smallest first
     rank_search: tuple[str, ...] = ()  # overrides of this preset: the shipped runs of the rank-2 search (sizes_ranks)
 
@@ -51,11 +51,11 @@ CHAPTER_SIZES: dict[str, ChapterSizes] = {
     "smoke": ChapterSizes(seeds=3, drop_seeds=3, component_steps=None, widths=(16, 32), depths=(1, 2),
                           shape_steps=None, shape_seeds=3, mixture_sizes=(3, 4), ranks=(1, 2), size_steps=None,
                           gaussian_steps=None, completion_samples=32, lambda_samples=32, after_drop=100,
-                          probe_layers=3, progress_seeds=3, alarm_seeds=2, shortening_seeds=2, one_model_seeds=2),
+                          probe_layers=3, progress_seeds=3, alarm_seeds=2, shortening_seeds=2, one_model_seeds=(0, 1)),
     "cpu": ChapterSizes(seeds=3, drop_seeds=8, component_steps=None, widths=(32, 64, 128), depths=(2, 4, 6),
                         shape_steps=None, shape_seeds=3, mixture_sizes=(3, 4, 5), ranks=(1, 2),
                         size_steps=10000, gaussian_steps=None, completion_samples=512, lambda_samples=256,
-                        probe_layers=12, one_model="cpu7x7", one_model_seeds=1, ladder=("cpu5x5", "cpu7x7"),
+                        probe_layers=12, one_model="cpu7x7", one_model_seeds=(0, 3, 6), ladder=("cpu5x5", "cpu7x7"),
                         rank_search=tuple(f"data.n_rows=6,data.n_cols=6,data.rank=2,{recipe},train.checkpoint_every=1000,"
                                           "train.stop_after_drop=12000" for recipe in (
                                               "model.hidden=128,train.lr=1e-3,train.steps=24000",
