@@ -37,8 +37,8 @@ class Batch:
 
     def to(self, device: torch.device | str) -> Batch:
         """This batch on ``device`` (itself where it already is)."""
-        moved = [None if t is None else t.to(device) for t in (self.ids, self.values, self.observed, self.U, self.V)]
-        return Batch(*moved)
+        factors = [None if f is None else f.to(device) for f in (self.U, self.V)]
+        return Batch(self.ids.to(device), self.values.to(device), self.observed.to(device), *factors)
 
 
 def sample_factors(shape: tuple[int, ...], distribution: str, scale: float,
