@@ -154,12 +154,19 @@ def ladder_configs(preset: str | None = None) -> dict[str, dict[int, RunConfig]]
     """The runs of the chapter's size ladder: its scale's own run, then those of ``ChapterSizes.ladder``
     (at ``cpu``: 4×4, 5×5, 7×7), smallest first, labelled by task and preset ("5×5 (cpu5x5)"), each at its
     seeds: the one-model preset (``model_preset``) at its ``one_model_seeds``, the others at their own."""
-    configs, scale = {}, sizes(preset)
-    for name in (preset_name(preset), *scale.ladder):
+    configs = {}
+    for name in (preset_name(preset), *sizes(preset).ladder):
         cfg = chapter_config(name)
-        offsets = scale.one_model_seeds if name == model_preset(preset) else (0,)
-        configs[f"{cfg.data.n_rows}×{cfg.data.n_cols} ({name})"] = seed_configs(cfg, seeds_at(cfg, offsets))
+        seeds = one_model_configs(preset) if name == model_preset(preset) else {cfg.train.seed: cfg}
+        configs[f"{cfg.data.n_rows}×{cfg.data.n_cols} ({name})"] = seeds
     return configs
+
+
+def one_model_configs(preset: str | None = None) -> dict[int, RunConfig]:
+    """The one-model preset's runs (``model_preset``) at its ``one_model_seeds`` (seed -> config), the
+    chapter's own seed first: the runs its ladder reads, and ``prepare`` trains."""
+    cfg = chapter_config(model_preset(preset))
+    return seed_configs(cfg, seeds_at(cfg, sizes(preset).one_model_seeds))
 
 
 def ladder_runs(preset: str | None = None) -> dict[str, dict[int, tuple[Run, Phases]]]:

@@ -143,10 +143,7 @@ def drop_ladder(runs: dict[str, dict[int, Run]]) -> pd.DataFrame:
     """``ladder_table`` of the sudden drop (NeurIPS §3, Fig. 2) on ``runs`` (task label -> seed -> run,
     smallest task first; a task of several seeds reads their mean, ``drop_seeds``), against the paper's run
     (``DEPTH`` against ``paper_depth``)."""
-    paper = {"plateau / E[X²]": SUDDEN_DROP["L_mask on the plateau"] / second_moment(preset("paper").data),
-             "drop step": float(SUDDEN_DROP["drop step"]), DEPTH: paper_depth()}
-    rows = _rungs({label: drop_seeds(seeds) for label, seeds in runs.items()})
-    return ladder_table(rows, paper, references={DEPTH: 2.0})  # a run with the effect drops
+    return drop_ladders(runs)[0]
 
 
 def finding_seeds(finding: str, runs: dict[int, tuple[Run, Phases]], params: dict) -> pd.DataFrame:
@@ -164,22 +161,28 @@ def finding_ladder(finding: str, runs: dict[str, dict[int, tuple[Run, Phases]]],
     numbers are a stored derivation, shipped for the default build. The first column is how far below its
     plateau each run ends (``DEPTH``): a number that holds on a deeper run and not on a shallower one points
     to an unfinished model, not to the task."""
-    spec = finding_spec(finding)
-    rows = _rungs({label: finding_seeds(finding, seeds, params) for label, seeds in runs.items()})
-    return ladder_table(rows, {DEPTH: paper_depth(), **spec.paper}, references={DEPTH: 2.0, **spec.references})
+    return finding_ladders(finding, runs, params)[0]
 
 
 def finding_ladders(finding: str, runs: dict[str, dict[int, tuple[Run, Phases]]],
                     params: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
     """A one-model chapter's two tables for ``show_ladder``: ``finding_ladder`` on ``runs``, and
-    ``finding_seeds`` on the largest task's seeds."""
-    return finding_ladder(finding, runs, params), finding_seeds(finding, list(runs.values())[-1], params)
+    ``finding_seeds`` on the largest task's seeds (each task's seeds read once)."""
+    spec = finding_spec(finding)
+    tables = {label: finding_seeds(finding, seeds, params) for label, seeds in runs.items()}
+    ladder = ladder_table(_rungs(tables), {DEPTH: paper_depth(), **spec.paper},
+                          references={DEPTH: 2.0, **spec.references})
+    return ladder, list(tables.values())[-1]
 
 
 def drop_ladders(runs: dict[str, dict[int, Run]]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The sudden drop's two tables for ``show_ladder``: ``drop_ladder`` on ``runs``, and ``drop_seeds`` on
-    the largest task's seeds."""
-    return drop_ladder(runs), drop_seeds(list(runs.values())[-1])
+    the largest task's seeds (each task's seeds read once)."""
+    paper = {"plateau / E[X²]": SUDDEN_DROP["L_mask on the plateau"] / second_moment(preset("paper").data),
+             "drop step": float(SUDDEN_DROP["drop step"]), DEPTH: paper_depth()}
+    tables = {label: drop_seeds(seeds) for label, seeds in runs.items()}
+    ladder = ladder_table(_rungs(tables), paper, references={DEPTH: 2.0})  # a run with the effect drops
+    return ladder, list(tables.values())[-1]
 
 
 def ladder_text(table: pd.DataFrame) -> pd.DataFrame:

@@ -20,10 +20,10 @@ import pandas as pd
 from matcomp.analysis.components import component_config
 from matcomp.analysis.ood import gaussian_training, rank_panel_training
 from matcomp.analysis.progress import progress_configs
-from matcomp.analysis.seeds import seed_configs, seeds_at, seeds_from
+from matcomp.analysis.seeds import seed_configs, seeds_from
 from matcomp.analysis.shortening import shortening_defaults
 from matcomp.analysis.variants import mixture_overrides, variant_overrides
-from matcomp.book.chapter import chapter_config, model_preset, preset_name, probing_config, sizes
+from matcomp.book.chapter import chapter_config, one_model_configs, preset_name, probing_config, sizes
 from matcomp.config import RunConfig
 from matcomp.models.recipe import COMPONENT_PATTERNS
 from matcomp.runs.cost import CostBook
@@ -33,8 +33,7 @@ from matcomp.runs.shipped import find_reference
 
 
 def _model(preset: str) -> list[RunConfig]:
-    cfg = chapter_config(model_preset(preset))  # at the seeds its ladder reads, the chapter's own first
-    return list(seed_configs(cfg, seeds_at(cfg, sizes(preset).one_model_seeds)).values())
+    return list(one_model_configs(preset).values())
 
 
 def _seeds(preset: str, count: str = "seeds") -> list[RunConfig]:
