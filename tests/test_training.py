@@ -237,6 +237,25 @@ def test_a_longer_budget_continues_a_finished_run_exactly(tmp_path, monkeypatch)
     assert run_state(longer.override({"train.steps": 900}), tmp_path / "b") == ("partial", 600)
 
 
+def test_a_run_stopped_after_its_drop_continues_to_a_later_stop_exactly(micro, tmp_path, monkeypatch):
+    # the drop "settles" at step 20 for a 100-step window only: the 100 run stops there, the others do not
+    monkeypatch.setattr(matcomp.runs.training, "drop_settled", lambda table, after, level: after == 100
+                        and table.step.max() >= 20)
+    stopped = micro.override({"train.stop_after_drop": 100})
+    base = get_or_train(stopped, progress=False, root=tmp_path / "b")
+    assert base.last_step == 20 < stopped.train.steps
+    for later in (stopped.override({"train.stop_after_drop": 200}), stopped.override({"train.stop_after_drop": 0})):
+        assert extendable(later, tmp_path / "b").path == base.path
+    assert extendable(stopped.override({"train.steps": 60}), tmp_path / "b") is None  # it would stop at 20 again
+    longer = stopped.override({"train.stop_after_drop": 200})
+    whole = get_or_train(longer, progress=False, root=tmp_path / "a")
+    extended = get_or_train(longer, progress=False, root=tmp_path / "b")
+    assert extended.summary["extended_from"] == stopped.run_id and extended.last_step == whole.last_step == 40
+    pd.testing.assert_frame_equal(extended.metrics.drop(columns=TIME), whole.metrics.drop(columns=TIME))
+    a, b = whole.folder.read_checkpoint(40), extended.folder.read_checkpoint(40)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
 def test_a_run_is_not_continued_from_a_tampered_state_or_another_config(tmp_path):
     short = preset("smoke").override({"train.steps": 120, "train.checkpoint_every": 60})
     base = get_or_train(short, progress=False, root=tmp_path)

@@ -167,7 +167,7 @@ def run_state(cfg: RunConfig, root: Path) -> tuple[str, int]:
     if resume is not None:
         return "partial", int(resume["step"])
     base = extendable(cfg, Path(root))  # a shorter finished run that this one continues
-    return ("partial", base.checkpoint_steps()[-1]) if base is not None else ("missing", 0)
+    return ("partial", base.last_step()) if base is not None else ("missing", 0)
 
 
 def plan_table(planned: list[PlannedRun], root: Path, costs: CostBook) -> pd.DataFrame:

@@ -1,11 +1,12 @@
 """Continuing a finished run to a longer budget, exactly.
 
 A finished run keeps its last training state (``resume.pt``: weights, Adam moments, both
-generators; its SHA-256 is in ``complete.json``), so a config that differs from it only by a larger
-``train.steps`` (and a ``train.stop_after_drop`` that stops no earlier) starts from a copy of its
-folder and trains the missing steps, instead of training again from step 0. The result is the run
-the longer config would have trained from scratch, step for step; the copy keeps the shorter run's
-last checkpoint too, even where the longer schedule has none.
+generators; its SHA-256 is in ``complete.json``), so a config that differs from it only by a budget
+that ends later (a larger ``train.steps``, or, for a run that stopped after its drop, a larger
+``train.stop_after_drop``) starts from a copy of its folder and trains the missing steps, instead
+of training again from step 0. The result is the run the longer config would have trained from
+scratch, step for step; the copy keeps the shorter run's last checkpoint too, even where the longer
+schedule has none.
 """
 
 from __future__ import annotations
@@ -19,13 +20,19 @@ from matcomp.runs.folder import RunFolder, sha256_file
 from matcomp.runs.run import verify
 
 
-def continues(base: RunConfig, cfg: RunConfig) -> bool:
-    """Whether ``cfg`` is ``base`` trained for longer: equal but for a larger ``train.steps`` and a
-    ``train.stop_after_drop`` that cannot have stopped before ``base`` did (0, or at least base's when
-    base had one)."""
+def continues(base: RunConfig, cfg: RunConfig, last_step: int) -> bool:
+    """Whether ``cfg`` is ``base``, which ended at ``last_step``, trained for longer: equal but for a
+    budget that goes past ``last_step`` and a ``train.stop_after_drop`` that cannot have stopped at or
+    before it (0; else at least base's, and larger where base stopped after its drop)."""
     old, new = base.train, cfg.train
-    later = new.stop_after_drop == 0 or (old.stop_after_drop != 0 and new.stop_after_drop >= old.stop_after_drop)
-    return new.steps > old.steps and later and _identity(base) == _identity(cfg)
+    stopped_after_drop = last_step < old.steps
+    if new.stop_after_drop == 0:
+        later = True
+    elif stopped_after_drop:
+        later = new.stop_after_drop > old.stop_after_drop
+    else:
+        later = old.stop_after_drop != 0 and new.stop_after_drop >= old.stop_after_drop
+    return new.steps > last_step and later and _identity(base) == _identity(cfg)
 
 
 def _identity(cfg: RunConfig) -> dict:
@@ -47,8 +54,9 @@ def extendable(cfg: RunConfig, root: Path) -> RunFolder | None:
             base = folder.read_config()
         except (OSError, ValueError):
             continue
-        if continues(base, cfg) and state_problem(folder) is None and verify(folder, base) is None:
-            found.append((folder.checkpoint_steps()[-1], folder))
+        last = folder.last_step()
+        if continues(base, cfg, last) and state_problem(folder) is None and verify(folder, base) is None:
+            found.append((last, folder))
     return max(found, key=lambda item: item[0])[1] if found else None
 
 
