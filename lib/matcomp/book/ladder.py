@@ -226,8 +226,10 @@ def ladder_findings(table: pd.DataFrame, seeds: pd.DataFrame | None = None) -> l
 
 def show_ladder(ladder: pd.DataFrame, seeds: pd.DataFrame, what: str = "the key numbers") -> None:
     """A chapter's ladder section: the largest task's runs seed by seed with their mean, min and max (when it
-    has several), the ladder (``ladder_text``), then one sentence per key number (``ladder_findings``)."""
+    has several), the ladder (``ladder_text``), then one sentence per key number (``ladder_findings``).
+    Both tables show one key number a row, so a finding reads across the sizes to its verdict, and a chapter
+    with many key numbers grows down the page, not off its side."""
     if len(seed_rows(seeds)) > 1:
-        display(styled(ladder_text(seeds), "{}", f"{what} on each seed of the largest task, their mean, min and max"))
-    display(styled(ladder_text(ladder), "{}", f"{what} on each task of the ladder, the paper's and the verdict"))
+        display(styled(ladder_text(seeds).T, "{}", f"{what} on each seed of the largest task, their mean, min and max"))
+    display(styled(ladder_text(ladder).T, "{}", f"{what} on each task of the ladder, the paper's and the verdict"))
     display(findings(*ladder_findings(ladder, seeds)))

@@ -10,15 +10,16 @@ from IPython.display import Markdown
 from matcomp.analysis.embeddings import position_grouping
 
 CELL_CSS = [{"selector": "td, th", "props": "padding: 3px 6px; text-align: right; white-space: nowrap;"},
+            {"selector": "th.col_heading", "props": "white-space: normal; max-width: 10em;"},  # long labels wrap
             {"selector": "caption", "props": "caption-side: top; font-weight: bold; padding-bottom: 6px;"}]
-WRAPPED_TEXT = "white-space: normal; text-align: left; min-width: 12em; max-width: 24em;"
+WRAPPED_TEXT = "white-space: normal; text-align: left; min-width: 10em; max-width: 24em;"
 LONG_TEXT = 30  # characters: a text column or row label longer than this wraps, so a table of claims fits the page
 
 
 def styled(table: pd.DataFrame, fmt: str = "{:.3g}", caption: str | None = None) -> pd.io.formats.style.Styler:
     """``table``'s numeric columns formatted with ``fmt``, its integer columns (steps, counts) in full with
-    thousands separators, empty cells blank; numbers on one line, long text and row labels wrapped,
-    so a table of claims fits the page; captioned and padded."""
+    thousands separators, empty cells blank; numbers on one line, long text, row labels and column
+    headings wrapped, so a table of claims fits the page; captioned and padded."""
     numeric = table.select_dtypes("number").columns
     integer = [c for c in numeric if pd.api.types.is_integer_dtype(table[c])]
     floats = [c for c in numeric if c not in integer]
