@@ -169,6 +169,12 @@ def one_model_configs(preset: str | None = None) -> dict[int, RunConfig]:
     return seed_configs(cfg, seeds_at(cfg, sizes(preset).one_model_seeds))
 
 
+def rank_search_configs(preset: str | None = None) -> list[RunConfig]:
+    """The rank-2 search's runs at this scale (``ChapterSizes.rank_search``): what ``sizes_ranks`` reads and
+    ``prepare`` trains."""
+    return [chapter_config(name, overrides=overrides) for name, overrides in sizes(preset).rank_search]
+
+
 def ladder_runs(preset: str | None = None) -> dict[str, dict[int, tuple[Run, Phases]]]:
     """``open_run`` of every run of ``ladder_configs`` (task label -> seed -> run and its phases): the runs
     whose checkpoints a one-model chapter's ladder reads."""

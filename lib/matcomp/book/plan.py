@@ -23,7 +23,14 @@ from matcomp.analysis.progress import progress_configs
 from matcomp.analysis.seeds import seed_configs, seeds_from
 from matcomp.analysis.shortening import shortening_defaults
 from matcomp.analysis.variants import mixture_overrides, variant_overrides
-from matcomp.book.chapter import chapter_config, one_model_configs, preset_name, probing_config, sizes
+from matcomp.book.chapter import (
+    chapter_config,
+    one_model_configs,
+    preset_name,
+    probing_config,
+    rank_search_configs,
+    sizes,
+)
 from matcomp.config import RunConfig
 from matcomp.models.recipe import COMPONENT_PATTERNS
 from matcomp.runs.cost import CostBook
@@ -98,7 +105,7 @@ def _sizes_ranks(preset: str) -> list[RunConfig]:
     mixture = cfg.override(mixture_overrides(list(size.mixture_sizes)))
     mixtures = seed_configs(mixture, seeds_from(cfg, size.seeds)).values()
     axes = {"size": list(size.mixture_sizes), "rank": list(size.ranks)}
-    search = [chapter_config(preset, overrides=o) for o in size.rank_search]  # read beside the one-model run
+    search = rank_search_configs(preset)  # read beside the one-model run
     one_model = [chapter_config(size.one_model)] if size.one_model and search else []
     return [*mixtures, *_variants(cfg, axes, size.steps("size_steps", cfg)), *search, *one_model]
 

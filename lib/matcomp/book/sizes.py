@@ -36,7 +36,7 @@ class ChapterSizes:
     one_model_seeds: tuple[int, ...] = (0,)  # its seeds the ladders read, as offsets from the chapter's seed (their
     # mean, and each chapter its range); at cpu the seeds of cpu7x7 that drop (benchmarks/presets.md)
     ladder: tuple[str, ...] = ()  # presets of larger tasks a finding is read on beside this scale's, smallest first
-    rank_search: tuple[str, ...] = ()  # overrides of this preset: the shipped runs of the rank-2 search (sizes_ranks)
+    rank_search: tuple[tuple[str, str], ...] = ()  # (preset, overrides): the rank-2 search's shipped runs (sizes_ranks)
 
     def steps(self, field: str, cfg: RunConfig) -> int:
         """The steps ``field`` names for a run of ``cfg``: its own steps if None, never more."""
@@ -56,10 +56,11 @@ CHAPTER_SIZES: dict[str, ChapterSizes] = {
                         shape_steps=None, shape_seeds=3, mixture_sizes=(3, 4, 5), ranks=(1, 2),
                         size_steps=10000, gaussian_steps=None, completion_samples=512, lambda_samples=256,
                         probe_layers=12, one_model="cpu7x7", one_model_seeds=(0, 3, 6), ladder=("cpu5x5", "cpu7x7"),
-                        rank_search=tuple(f"data.n_rows=6,data.n_cols=6,data.rank=2,{recipe},train.checkpoint_every=1000,"
-                                          "train.stop_after_drop=12000" for recipe in (
+                        rank_search=tuple(("cpu", "data.n_rows=6,data.n_cols=6,data.rank=2,train.checkpoint_every=1000,"
+                                                  f"train.stop_after_drop=12000,{recipe}") for recipe in (
                                               "model.hidden=128,train.lr=1e-3,train.steps=24000",
-                                              "model.hidden=64,train.lr=2e-3,train.steps=29000"))),
+                                              "model.hidden=64,train.lr=2e-3,train.steps=29000"))
+                        + (("cpu7x7", "data.n_rows=6,data.n_cols=6,data.rank=2,train.steps=24000"),)),
     "paper": _PAPER_SIZES,
     "paper12": _PAPER_SIZES,
 }
