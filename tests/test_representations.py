@@ -28,6 +28,20 @@ def test_a_probe_recovers_a_planted_linear_map_and_generalises():
     assert unrelated["mse"] > 1 and unrelated["abs_cos"] < 0.9
 
 
+def test_a_probe_ignores_a_null_direction_of_the_features_whatever_its_rounding():
+    # a last column that is the sum of two others, as a LayerNorm's states sum to a constant: the fit must
+    # not put weight on the fp32 rounding that breaks the tie, or held-out predictions follow the rounding
+    gen = torch.Generator().manual_seed(1)
+    base, held_out = torch.randn(3000, 8, generator=gen), torch.randn(400, 8, generator=gen)
+    with_null = [torch.cat([x, x[:, :1] + x[:, 1:2]], 1) for x in (base, held_out)]
+    targets = base.double() @ torch.randn(8, 1, generator=gen, dtype=torch.float64) \
+        + 0.1 * torch.randn(3000, 1, generator=gen, dtype=torch.float64)  # what no probe reads
+    rounding = with_null[0] + 1e-7 * torch.randn(3000, 9, generator=gen)
+    a, b = fit_probe(with_null[0], targets), fit_probe(rounding, targets)
+    assert a.abs().max() < 10 and b.abs().max() < 10
+    assert torch.allclose(with_null[1].double() @ a, with_null[1].double() @ b, atol=1e-4)
+
+
 def test_cluster_score_separates_clustered_points_from_shuffled_labels():
     gen = np.random.default_rng(0)
     centres = np.array([[0, 0], [10, 0], [0, 10]])
