@@ -188,6 +188,27 @@ def test_bf16_autocast_trains(micro, store):
     assert run.checkpoint(20).readout.weight.dtype == torch.float32  # weights stay fp32
 
 
+def test_tf32_turns_on_tf32_matmuls_for_the_whole_step_and_is_fp32_on_a_cpu(micro, store, monkeypatch):
+    seen = []
+    step = matcomp.runs.training.train_step
+
+    def spy(*args):  # the setting in force while the step runs its forward and backward passes
+        seen.append(torch.backends.cuda.matmul.allow_tf32)
+        return step(*args)
+
+    monkeypatch.setattr(matcomp.runs.training, "train_step", spy)
+    torch.backends.cuda.matmul.allow_tf32 = True  # a global setting an fp32 run must not inherit
+    try:
+        fp32 = get_or_train(micro.override({"train.steps": 20}), progress=False)
+        assert seen == [False] * 20 and torch.backends.cuda.matmul.allow_tf32  # put back afterwards
+        tf32 = get_or_train(micro.override({"train.steps": 20, "train.precision": "tf32"}), progress=False)
+        assert seen[20:] == [True] * 20
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = False
+    assert tf32.config.run_id != fp32.config.run_id
+    pd.testing.assert_frame_equal(tf32.metrics.drop(columns="time_s"), fp32.metrics.drop(columns="time_s"))
+
+
 def test_stop_after_drop_ends_at_the_first_settled_checkpoint_and_resumes_there(micro, tmp_path, monkeypatch):
     cfg = micro.override({"train.stop_after_drop": 100})
     monkeypatch.setattr(matcomp.runs.training, "drop_settled", lambda table, after, level: table.step.max() >= 20)

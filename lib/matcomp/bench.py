@@ -18,7 +18,7 @@ from matcomp.data import sample_batch
 from matcomp.metrics import METRICS, masked_mse
 from matcomp.models.factory import count_parameters
 from matcomp.runs.cost import matmul_peak, step_flops, sync, time_steps
-from matcomp.runs.training import autocast, init_training
+from matcomp.runs.training import autocast, init_training, matmuls
 from matcomp.seeding import TRAIN, stream
 
 PAPER_EVAL_BATCH = 64
@@ -60,10 +60,11 @@ def time_paper_loop(cfg: RunConfig, device: torch.device, steps: int, warmup: in
 
 def benchmark(cfg: RunConfig, device: torch.device, steps: int = 20, warmup: int = 3) -> dict[str, float]:
     """Figures for one config: step times of both loops, throughput, FLOP/s against the peak."""
-    ours = time_steps(cfg, device, steps, warmup)
-    paper = time_paper_loop(cfg, device, steps, warmup)
+    with matmuls(cfg.train.precision):  # the matrix products the run would use, and their peak
+        ours = time_steps(cfg, device, steps, warmup)
+        paper = time_paper_loop(cfg, device, steps, warmup)
+        peak = matmul_peak(device, torch.bfloat16 if cfg.train.precision == "bf16" else torch.float32)
     flops = step_flops(cfg)
-    peak = matmul_peak(device, torch.bfloat16 if cfg.train.precision == "bf16" else torch.float32)
     model, *_ = init_training(cfg, torch.device("cpu"))
     return {
         "parameters": count_parameters(model),

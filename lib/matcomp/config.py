@@ -27,7 +27,7 @@ from matcomp.paper import PAPER_CHECKPOINT_STEPS
 from matcomp.tokenizer import VALUE_MAX
 
 DISTRIBUTIONS = ("uniform", "gaussian", "laplace")
-PRECISIONS = ("fp32", "bf16")
+PRECISIONS = ("fp32", "bf16", "tf32")
 ATTENTIONS = ("sdpa", "eager")
 POSITION_INITS = ("bert", "grid")
 ARCHS = ("bert", "gpt")
@@ -169,6 +169,10 @@ class TrainConfig:
     position's own pair out of both; ``component`` other than
     "all" trains only that group of parameters, starting from the final weights of the run
     ``init_from`` (a run id) with the group (``matcomp.models.recipe``) re-initialised.
+
+    ``precision``: "fp32"; "bf16" runs the forward pass under bf16 autocast; "tf32" keeps fp32 weights,
+    Adam and losses but lets CUDA matrix products round their inputs to TF32 on the tensor cores (what
+    PyTorch did by default on Ampere GPUs before 1.12); on a CPU it is fp32.
     """
 
     steps: int = 50000

@@ -76,6 +76,19 @@ def autocast(precision: str, device: torch.device):
     return contextlib.nullcontext()
 
 
+@contextlib.contextmanager
+def matmuls(precision: str):
+    """CUDA float32 matrix products on TF32 tensor cores for ``precision == "tf32"`` and in full fp32
+    otherwise (whatever was set before), forward, backward and evaluation alike, until the context ends,
+    when the setting is put back."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
 def init_training(cfg: RunConfig, device: torch.device, attention: str | None = None,
                   trained: dict[str, torch.Tensor] | None = None):
     """A fresh model, its Adam optimiser, and the training and eval generators of ``cfg``.
@@ -133,25 +146,26 @@ def train(cfg: RunConfig, folder: RunFolder, device: str | torch.device | None =
         return bool(tc.stop_after_drop) and drop_settled(pd.DataFrame(rows), tc.stop_after_drop, level)
 
     end = start if resume is not None and stopped() else tc.steps  # a crash after the stopping checkpoint
-    for step in range(start + 1, end + 1):
-        hooks = recipe_hooks(cast(MatrixBert, model), tc, step, targets)
-        with hooks or contextlib.nullcontext():
-            latest = train_step(model, optimizer, cfg, train_gen, device)
-        pending.append(latest)
+    with matmuls(tc.precision):
+        for step in range(start + 1, end + 1):
+            hooks = recipe_hooks(cast(MatrixBert, model), tc, step, targets)
+            with hooks or contextlib.nullcontext():
+                latest = train_step(model, optimizer, cfg, train_gen, device)
+            pending.append(latest)
 
-        if step % tc.eval_every == 0:
-            evals[step] = evaluate(model, cfg, eval_gen, tc.eval_batch, device)
-        if step in schedule:
-            rows += _rows(start_step=step - len(pending) + 1, pending=pending, evals=evals,
-                          elapsed=time.perf_counter() - t0, metrics=model.metrics, eval_columns=eval_columns(cfg))
-            finite = bool(torch.isfinite(torch.stack(pending)).all())
-            pending, evals = [], {}
-            _save(folder, cfg, model, optimizer, train_gen, eval_gen, step, rows)
-            if stopped() or not finite:
-                break  # the last step is now this checkpoint's (a diverged run is not sealed: see the store)
-        if progress and step % DISPLAY_EVERY == 0:
-            bar.set_postfix({k: f"{v:.3g}" for k, v in zip(model.metrics, latest.tolist())}, refresh=False)
-        bar.update(1)
+            if step % tc.eval_every == 0:
+                evals[step] = evaluate(model, cfg, eval_gen, tc.eval_batch, device)
+            if step in schedule:
+                rows += _rows(start_step=step - len(pending) + 1, pending=pending, evals=evals,
+                              elapsed=time.perf_counter() - t0, metrics=model.metrics, eval_columns=eval_columns(cfg))
+                finite = bool(torch.isfinite(torch.stack(pending)).all())
+                pending, evals = [], {}
+                _save(folder, cfg, model, optimizer, train_gen, eval_gen, step, rows)
+                if stopped() or not finite:
+                    break  # the last step is now this checkpoint's (a diverged run is not sealed: see the store)
+            if progress and step % DISPLAY_EVERY == 0:
+                bar.set_postfix({k: f"{v:.3g}" for k, v in zip(model.metrics, latest.tolist())}, refresh=False)
+            bar.update(1)
     bar.close()
     return pd.DataFrame(rows, columns=columns(cfg))
 
