@@ -10,6 +10,7 @@ from matcomp.analysis.shortening import arm_summary
 from matcomp.book.prose import gpt_numbers, progress_numbers, seeds_text, shortening_numbers, sizes_numbers
 from matcomp.book.tables import and_text, span_text
 from matcomp.presets import preset
+from matcomp.runs.shipped import find_reference
 
 ARMS = ("attention × 10 (follow-up)", "bias, fading", "bias, fading, no diagonal", "bias, kept on",
         "bias, kept on, no diagonal", "lr × 2")
@@ -144,3 +145,20 @@ def test_rank_search_findings_read_each_run_and_the_tasks_no_less_determined_tha
                      "no more at 6×6 rank 2 (9.1%), so their masks do not stand in the way of a drop; more at 4×4 "
                      "rank 2 (67.8%).")
     assert "which does not drop here" in rank_search_findings({}, count, "3×3 rank 1", None)[0]
+    dropped = rank_search_findings({"6×6 rank 2": reading}, count, "3×3 rank 1", 8077, {"6×6 rank 2": 14500})[0]
+    assert dropped == run + " It drops at step 14,500."
+
+
+def test_rank_drop_numbers_read_the_shipped_gpu_run_around_its_drop():
+    from matcomp.book.prose import rank_drop_numbers
+
+    numbers = rank_drop_numbers()  # the paper's run, shipped with its metrics and head measures alone
+    run = find_reference(preset("paper", {"train.precision": "tf32", "train.steps": 32000}))
+    assert numbers["rank2_task"] == "7×7 rank 2" and numbers["rank2_last"] == "32,000"
+    assert numbers["rank2_drop"] == f"{run.drop.half_step:,}" and numbers["rank2_below"] == f"{run.drop.factor:.1f}"
+    before, drop, after = (int(numbers[k].replace(",", "")) for k in ("rank2_before_step", "rank2_drop",
+                                                                      "rank2_after_step"))
+    assert before < drop < after and after - before == 2000  # the measures' neighbours of the drop
+    heads_before = [float(v.rstrip("×")) for v in numbers["rank2_heads_before"].split(" and ")]
+    heads_after = [float(v.rstrip("×")) for v in numbers["rank2_heads_after"].split(" and ")]
+    assert max(heads_before) < 1.1 and min(heads_after) > 5  # still uniform before, well off it after

@@ -46,10 +46,10 @@ def test_the_table_holds_every_task_the_paper_and_the_verdicts():
     assert ladder_findings(table)[1] == "b: direction only (7×7: 5; the paper: 50)."
 
 
-def run(n: int, plateau: float, half_step: int | None, final: float):
-    cfg = preset("cpu", {"data.n_rows": n, "data.n_cols": n})
+def run(n: int, plateau: float, half_step: int | None, final: float, rank: int = 1, last_step: int = 20000):
+    cfg = preset("cpu", {"data.n_rows": n, "data.n_cols": n, "data.rank": rank})
     drop = SimpleNamespace(plateau=plateau, half_step=half_step, factor=plateau / final)
-    return {0: SimpleNamespace(config=cfg, drop=drop, steps=[0, 20000])}
+    return {0: SimpleNamespace(config=cfg, drop=drop, last_step=last_step)}
 
 
 def test_a_seed_table_gives_each_seed_then_mean_min_and_max_and_a_missing_number_stays_missing():
@@ -73,6 +73,16 @@ def test_the_drop_ladder_reads_each_run_against_the_papers_run():
     ladder, spread = drop_ladders({"4×4": run(4, 1 / 9, 5000, 0.02), "7×7": seeds})
     assert ladder.loc["7×7, mean of 2 seeds", "drop step"] == 14000 == spread.loc["mean", "drop step"]
     assert spread.loc["max", "× below the plateau"] == pytest.approx(1 / 9 / 0.005)
+
+    # a single larger run read on its metrics alone (the paper's run, trained on a GPU) becomes the last rung;
+    # the seed table stays the 7×7 task's, and the findings give its range after its own mean
+    gpu = run(7, 2 / 9, 15783, 0.0214, rank=2, last_step=32000)[0]
+    ladder, spread = drop_ladders({"4×4": run(4, 1 / 9, 5000, 0.02), "7×7": seeds}, {"7×7 rank 2": gpu})
+    assert ladder.index[2] == "7×7 rank 2, seed 0, step 32,000" and ladder.iloc[2]["drop step"] == 15783
+    assert ladder.loc["verdict", "drop step"] == "reproduces" and spread.loc["mean", "drop step"] == 14000
+    assert ladder_findings(ladder, spread)[1] == ("drop step: reproduces (7×7 rank 2, seed 0, step 32,000: 15,783; "
+                                                  "7×7, mean of 2 seeds: 14,000, seeds 12,000 to 16,000; "
+                                                  "the paper: 15,000).")
 
 
 def test_a_claim_the_paper_makes_in_direction_only_reproduces_on_its_side():

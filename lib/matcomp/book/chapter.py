@@ -175,6 +175,15 @@ def rank_search_configs(preset: str | None = None) -> list[RunConfig]:
     return [chapter_config(name, overrides=overrides) for name, overrides in sizes(preset).rank_search]
 
 
+def rank_search_drops(preset: str | None = None) -> dict[str, Run]:
+    """The rank-2 search's runs that leave their plateau (``trained_run``; at ``cpu`` the paper's run, trained
+    on a GPU and shipped with its metrics alone), by task, preset and device: a rung above the ladder for
+    the findings its metrics show."""
+    runs = [trained_run(cfg, preset) for cfg in rank_search_configs(preset)]
+    return {f"{r.config.data.n_rows}×{r.config.data.n_cols} rank {r.config.data.rank} ({r.config.name}, "
+            f"{'CPU' if r.summary['device'] == 'cpu' else 'GPU'})": r for r in runs if r.drop.half_step is not None}
+
+
 def ladder_runs(preset: str | None = None) -> dict[str, dict[int, tuple[Run, Phases]]]:
     """``open_run`` of every run of ``ladder_configs`` (task label -> seed -> run and its phases): the runs
     whose checkpoints a one-model chapter's ladder reads."""

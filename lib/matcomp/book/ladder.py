@@ -133,7 +133,7 @@ def drop_seeds(runs: dict[int, Run]) -> pd.DataFrame:
     """``seed_table`` of the sudden drop's key numbers on one task's ``runs`` (seed -> run): the plateau
     against the copying level E[X²] (r/9), the drop step, and how far below its plateau each ends
     (``DEPTH``)."""
-    return seed_table({seed_label(seed, run.steps[-1]): {
+    return seed_table({seed_label(seed, run.last_step): {
         "plateau / E[X²]": run.drop.plateau / second_moment(run.config.data),
         "drop step": float("nan") if run.drop.half_step is None else float(run.drop.half_step),
         DEPTH: run.drop.factor} for seed, run in runs.items()})
@@ -175,14 +175,18 @@ def finding_ladders(finding: str, runs: dict[str, dict[int, tuple[Run, Phases]]]
     return ladder, list(tables.values())[-1]
 
 
-def drop_ladders(runs: dict[str, dict[int, Run]]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The sudden drop's two tables for ``show_ladder``: ``drop_ladder`` on ``runs``, and ``drop_seeds`` on
-    the largest task's seeds (each task's seeds read once)."""
+def drop_ladders(runs: dict[str, dict[int, Run]], beyond: dict[str, Run] | None = None
+                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The sudden drop's two tables for ``show_ladder``: ``drop_ladder`` on ``runs`` then on the single runs
+    of ``beyond`` (label -> run: larger tasks read on their metrics alone, ``chapter.rank_search_drops``), and
+    ``drop_seeds`` on the largest task of ``runs`` (each task's seeds read once)."""
     paper = {"plateau / E[X²]": SUDDEN_DROP["L_mask on the plateau"] / second_moment(preset("paper").data),
              "drop step": float(SUDDEN_DROP["drop step"]), DEPTH: paper_depth()}
     tables = {label: drop_seeds(seeds) for label, seeds in runs.items()}
+    seeds = list(tables.values())[-1]
+    tables.update({label: drop_seeds({run.config.train.seed: run}) for label, run in (beyond or {}).items()})
     ladder = ladder_table(_rungs(tables), paper, references={DEPTH: 2.0})  # a run with the effect drops
-    return ladder, list(tables.values())[-1]
+    return ladder, seeds
 
 
 def ladder_text(table: pd.DataFrame) -> pd.DataFrame:
@@ -202,8 +206,9 @@ def ladder_text(table: pd.DataFrame) -> pd.DataFrame:
 
 def ladder_findings(table: pd.DataFrame, seeds: pd.DataFrame | None = None) -> list[str]:
     """One sentence per key number of a ``ladder_table``: its verdict, and the largest task's value
-    against the paper's (as ``ladder_text`` writes them); with ``seeds``, the largest task's
-    ``seed_table``, the range over its seeds too (where it has several).
+    against the paper's (as ``ladder_text`` writes them); with ``seeds``, the ``seed_table`` of the largest
+    task read on several seeds, the range over its seeds too (after its mean, where a single run above it
+    is the largest task).
 
     >>> ladder_findings(ladder_table({"4×4": {"drop step": 5060.0}, "7×7": {"drop step": 16406.0}},
     ...                              {"drop step": 15000.0}))
@@ -215,11 +220,15 @@ def ladder_findings(table: pd.DataFrame, seeds: pd.DataFrame | None = None) -> l
     text = ladder_text(table)
     spread = ladder_text(seeds) if seeds is not None and len(seed_rows(seeds)) > 1 else None
     tasks = [label for label in table.index if label not in ("paper", "verdict")]
+    seeded = None if spread is None else next(  # the task the seeds are of: the largest, or one below a single run
+        (t for t in reversed(tasks) if t.endswith(f"mean of {len(seed_rows(seeds))} seeds")), tasks[-1])
     sentences = []
     for key in table.columns:
-        over_seeds = (f", seeds {spread.loc['min', key]} to {spread.loc['max', key]}"
-                      if spread is not None and key in spread else "")
-        sentences.append(f"{key}: {table.loc['verdict', key]} ({tasks[-1]}: {text.loc[tasks[-1], key]}{over_seeds}; "
+        parts = [f"{tasks[-1]}: {text.loc[tasks[-1], key]}"]
+        if spread is not None and key in spread:
+            parts += [] if seeded == tasks[-1] else [f"{seeded}: {text.loc[seeded, key]}"]
+            parts[-1] += f", seeds {spread.loc['min', key]} to {spread.loc['max', key]}"
+        sentences.append(f"{key}: {table.loc['verdict', key]} ({'; '.join(parts)}; "
                          f"the paper: {text.loc['paper', key]}).")
     return sentences
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from matcomp.analysis.gpt import completion_table, greedy_reading, late_gain
-from matcomp.analysis.progress import leads_over_seeds, progress_configs
+from matcomp.analysis.progress import against_uniform, leads_over_seeds, progress_configs, progress_table
 from matcomp.analysis.seeds import drop_over_seeds, seed_configs, seeds_from, trained_on
 from matcomp.analysis.shortening import arm_summary, shortening_defaults, with_and_without
 from matcomp.analysis.variants import (
@@ -22,7 +22,7 @@ from matcomp.analysis.variants import (
     variant_overrides,
     variant_table,
 )
-from matcomp.book.chapter import trained_runs
+from matcomp.book.chapter import rank_search_drops, trained_runs
 from matcomp.book.sizes import chapter_sizes
 from matcomp.book.tables import and_text, span_text
 from matcomp.config import RunConfig
@@ -330,20 +330,43 @@ def identity_text(families: pd.DataFrame, positions: int, identity_enrichment: f
             f"uniform attention: a weak but specific diagonal, not a strong one.")
 
 
+def rank_drop_numbers() -> dict[str, str]:
+    """What the sizes_ranks chapter's prose quotes of the rank-2 search's run that drops, at the default
+    preset (keys ``rank2_*``): its task, its drop step, where it ends against its plateau, and its best row
+    and column heads at its last checkpoint before the drop and its first after."""
+    runs = list(rank_search_drops(DEFAULT).values())
+    if len(runs) != 1:
+        raise ValueError(f"the rank-2 search at the {DEFAULT} preset has {len(runs)} runs that drop; "
+                         "its prose reads one")
+    run = runs[0]
+    drop, table = run.drop, against_uniform(run, progress_table(run))
+    before, after = table[table.index < drop.half_step].iloc[-1], table[table.index > drop.half_step].iloc[0]
+    heads = "best row head / uniform", "best column head / uniform"
+    data = run.config.data
+    return {"rank2_task": f"{data.n_rows}×{data.n_cols} rank {data.rank}", "rank2_drop": f"{drop.half_step:,}",
+            "rank2_below": f"{drop.factor:.1f}", "rank2_last": f"{run.last_step:,}",
+            "rank2_before_step": f"{int(before.name):,}", "rank2_after_step": f"{int(after.name):,}",
+            "rank2_heads_before": " and ".join(f"{before[h]:.2f}×" for h in heads),
+            "rank2_heads_after": " and ".join(f"{after[h]:.1f}×" for h in heads)}
+
+
 def rank_search_findings(readings: dict[str, pd.DataFrame], count: pd.DataFrame, reference: str,
-                         reference_drop: int | None) -> list[str]:
+                         reference_drop: int | None, drops: dict[str, int] | None = None) -> list[str]:
     """The sizes_ranks chapter's sentences on the rank-2 search: for each run of ``readings`` (label ->
     ``analysis.progress.against_uniform`` table) how far its best heads left uniform attention, where its
-    L_mask and the collapse of its missing positions end; then the tasks of ``count``
-    (``analysis.variants.identifiability``) whose missing entries are no less determined than those of the
-    task ``reference``, whose run here drops at ``reference_drop`` (None: no drop)."""
-    sentences = []
+    L_mask and the collapse of its missing positions end, and its drop step where ``drops`` (label -> step)
+    has one; then the tasks of ``count`` (``analysis.variants.identifiability``) whose missing entries are no
+    less determined than those of the task ``reference``, whose run here drops at ``reference_drop`` (None:
+    no drop)."""
+    sentences, drops = [], drops or {}
     for label, table in readings.items():
         row, column, last = table["best row head / uniform"], table["best column head / uniform"], table.iloc[-1]
+        dropped = f" It drops at step {drops[label]:,}." if label in drops else ""
         sentences.append(f"{label}, checkpoints {table.index[0]:,}–{table.index[-1]:,}: the best row head reaches "
                          f"{row.max():.3f}× uniform attention at most ({row.iloc[-1]:.3f}× at the last), the best "
                          f"column head {column.max():.3f}×; at the last checkpoint L_mask is "
-                         f"{last['L_mask / E[X²]']:.2f}× E[X²] and the collapse {last['collapse (missing)']:.2f}.")
+                         f"{last['L_mask / E[X²]']:.2f}× E[X²] and the collapse {last['collapse (missing)']:.2f}."
+                         + dropped)
     free = count["missing undetermined"]
     bar = free[reference]
     fine, hard = free[free <= bar].drop(reference), free[free > bar]

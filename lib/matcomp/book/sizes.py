@@ -37,6 +37,7 @@ class ChapterSizes:
     # mean, and each chapter its range); at cpu the seeds of cpu7x7 that drop (benchmarks/presets.md)
     ladder: tuple[str, ...] = ()  # presets of larger tasks a finding is read on beside this scale's, smallest first
     rank_search: tuple[tuple[str, str], ...] = ()  # (preset, overrides): the rank-2 search's shipped runs (sizes_ranks)
+    # on these cores, then the paper's run trained on a lent GPU (shipped with its metrics alone)
 
     def steps(self, field: str, cfg: RunConfig) -> int:
         """The steps ``field`` names for a run of ``cfg``: its own steps if None, never more."""
@@ -60,7 +61,8 @@ CHAPTER_SIZES: dict[str, ChapterSizes] = {
                                                   f"train.stop_after_drop=12000,{recipe}") for recipe in (
                                               "model.hidden=128,train.lr=1e-3,train.steps=24000",
                                               "model.hidden=64,train.lr=2e-3,train.steps=29000"))
-                        + (("cpu7x7", "data.n_rows=6,data.n_cols=6,data.rank=2,train.steps=24000"),)),
+                        + (("cpu7x7", "data.n_rows=6,data.n_cols=6,data.rank=2,train.steps=24000"),
+                           ("paper", "train.precision=tf32,train.steps=32000"))),  # the paper's run, on a GPU
     "paper": _PAPER_SIZES,
     "paper12": _PAPER_SIZES,
 }
