@@ -239,6 +239,7 @@ def show_ladder(ladder: pd.DataFrame, seeds: pd.DataFrame, what: str = "the key 
     Both tables show one key number a row, so a finding reads across the sizes to its verdict, and a chapter
     with many key numbers grows down the page, not off its side."""
     if len(seed_rows(seeds)) > 1:
-        display(styled(ladder_text(seeds).T, "{}", f"{what} on each seed of the largest task, their mean, min and max"))
+        display(styled(ladder_text(seeds).T, "{}",
+                       f"{what} on each seed of the largest task read on several, their mean, min and max"))
     display(styled(ladder_text(ladder).T, "{}", f"{what} on each task of the ladder, the paper's and the verdict"))
     display(findings(*ladder_findings(ladder, seeds)))
