@@ -337,8 +337,8 @@ def complete_all(batch: Batch, lam: float, rank: int, model: MatrixBert | None =
         warnings.simplefilter("ignore", UserWarning)
         out |= {
             "nuclear norm min": nuclear_norm_min(values, observed, workers=workers),
-            f"regularised, λ={lam:g}": nuclear_norm_regularised(values, observed, lam=lam, workers=workers),
-            f"soft-impute, λ={lam:g}": soft_impute(values, observed, lam=lam, tol=tol),
+            REGULARISED.format(lam): nuclear_norm_regularised(values, observed, lam=lam, workers=workers),
+            SOFT_IMPUTE.format(lam): soft_impute(values, observed, lam=lam, tol=tol),
             f"rank-{rank} ALS (oracle)": als_complete(values, observed, rank=rank, lam=lam, tol=tol),
         }
     return values, observed, out, dropped
@@ -401,6 +401,8 @@ def lambda_table(batch: Batch, lams, model: MatrixBert | None = None, label: str
 # --- the chapter's sweep over p_mask and its tables ------------------------------------------------------------
 
 NN = "nuclear norm min"
+REGULARISED = "regularised, λ={:g}"  # method labels (``.format(lam)``) of the regularised problem and soft-impute
+SOFT_IMPUTE = "soft-impute, λ={:g}"
 
 
 SWEEP_COLUMNS = ["method", "L", "L_obs", "L_mask", "nuclear_norm", "p_mask", "± s.e. of L − L_BERT"]
@@ -430,8 +432,7 @@ def completion_sweep(data: DataConfig, p_masks, samples: int, lam: float, model:
         table["± s.e. of L − L_BERT"] = [paired_se(done[m], done["BERT"], values) if model is not None
                                          else float("nan") for m in table.index]
         rows.append(table)
-        agree = solver_agreement(done[f"regularised, λ={lam:g}"], done[f"soft-impute, λ={lam:g}"], values, observed,
-                                 lam)
+        agree = solver_agreement(done[REGULARISED.format(lam)], done[SOFT_IMPUTE.format(lam)], values, observed, lam)
         by_p_mask[p] = {"dropped": dropped, **agree}
     sweep = pd.concat(rows).reset_index()[SWEEP_COLUMNS].rename_axis("row")
     return {"sweep": sweep, "by_p_mask": pd.DataFrame.from_dict(by_p_mask, orient="index").rename_axis("p_mask")}

@@ -13,7 +13,7 @@ from typing import cast
 import pandas as pd
 import torch
 
-from matcomp.analysis.baselines import NN, headline_table, stored_sweep
+from matcomp.analysis.baselines import NN, REGULARISED, headline_table, stored_sweep
 from matcomp.analysis.embeddings import position_embeddings, position_silhouettes
 from matcomp.analysis.heads import classify_model, family_counts, separating_mask
 from matcomp.analysis.interventions import attention_interventions
@@ -170,7 +170,7 @@ def _nuclear(run: Run, shift: Phases, p: dict) -> dict[str, float]:
     sweep = stored_sweep(run, shift.post, p["p_masks"], p["samples"], p["lam"], p["eval_seed"], p["workers"])["sweep"]
     over_bert = headline_table(sweep, run.config.data.p_mask)["L / BERT's"]
     return {f"L: BERT / {NN}": float(1 / over_bert[NN]),
-            "L: regularised / BERT": float(over_bert[f"regularised, λ={p['lam']:g}"])}
+            "L: regularised / BERT": float(over_bert[REGULARISED.format(p["lam"])])}
 
 
 ANALYSES = ("matcomp.analysis.key_numbers", "matcomp.analysis.evaluation", "matcomp.analysis.phases",
