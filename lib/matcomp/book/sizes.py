@@ -61,8 +61,9 @@ CHAPTER_SIZES: dict[str, ChapterSizes] = {
                                                   f"train.stop_after_drop=12000,{recipe}") for recipe in (
                                               "model.hidden=128,train.lr=1e-3,train.steps=24000",
                                               "model.hidden=64,train.lr=2e-3,train.steps=29000"))
-                        + (("cpu7x7", "data.n_rows=6,data.n_cols=6,data.rank=2,train.steps=24000"),
-                           ("paper", "train.precision=tf32,train.steps=32000"))),  # the paper's run, on a GPU
+                        + tuple(("cpu7x7", f"data.n_rows=6,data.n_cols=6,data.rank=2,{recipe}train.steps=24000")
+                                for recipe in ("", "model.hidden=128,train.lr=1e-3,"))
+                        + (("paper", "train.precision=tf32,train.steps=32000"),)),  # the paper's run, on a GPU
     "paper": _PAPER_SIZES,
     "paper12": _PAPER_SIZES,
 }
