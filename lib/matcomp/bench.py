@@ -60,8 +60,8 @@ def time_paper_loop(cfg: RunConfig, device: torch.device, steps: int, warmup: in
 
 def benchmark(cfg: RunConfig, device: torch.device, steps: int = 20, warmup: int = 3) -> dict[str, float]:
     """Figures for one config: step times of both loops, throughput, FLOP/s against the peak."""
+    ours = time_steps(cfg, device, steps, warmup)
     with matmuls(cfg.train.precision):  # the matrix products the run would use, and their peak
-        ours = time_steps(cfg, device, steps, warmup)
         paper = time_paper_loop(cfg, device, steps, warmup)
         peak = matmul_peak(device, torch.bfloat16 if cfg.train.precision == "bf16" else torch.float32)
     flops = step_flops(cfg)

@@ -34,14 +34,20 @@ def seed_configs(cfg: RunConfig, seeds) -> dict[int, RunConfig]:
 
 
 def trained_on(summary: dict) -> str:
-    """The machine of a run's ``complete.json`` summary, as "AMD EPYC, 1 thread".
+    """The machine of a run's ``complete.json`` summary, as "AMD EPYC, 1 thread", or its GPU where it trained
+    on one; a field recorded as null (a run assembled from a GPU loan's files) reads as unrecorded.
 
     >>> trained_on({"machine": {"cpu": "AMD EPYC", "threads": 1}}), trained_on({})
     ('AMD EPYC, 1 thread', 'unrecorded')
+    >>> trained_on({"device": "cuda", "machine": {"cpu": None, "threads": None, "gpu": "NVIDIA H200"}})
+    'NVIDIA H200'
     """
     machine = summary.get("machine") or {}
+    if summary.get("device", "cpu") != "cpu" and machine.get("gpu"):
+        return machine["gpu"]
     threads = machine.get("threads")
-    return machine.get("cpu", "unrecorded") + (f", {threads} thread{'s' if threads != 1 else ''}" if threads else "")
+    count = f", {threads} thread{'s' if threads != 1 else ''}" if threads else ""
+    return (machine.get("cpu") or "unrecorded") + count
 
 
 def drop_over_seeds(runs: dict[int, Run]) -> pd.DataFrame:

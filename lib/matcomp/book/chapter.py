@@ -181,7 +181,12 @@ def rank_search_drops(preset: str | None = None) -> dict[str, Run]:
     the findings its metrics show."""
     runs = [trained_run(cfg, preset) for cfg in rank_search_configs(preset)]
     return {f"{r.config.data.n_rows}×{r.config.data.n_cols} rank {r.config.data.rank} ({r.config.name}, "
-            f"{'CPU' if r.summary['device'] == 'cpu' else 'GPU'})": r for r in runs if r.drop.half_step is not None}
+            f"{trained_device(r)})": r for r in runs if r.drop.half_step is not None}
+
+
+def trained_device(run: Run) -> str:
+    """"CPU" or "GPU": where ``run`` trained (its ``complete.json``), for the labels of runs read side by side."""
+    return "CPU" if run.summary["device"] == "cpu" else "GPU"
 
 
 def ladder_runs(preset: str | None = None) -> dict[str, dict[int, tuple[Run, Phases]]]:

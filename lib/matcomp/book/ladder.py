@@ -119,12 +119,17 @@ def seed_label(seed: int, step: int) -> str:
     return f"seed {seed}, step {step:,}"
 
 
+def _mean_of(seeds: int) -> str:
+    """How a task's ladder row says it is the mean of its ``seeds`` runs (its label's ending)."""
+    return f"mean of {seeds} seeds"
+
+
 def _rungs(tables: dict[str, pd.DataFrame]) -> dict[str, dict[str, float]]:
     """Each task's ladder row from its ``seed_table``: its one run (labelled by it), or the mean of its seeds."""
     rows = {}
     for label, table in tables.items():
         runs = seed_rows(table)
-        rows[f"{label}, {runs[0]}" if len(runs) == 1 else f"{label}, mean of {len(runs)} seeds"] = \
+        rows[f"{label}, {runs[0]}" if len(runs) == 1 else f"{label}, {_mean_of(len(runs))}"] = \
             table.loc["mean"].to_dict()
     return rows
 
@@ -221,7 +226,7 @@ def ladder_findings(table: pd.DataFrame, seeds: pd.DataFrame | None = None) -> l
     spread = ladder_text(seeds) if seeds is not None and len(seed_rows(seeds)) > 1 else None
     tasks = [label for label in table.index if label not in ("paper", "verdict")]
     seeded = None if spread is None else next(  # the task the seeds are of: the largest, or one below a single run
-        (t for t in reversed(tasks) if t.endswith(f"mean of {len(seed_rows(seeds))} seeds")), tasks[-1])
+        (t for t in reversed(tasks) if t.endswith(_mean_of(len(seed_rows(seeds))))), tasks[-1])
     sentences = []
     for key in table.columns:
         parts = [f"{tasks[-1]}: {text.loc[tasks[-1], key]}"]

@@ -19,7 +19,7 @@ import torch
 
 from matcomp.config import RunConfig
 from matcomp.runs.folder import atomic_write_bytes
-from matcomp.runs.training import evaluate, init_training, train_step
+from matcomp.runs.training import evaluate, init_training, matmuls, train_step
 
 COSTS_FILE = ".step_costs.json"
 EFFICIENCY = 0.5  # fraction of the matmul peak an estimate assumes a step reaches
@@ -61,16 +61,18 @@ def step_flops(cfg: RunConfig) -> float:
 
 
 def time_steps(cfg: RunConfig, device: torch.device, steps: int, warmup: int) -> float:
-    """Seconds per step of the training engine (``matcomp.runs.training``), eval amortised."""
+    """Seconds per step of the training engine (``matcomp.runs.training``), eval amortised, with the
+    matrix products the run's precision trains with (``matmuls``)."""
     model, optimizer, train_gen, eval_gen = init_training(cfg, device)
-    for step in range(1, warmup + steps + 1):
-        if step == warmup + 1:
-            sync(device)
-            start = time.perf_counter()
-        train_step(model, optimizer, cfg, train_gen, device)
-        if step % cfg.train.eval_every == 0:
-            evaluate(model, cfg, eval_gen, cfg.train.eval_batch, device)
-    sync(device)
+    with matmuls(cfg.train.precision):
+        for step in range(1, warmup + steps + 1):
+            if step == warmup + 1:
+                sync(device)
+                start = time.perf_counter()
+            train_step(model, optimizer, cfg, train_gen, device)
+            if step % cfg.train.eval_every == 0:
+                evaluate(model, cfg, eval_gen, cfg.train.eval_batch, device)
+        sync(device)
     return (time.perf_counter() - start) / steps
 
 
