@@ -8,7 +8,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "lib" / "matcomp"
 ORDER = ["core", "models", "runs", "analysis", "book", "top"]
-TOP = {"cli", "bench", "__main__"}
+TOP = {"cli", "bench", "remote", "__main__"}
 
 
 def layer(module: str) -> str:

@@ -11,7 +11,7 @@ the imports to keep it so):
 - ``runs``: training, the run store, run folders, shipped runs;
 - ``analysis``: one module per family of experiments;
 - ``book``: chapter openings, plots, tables, widgets, sweeps;
-- on top: ``cli`` (``python -m matcomp``) and ``bench``.
+- on top: ``cli`` (``python -m matcomp``), ``bench`` and ``remote`` (the paper-scale pipeline of a lent GPU).
 """
 
 import importlib

@@ -2,8 +2,9 @@
 ``python -m matcomp bench [--preset cpu]``, ``python -m matcomp ship --preset cpu``,
 ``python -m matcomp plan --preset cpu`` (every run the book needs), ``python -m matcomp prepare --preset cpu``
 (train them in parallel on Ray), ``python -m matcomp sweep book/X.ipynb --out DIR --param NAME V1 V2 ...``,
-``python -m matcomp presets``, ``python -m matcomp runs`` and ``python -m matcomp derive`` (the shipped
-derived tables, ``matcomp.book.stored``)."""
+``python -m matcomp presets``, ``python -m matcomp runs``, ``python -m matcomp derive`` (the shipped
+derived tables, ``matcomp.book.stored``), and ``python -m matcomp remote --out DIR`` / ``unpack DIR ...``
+(a run trained, measured and packed on a machine lent for minutes, then installed here: ``matcomp.remote``)."""
 
 from __future__ import annotations
 
@@ -58,10 +59,16 @@ def _config(args):
 def cmd_train(args) -> None:
     from matcomp.runs.run import metrics_text
     from matcomp.runs.store import get_or_train, runs_root
+    from matcomp.runs.training import Paused
 
     cfg = _config(args)
     print(f"run {cfg.run_id} (working store: {runs_root()})", flush=True)
-    run = get_or_train(cfg, device=args.device, progress=not args.quiet, shipped=not args.no_shipped)
+    try:
+        run = get_or_train(cfg, device=args.device, progress=not args.quiet, shipped=not args.no_shipped,
+                           limit_s=args.limit_s)
+    except Paused as paused:
+        print(paused)
+        return
     m = run.metrics.iloc[-1]
     print(f"stored in {run.path}")
     if "command" in run.summary:
@@ -272,6 +279,33 @@ def cmd_derive(args) -> None:
         print(f"{'computed' if new else 'current '} {path.relative_to(REPO)}", flush=True)
 
 
+def cmd_remote(args) -> None:
+    from matcomp.remote import remote
+
+    cfg = _config(args)
+    sets = "".join(f" --set {s}" for s in args.set)
+    command = (f"python -m matcomp remote --preset {args.preset}{sets} --out DIR (again until nothing is left) "
+               f"&& python -m matcomp unpack DIR")
+    progress = remote(cfg, args.preset, args.out, command, limit_s=args.limit_s, device=args.device,
+                      checkpoint=args.checkpoint, progress=False if args.quiet else "text")
+    print(progress.message)
+    for path in progress.files:
+        print(f"  {path.name} ({path.stat().st_size / 2**20:.1f} MiB)")
+
+
+def cmd_unpack(args) -> None:
+    from matcomp.runs.shipped import REFERENCE_ROOT
+    from matcomp.runs.transfer import unpack
+
+    installed = unpack(args.folders, args.into or REFERENCE_ROOT, run_id=args.run)
+    run = installed.run
+    print(f"installed {run.path}: {len(run.steps)} checkpoints {run.steps}, "
+          f"{sum(run.summary['files'].values()) / 2**20:.1f} MiB; {len(installed.derived)} derived files")
+    if installed.missing_steps:
+        print(f"not come back: checkpoints {list(installed.missing_steps)} (pack each with remote --checkpoint STEP, "
+              f"remove {run.path} and unpack every folder again)")
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors in two lines, the problem and where to read more, not the whole usage."""
 
@@ -292,6 +326,9 @@ def main(argv: list[str] | None = None) -> None:
         p.add_argument("--device", default="auto", help="auto (CUDA if present), cpu, cuda, cuda:1, ...")
         p.add_argument("--threads", type=_at_least(1), default=None, help="CPU threads (default: PyTorch's choice)")
     sub.choices["train"].add_argument("--quiet", action="store_true", help="no progress bar")
+    sub.choices["train"].add_argument("--limit-s", type=_at_least(0, float), default=None,
+                                      help="wall-clock seconds to train; it stops cleanly at a checkpoint before "
+                                           "and the same command resumes")
     sub.choices["train"].add_argument("--no-shipped", action="store_true",
                                       help="train into the working store even if a shipped run matches")
     sub.choices["bench"].add_argument("--steps", type=_at_least(1), default=20, help="timed steps per loop")
@@ -329,6 +366,23 @@ def main(argv: list[str] | None = None) -> None:
     prepare.add_argument("--gpus-per-run", type=_at_least(0, float), default=None,
                          help="GPUs of each run (default: 1 where CUDA is present, else 0)")
     prepare.add_argument("--quiet", action="store_true", help="no progress bar")
+    remote = sub.add_parser("remote", help="train, derive and pack a run on a machine lent for minutes, "
+                                           "a little more each call (matcomp.remote)")
+    remote.add_argument("--preset", default=None, choices=sorted(PRESETS), help=PRESET_HELP)
+    remote.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                        help="override a config field, e.g. --set train.precision=tf32 (repeatable)")
+    remote.add_argument("--device", default="auto", help="auto (CUDA if present), cpu, cuda, cuda:1, ...")
+    remote.add_argument("--threads", type=_at_least(1), default=None, help="CPU threads (default: PyTorch's choice)")
+    remote.add_argument("--out", required=True, help="folder for the packed parts (what comes back)")
+    remote.add_argument("--limit-s", type=_at_least(0, float), default=None,
+                        help="wall-clock seconds this call may train and derive; it stops cleanly before")
+    remote.add_argument("--checkpoint", type=_at_least(0), default=None, metavar="STEP",
+                        help="pack this checkpoint (default: the first not packed by an earlier call)")
+    remote.add_argument("--quiet", action="store_true", help="no progress bar")
+    unpack = sub.add_parser("unpack", help="verify packed parts and install their run into runs/reference")
+    unpack.add_argument("folders", nargs="+", help="the folders that the remote calls' files came back into")
+    unpack.add_argument("--into", default=None, help="the shipped store to install into (default: runs/reference)")
+    unpack.add_argument("--run", default=None, help="the run id, where the folders hold several runs")
     sub.add_parser("presets", help="list the presets")
     sub.add_parser("runs", help="list stored runs (finished or not) with their progress and drop")
     sub.add_parser("derive", help="compute the shipped derived tables (runs/reference/derived) that are missing "
@@ -337,7 +391,8 @@ def main(argv: list[str] | None = None) -> None:
     if getattr(args, "threads", None):
         torch.set_num_threads(args.threads)
     commands = {"train": cmd_train, "bench": cmd_bench, "ship": cmd_ship, "presets": cmd_presets, "runs": cmd_runs,
-                "sweep": cmd_sweep, "plan": cmd_plan, "prepare": cmd_prepare, "derive": cmd_derive}
+                "sweep": cmd_sweep, "plan": cmd_plan, "prepare": cmd_prepare, "derive": cmd_derive,
+                "remote": cmd_remote, "unpack": cmd_unpack}
     try:
         if hasattr(args, "device"):
             resolve_device(args.device)  # a device that is not here stops before any work

@@ -189,6 +189,20 @@ def trained_device(run: Run) -> str:
     return "CPU" if run.summary["device"] == "cpu" else "GPU"
 
 
+def paper_scale_runs(preset: str | None = None) -> dict[str, tuple[Run, Phases]]:
+    """The run of the paper's scale (``ChapterSizes.paper_scale``) and its phases, labelled by task and
+    device, where it is shipped with its checkpoints (trained on a lent GPU and brought home by
+    ``matcomp.remote``): the one-model chapters' "paper scale (ours)" rung. Empty where it is not: it is
+    never trained here."""
+    spec = sizes(preset).paper_scale
+    run = None if spec is None else find_reference(chapter_config(spec[0], overrides=spec[1]))
+    if spec is None or run is None or not run.steps:
+        return {}
+    d = run.config.data
+    label = f"{d.n_rows}×{d.n_cols} rank {d.rank}, paper scale (ours, {spec[0]}, {trained_device(run)})"
+    return {label: (run, phases(run, paper_steps=chapter_sizes(spec[0]).paper_steps))}
+
+
 def ladder_runs(preset: str | None = None) -> dict[str, dict[int, tuple[Run, Phases]]]:
     """``open_run`` of every run of ``ladder_configs`` (task label -> seed -> run and its phases): the runs
     whose checkpoints a one-model chapter's ladder reads."""

@@ -169,15 +169,19 @@ def finding_ladder(finding: str, runs: dict[str, dict[int, tuple[Run, Phases]]],
     return finding_ladders(finding, runs, params)[0]
 
 
-def finding_ladders(finding: str, runs: dict[str, dict[int, tuple[Run, Phases]]],
-                    params: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """A one-model chapter's two tables for ``show_ladder``: ``finding_ladder`` on ``runs``, and
-    ``finding_seeds`` on the largest task's seeds (each task's seeds read once)."""
+def finding_ladders(finding: str, runs: dict[str, dict[int, tuple[Run, Phases]]], params: dict,
+                    beyond: dict[str, tuple[Run, Phases]] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A one-model chapter's two tables for ``show_ladder``: ``finding_ladder`` on ``runs`` then on the single
+    runs of ``beyond`` (label -> run and phases: the paper-scale run, ``chapter.paper_scale_runs``), and
+    ``finding_seeds`` on the largest task of ``runs`` (each task's seeds read once)."""
     spec = finding_spec(finding)
     tables = {label: finding_seeds(finding, seeds, params) for label, seeds in runs.items()}
+    seeds = list(tables.values())[-1]
+    tables.update({label: finding_seeds(finding, {run.config.train.seed: (run, shift)}, params)
+                   for label, (run, shift) in (beyond or {}).items()})
     ladder = ladder_table(_rungs(tables), {DEPTH: paper_depth(), **spec.paper},
                           references={DEPTH: 2.0, **spec.references})
-    return ladder, list(tables.values())[-1]
+    return ladder, seeds
 
 
 def drop_ladders(runs: dict[str, dict[int, Run]], beyond: dict[str, Run] | None = None

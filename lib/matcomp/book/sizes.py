@@ -38,10 +38,15 @@ class ChapterSizes:
     ladder: tuple[str, ...] = ()  # presets of larger tasks a finding is read on beside this scale's, smallest first
     rank_search: tuple[tuple[str, str], ...] = ()  # (preset, overrides): the rank-2 search's shipped runs (sizes_ranks)
     # on these cores, then the paper's run trained on a lent GPU (shipped with its metrics alone)
+    paper_scale: tuple[str, str] | None = None  # (preset, overrides): the run of the paper's scale that the one-model
+    # chapters read as their top rung where it is shipped with checkpoints (trained on a lent GPU, matcomp.remote)
 
     def steps(self, field: str, cfg: RunConfig) -> int:
         """The steps ``field`` names for a run of ``cfg``: its own steps if None, never more."""
         return min(getattr(self, field) or cfg.train.steps, cfg.train.steps)
+
+
+PAPER_SCALE = "train.precision=tf32,train.steps=32000"  # the paper's run on a lent GPU: TF32, its drop and 16,000 after
 
 
 _PAPER_SIZES = ChapterSizes(seeds=3, drop_seeds=3, component_steps=None, widths=(64, 128, 256, 512, 768, 1024),
@@ -52,7 +57,8 @@ CHAPTER_SIZES: dict[str, ChapterSizes] = {
     "smoke": ChapterSizes(seeds=3, drop_seeds=3, component_steps=None, widths=(16, 32), depths=(1, 2),
                           shape_steps=None, shape_seeds=3, mixture_sizes=(3, 4), ranks=(1, 2), size_steps=None,
                           gaussian_steps=None, completion_samples=32, lambda_samples=32, after_drop=100,
-                          probe_layers=3, progress_seeds=3, alarm_seeds=2, shortening_seeds=2, one_model_seeds=(0, 1)),
+                          probe_layers=3, progress_seeds=3, alarm_seeds=2, shortening_seeds=2, one_model_seeds=(0, 1),
+                          paper_scale=("smoke", "train.precision=tf32")),  # its stand-in: the pipeline's CI test
     "cpu": ChapterSizes(seeds=3, drop_seeds=8, component_steps=None, widths=(32, 64, 128), depths=(2, 4, 6),
                         shape_steps=None, shape_seeds=3, mixture_sizes=(3, 4, 5), ranks=(1, 2),
                         size_steps=10000, gaussian_steps=None, completion_samples=512, lambda_samples=256,
@@ -63,13 +69,15 @@ CHAPTER_SIZES: dict[str, ChapterSizes] = {
                                               "model.hidden=64,train.lr=2e-3,train.steps=29000"))
                         + tuple(("cpu7x7", f"data.n_rows=6,data.n_cols=6,data.rank=2,{recipe}train.steps=24000")
                                 for recipe in ("", "model.hidden=128,train.lr=1e-3,"))
-                        + (("paper", "train.precision=tf32,train.steps=32000"),)),  # the paper's run, on a GPU
+                        + (("paper", PAPER_SCALE),),  # the paper's run, on a GPU
+                        paper_scale=("paper", PAPER_SCALE)),
     "paper": _PAPER_SIZES,
     "paper12": _PAPER_SIZES,
 }
 
 # read through the one-model chapters' ``model`` parameter: the ``cpu`` scale's sizes, without a deeper probe model
-CHAPTER_SIZES.update({name: replace(CHAPTER_SIZES["cpu"], probe_layers=None, one_model=None, ladder=(), rank_search=())
+CHAPTER_SIZES.update({name: replace(CHAPTER_SIZES["cpu"], probe_layers=None, one_model=None, ladder=(), rank_search=(),
+                                    paper_scale=None)
                       for name in ("cpu7x7", "cpu5x5")})
 
 

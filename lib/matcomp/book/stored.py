@@ -19,8 +19,8 @@ import json
 from matcomp.analysis.baselines import draws_derivation, lambda_derivation, sweep_derivation
 from matcomp.analysis.key_numbers import FINDINGS, key_numbers_derivation
 from matcomp.analysis.ood import default_axes, panel_derivations, rank_panel, rank_panel_training
-from matcomp.analysis.phases import phases
-from matcomp.book.chapter import ladder_runs, model_preset, sizes
+from matcomp.analysis.phases import Phases, phases
+from matcomp.book.chapter import ladder_runs, model_preset, paper_scale_runs, sizes
 from matcomp.config import RunConfig
 from matcomp.presets import preset as named_preset
 from matcomp.runs.derived import Derivation
@@ -81,18 +81,32 @@ def ood_derivations(preset: str = SHIPPED_PRESET) -> list[Derivation]:
                                   cfg.train.seed).values())
 
 
-def ladder_derivations(preset: str = SHIPPED_PRESET) -> list[Derivation]:
-    """The key numbers of every one-model chapter on each run of its size ladder at ``preset``
-    (``matcomp.book.ladder.finding_ladder``) with the chapter's default parameters."""
-    runs = ladder_runs(preset)
+def finding_derivations(run: Run, shift: Phases, preset: str) -> list[Derivation]:
+    """The key numbers of every one-model chapter (``FINDINGS``) on ``run`` at its phases ``shift``, with
+    each chapter's default parameters at ``preset``."""
     derivations = []
     for finding in FINDINGS:
         p = chapter_defaults(finding)
         if finding == "nuclear_norm":  # the chapter's own default: the paper's 512, fewer at smoke
             p["samples"] = p["samples"] or sizes(preset).completion_samples
-        derivations += [key_numbers_derivation(finding, run, shift, p)
-                        for seeds in runs.values() for run, shift in seeds.values()]
+        derivations.append(key_numbers_derivation(finding, run, shift, p))
     return derivations
+
+
+def ladder_derivations(preset: str = SHIPPED_PRESET) -> list[Derivation]:
+    """The key numbers of every one-model chapter on each run of its size ladder at ``preset``
+    (``matcomp.book.ladder.finding_ladder``) and on its paper-scale run where one is shipped with checkpoints
+    (``chapter.paper_scale_runs``; recomputed here from its bf16 weights), with the chapter's default parameters."""
+    runs = [run_shift for seeds in ladder_runs(preset).values() for run_shift in seeds.values()]
+    by_run = [finding_derivations(run, shift, preset) for run, shift in [*runs, *paper_scale_runs(preset).values()]]
+    return [d for finding in range(len(FINDINGS)) for d in (derivations[finding] for derivations in by_run)]
+
+
+def paper_scale_derivations(run: Run, preset: str) -> list[Derivation]:
+    """What the paper-scale run's pipeline (``matcomp.remote``) computes beside its training, on the
+    checkpoints it brings home: every one-model chapter's key numbers at the paper's phases (pre-shift at
+    step 4,000 for the paper's presets) with the chapters' default parameters at ``preset``."""
+    return finding_derivations(run, phases(run, paper_steps=sizes(preset).paper_steps), preset)
 
 
 def shipped_derivations() -> list[Derivation]:

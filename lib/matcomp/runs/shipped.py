@@ -13,6 +13,8 @@ import re
 import shutil
 from pathlib import Path
 
+import torch
+
 from matcomp.config import RunConfig
 from matcomp.runs.folder import RunFolder
 from matcomp.runs.run import Run, verify
@@ -80,10 +82,14 @@ def _evenly(items: list[int], k: int) -> list[int]:
     return sorted({items[round(i * (len(items) - 1) / (k - 1))] for i in range(k)})
 
 
-def export_reference(run: Run, steps: list[int], command: str, root: Path | None = None) -> Run:
-    """Copy ``run`` with the checkpoints at ``steps`` into the shipped reference store.
+def export_reference(run: Run, steps: list[int], command: str, root: Path | None = None,
+                     dtype: torch.dtype | None = None) -> Run:
+    """Copy ``run`` with the checkpoints at ``steps`` into the shipped reference store (or ``root``).
 
-    ``command`` is the exact command that regenerates the run; it is kept in ``complete.json``.
+    ``command`` is the exact command that regenerates the run; it is kept in ``complete.json``. With
+    ``dtype`` (``torch.bfloat16``: half the bytes of a large model), the checkpoints' floating-point
+    tensors are stored rounded to it, and ``complete.json`` says so (``checkpoint_dtype``); they load into
+    the fp32 model as they are.
     """
     missing = sorted(set(steps) - set(run.steps))
     if missing:
@@ -98,8 +104,15 @@ def export_reference(run: Run, steps: list[int], command: str, root: Path | None
     for path in (run.folder.config_path, run.folder.metrics_path):
         shutil.copy2(path, staging.path / path.name)
     for step in sorted(steps):
-        shutil.copy2(run.folder.checkpoint_path(step), staging.checkpoint_path(step))
-    staging.write_complete({**run.summary, "last_step": run.last_step, "command": command, **staging.fingerprint()})
+        if dtype is None:
+            shutil.copy2(run.folder.checkpoint_path(step), staging.checkpoint_path(step))
+        else:
+            weights = run.folder.read_checkpoint(step)
+            staging.write_checkpoint(step, {k: v.to(dtype) if v.is_floating_point() else v for k, v in weights.items()},
+                                     run.config)
+    rounded = {} if dtype is None else {"checkpoint_dtype": str(dtype).removeprefix("torch.")}
+    staging.write_complete({**run.summary, "last_step": run.last_step, "command": command, **rounded,
+                            **staging.fingerprint()})
     staging.path.rename(target.path)  # appears whole or not at all
     return Run(target.path)
 

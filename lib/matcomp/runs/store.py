@@ -55,9 +55,11 @@ def runs_root() -> Path:
 
 
 def get_or_train(cfg: RunConfig, device: str | torch.device | None = None, progress: bool | str = True,
-                 root: Path | str | None = None, shipped: bool = True) -> Run:
+                 root: Path | str | None = None, shipped: bool = True, limit_s: float | None = None) -> Run:
     """The finished run for ``cfg``: a shipped reference run if one matches (unless ``shipped`` is
-    False), else loaded from the store if there, resumed if interrupted, trained otherwise."""
+    False), else loaded from the store if there, resumed if interrupted, trained otherwise. With
+    ``limit_s``, training that would outlast that many seconds stops at a checkpoint and raises
+    ``Paused`` (``matcomp.runs.training``); calling again resumes it."""
     reference = find_reference(cfg) if shipped else None
     if reference is not None:
         return reference
@@ -78,7 +80,8 @@ def get_or_train(cfg: RunConfig, device: str | torch.device | None = None, progr
         if base is not None:
             start_from(base, cfg, folder)
         started = time.perf_counter()
-        metrics = train(cfg, folder, device=device, progress=progress, trained=_initial_weights(cfg, root))
+        metrics = train(cfg, folder, device=device, progress=progress, trained=_initial_weights(cfg, root),
+                        limit_s=limit_s)
         _finish(folder, cfg, device, time.perf_counter() - started, metrics,
                 {"extended_from": base.path.name} if base is not None else {})
     return Run(folder.path)

@@ -12,7 +12,9 @@ size on its own batch (columns ``eval_*_n<n>``; ``eval_*`` is then the largest s
 At every scheduled step the weights are saved, the metrics table is rewritten and the full
 training state (weights, Adam moments, both generators) is saved to ``resume.pt``, so an
 interrupted run continues exactly as if it had never stopped. With ``train.stop_after_drop`` the run
-ends at the first checkpoint that far past its drop step.
+ends at the first checkpoint that far past its drop step. Given a wall-clock ``limit_s``, training stops
+(``Paused``) at the last scheduled checkpoint whose successor it could not reach in time, at the pace of
+the steps it has taken, so a machine lent for minutes ends with a resumable run and no extra checkpoint.
 """
 
 from __future__ import annotations
@@ -37,6 +39,16 @@ from matcomp.runs.folder import RunFolder
 from matcomp.seeding import EVAL, TRAIN, stream
 
 DISPLAY_EVERY = 25  # steps between progress-bar refreshes of the live losses
+
+
+class Paused(Exception):
+    """Training stopped at a checkpoint before its wall-clock limit; training the same config again
+    resumes exactly there."""
+
+    def __init__(self, run_id: str, step: int, steps: int, seconds: float):
+        super().__init__(f"run {run_id} paused at its checkpoint of step {step:,} of {steps:,} after {seconds:.0f} s, "
+                         f"before its wall-clock limit; the same command resumes it exactly")
+        self.run_id, self.step, self.steps = run_id, step, steps
 
 
 def eval_columns(cfg: RunConfig) -> tuple[str, ...]:
@@ -109,10 +121,16 @@ def init_training(cfg: RunConfig, device: torch.device, attention: str | None = 
 
 
 def train(cfg: RunConfig, folder: RunFolder, device: str | torch.device | None = None,
-          progress: bool | str = True, trained: dict[str, torch.Tensor] | None = None) -> pd.DataFrame:
+          progress: bool | str = True, trained: dict[str, torch.Tensor] | None = None,
+          limit_s: float | None = None) -> pd.DataFrame:
     """Train ``cfg`` into ``folder`` (resuming from ``resume.pt`` if there is one); returns the metrics.
     ``progress`` "text": a plain-text bar on stdout every 30 s (a chapter under papermill logs it).
-    ``trained``: the weights of run ``train.init_from`` when only one component trains."""
+    ``trained``: the weights of run ``train.init_from`` when only one component trains. ``limit_s``:
+    seconds of wall-clock time this call may take; ``Paused`` is raised at the last checkpoint before it
+    (at least one checkpoint interval is trained)."""
+    if limit_s is not None and not (isinstance(limit_s, (int, float)) and limit_s >= 0):
+        raise ValueError(f"limit_s must be a number of seconds >= 0 or None; got {limit_s!r}")
+    started = time.perf_counter()
     device = resolve_device(device)
     tc = cfg.train
     model, optimizer, train_gen, eval_gen = init_training(cfg, device, trained=trained)
@@ -146,6 +164,7 @@ def train(cfg: RunConfig, folder: RunFolder, device: str | torch.device | None =
         return bool(tc.stop_after_drop) and drop_settled(pd.DataFrame(rows), tc.stop_after_drop, level)
 
     end = start if resume is not None and stopped() else tc.steps  # a crash after the stopping checkpoint
+    paused = None
     with matmuls(tc.precision):
         for step in range(start + 1, end + 1):
             hooks = recipe_hooks(cast(MatrixBert, model), tc, step, targets)
@@ -163,11 +182,26 @@ def train(cfg: RunConfig, folder: RunFolder, device: str | torch.device | None =
                 _save(folder, cfg, model, optimizer, train_gen, eval_gen, step, rows)
                 if stopped() or not finite:
                     break  # the last step is now this checkpoint's (a diverged run is not sealed: see the store)
+                if limit_s is not None and _out_of_time(step, start, schedule, end, started, limit_s):
+                    paused = Paused(cfg.run_id, step, tc.steps, time.perf_counter() - started)
+                    break
             if progress and step % DISPLAY_EVERY == 0:
                 bar.set_postfix({k: f"{v:.3g}" for k, v in zip(model.metrics, latest.tolist())}, refresh=False)
             bar.update(1)
     bar.close()
+    if paused is not None:
+        raise paused
     return pd.DataFrame(rows, columns=columns(cfg))
+
+
+def _out_of_time(step: int, start: int, schedule: set[int], end: int, started: float, limit_s: float) -> bool:
+    """Whether the checkpoint after ``step`` lies beyond ``limit_s`` seconds since ``started`` at this call's
+    pace so far (steps ``start`` to ``step``, setup included); False at the last step."""
+    following = min((s for s in schedule if step < s <= end), default=None)
+    if following is None:
+        return False
+    spent = time.perf_counter() - started
+    return spent + spent / (step - start) * (following - step) > limit_s
 
 
 def train_step(model: Model, optimizer: torch.optim.Optimizer, cfg: RunConfig,

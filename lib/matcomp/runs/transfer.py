@@ -1,0 +1,219 @@
+"""Bringing a run home from a machine lent for minutes, whose files come back a few at a time and at
+most ``PART_BYTES`` each: the run's **record** (config, metrics, summary and derived tables) and its
+**checkpoints**, each packed into parts with their SHA-256, and their verified install into the shipped
+store.
+
+One packed item is ``<run_id>.<item>.json`` (its manifest: the run, the item, the whole item's size and
+SHA-256, and every part's name, size and SHA-256) and its parts ``<run_id>.<item>.partNN``. The item
+``record`` is a tar of the run's ``config.json``, ``metrics.csv``, ``summary.json`` (its ``complete.json``
+less the file list) and ``derived/<file>`` for each derived table; the item ``step_NNNNNN`` is the bytes of
+one checkpoint file. ``unpack`` checks every part and every whole before it writes anything, then installs
+the run as a shipped folder sealed by its own ``complete.json``, and its derived tables beside the shipped
+ones (``<root>/derived``), each against the SHA-256 its derivation's manifest records.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import shutil
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from matcomp.runs.folder import CHECKPOINT_PATTERN, RunFolder, atomic_write_bytes
+from matcomp.runs.run import Run, verify
+
+PART_BYTES = 16 * 2**20  # the most one file brought back from a lent GPU machine may weigh
+RECORD = "record"
+RECORD_FILES = ("config.json", "metrics.csv", "summary.json")
+UNSEALED = ("files", "sha256")  # what complete.json records of its own folder's files; the install seals anew
+
+
+class TransferError(ValueError):
+    """A packed item that cannot be trusted or installed: a part missing, of the wrong size or bytes."""
+
+
+@dataclass(frozen=True)
+class Installed:
+    """What ``unpack`` installed: the run, its derived files, and the checkpoints its record lists that
+    did not come back (their commands were not run, or their files were lost)."""
+
+    run: Run
+    derived: tuple[Path, ...]
+    missing_steps: tuple[int, ...]
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def checkpoint_item(step: int) -> str:
+    """The item name of the checkpoint at ``step``: its file's stem, e.g. ``step_004000``."""
+    return CHECKPOINT_PATTERN.format(step).split(".")[0]
+
+
+def pack_bytes(data: bytes, run_id: str, item: str, out: Path, part_bytes: int = PART_BYTES,
+               about: dict | None = None) -> list[Path]:
+    """Write ``data`` as item ``item`` of run ``run_id`` into ``out``: its parts of at most ``part_bytes``,
+    then its manifest (with ``about``, what the item is); returns the files written."""
+    if not isinstance(part_bytes, int) or part_bytes < 1:
+        raise ValueError(f"part_bytes must be an integer >= 1; got {part_bytes!r}")
+    out = Path(out)
+    stem = f"{run_id}.{item}"
+    chunks = [data[i:i + part_bytes] for i in range(0, len(data), part_bytes)] or [b""]
+    if len(chunks) > 99:
+        raise ValueError(f"{stem} would need {len(chunks)} parts of {part_bytes} bytes; at most 99")
+    parts, paths = [], []
+    for i, chunk in enumerate(chunks):
+        path = out / f"{stem}.part{i:02d}"
+        atomic_write_bytes(path, chunk)
+        parts.append({"file": path.name, "bytes": len(chunk), "sha256": _sha256(chunk)})
+        paths.append(path)
+    manifest = {"run": run_id, "item": item, "bytes": len(data), "sha256": _sha256(data), "parts": parts,
+                **(about or {})}
+    atomic_write_bytes(out / f"{stem}.json", json.dumps(manifest, indent=1).encode())
+    return [*paths, out / f"{stem}.json"]
+
+
+def pack_record(run: Run, derived: list[Path], out: Path, part_bytes: int = PART_BYTES) -> list[Path]:
+    """Pack ``run``'s record (config, metrics, summary) and the derived tables' files ``derived`` (every
+    file of each derivation: its manifest and its tables) into ``out``."""
+    buffer = io.BytesIO()
+    summary = {k: v for k, v in run.summary.items() if k not in UNSEALED}
+    members = {"config.json": run.folder.config_path.read_bytes(), "metrics.csv": run.folder.metrics_path.read_bytes(),
+               "summary.json": json.dumps(summary, indent=2).encode(),
+               **{f"derived/{path.name}": path.read_bytes() for path in derived}}
+    with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as packed, tarfile.open(fileobj=packed, mode="w") as tar:
+        for name, data in members.items():  # no dates: the same record packs to the same bytes
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return pack_bytes(buffer.getvalue(), run.config.run_id, RECORD, out, part_bytes,
+                      {"checkpoints": run.steps, "derived": sorted(p.name for p in derived)})
+
+
+def pack_checkpoint(run: Run, step: int, out: Path, part_bytes: int = PART_BYTES) -> list[Path]:
+    """Pack the checkpoint file of ``run`` at ``step`` (as stored: a bf16 copy stays bf16) into ``out``."""
+    if step not in run.steps:
+        raise ValueError(f"step {step} has no checkpoint in {run.path}; it has {run.steps}")
+    data = run.folder.checkpoint_path(step).read_bytes()
+    return pack_bytes(data, run.config.run_id, checkpoint_item(step), out, part_bytes, {"step": step})
+
+
+def _manifests(folders: list[Path]) -> dict[tuple[str, str], dict]:
+    """Every item's manifest found in ``folders``, by (run, item); one item in two folders must agree."""
+    found: dict[tuple[str, str], dict] = {}
+    for folder in folders:
+        if not Path(folder).is_dir():
+            raise TransferError(f"{folder} is not a folder of packed files")
+        for path in sorted(Path(folder).glob("*.json")):
+            try:
+                manifest = json.loads(path.read_text())
+                key = (manifest["run"], manifest["item"])
+            except (ValueError, KeyError, TypeError):
+                continue  # not a packed item's manifest
+            manifest["path"] = str(path)
+            if key in found and found[key]["sha256"] != manifest["sha256"]:
+                manifest = _later_record(found[key], manifest)
+            found[key] = manifest
+    return found
+
+
+def _later_record(one: dict, other: dict) -> dict:
+    """Of two records of one run packed by two calls, the later: its derived tables include the other's
+    (the run's metrics are final before the first is packed). Any other disagreement is an error."""
+    if one["item"] == RECORD:
+        a, b = set(one["derived"]), set(other["derived"])
+        if a < b or b < a:
+            return other if a < b else one
+    raise TransferError(f"two manifests of {one['run']}.{one['item']} disagree: {one['path']} and {other['path']}")
+
+
+def read_item(manifest: dict, folders: list[Path]) -> bytes:
+    """The whole item ``manifest`` describes, from its parts in any of ``folders``, every part and the
+    whole checked against their recorded size and SHA-256 (``TransferError`` naming the first that fails)."""
+    data = []
+    for part in manifest["parts"]:
+        path = next((Path(f) / part["file"] for f in folders if (Path(f) / part["file"]).exists()), None)
+        if path is None:
+            raise TransferError(f"part {part['file']} is missing from {', '.join(map(str, folders))}")
+        chunk = path.read_bytes()
+        if len(chunk) != part["bytes"] or _sha256(chunk) != part["sha256"]:
+            raise TransferError(f"part {path} is damaged: its size or SHA-256 differs from its manifest's")
+        data.append(chunk)
+    whole = b"".join(data)
+    if len(whole) != manifest["bytes"] or _sha256(whole) != manifest["sha256"]:
+        raise TransferError(f"{manifest['run']}.{manifest['item']} does not reassemble to its recorded SHA-256")
+    return whole
+
+
+def _record(data: bytes) -> dict[str, bytes]:
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        members = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
+    bad = [name for name in members if name not in RECORD_FILES and not
+           (name.startswith("derived/") and "/" not in name[len("derived/"):] and not name.startswith("derived/."))]
+    missing = [name for name in RECORD_FILES if name not in members]
+    if bad or missing:
+        raise TransferError(f"a record holds {sorted(members)}: unexpected {bad}, missing {missing}")
+    for name, data in members.items():
+        if name.startswith("derived/") and name.endswith(".json"):
+            for table in json.loads(data)["tables"].values():
+                got = members.get(f"derived/{table['file']}")
+                if got is None or _sha256(got) != table["sha256"]:
+                    raise TransferError(f"the record's derived table {table['file']} is missing or differs from "
+                                        f"the SHA-256 its manifest {name} records")
+    return members
+
+
+def unpack(folders: list[Path] | Path, root: Path, run_id: str | None = None) -> Installed:
+    """Verify and install the run packed in ``folders`` (those of several commands together) into the
+    shipped store ``root``: its folder ``root/<run_id>`` with every checkpoint that came back, sealed by a
+    new ``complete.json``, and its derived tables into ``root/derived``. ``run_id`` picks one run where
+    several are packed. Nothing is written until every item is checked; a run already installed is an
+    error (remove it first to install again)."""
+    folders = [Path(f) for f in ([folders] if isinstance(folders, (str, Path)) else folders)]
+    manifests = _manifests(folders)
+    runs = sorted({run for run, item in manifests if item == RECORD})
+    if run_id is not None:
+        runs = [r for r in runs if r == run_id]
+    if len(runs) != 1:
+        raise TransferError(f"expected the record of one run in {', '.join(map(str, folders))}; found "
+                            f"{runs or 'none'}" + (" (name one with run_id)" if len(runs) > 1 else ""))
+    run_id = runs[0]
+    record = manifests[(run_id, RECORD)]
+    members = _record(read_item(record, folders))
+    checkpoints = {m["step"]: read_item(m, folders) for (run, item), m in manifests.items()
+                   if run == run_id and item != RECORD}
+    extra = sorted(set(checkpoints) - set(record["checkpoints"]))
+    if extra:
+        raise TransferError(f"checkpoints {extra} came back but {run_id}'s record does not list them")
+
+    root = Path(root)
+    target = RunFolder(root / run_id)
+    if target.path.exists():
+        raise TransferError(f"{target.path} exists already; remove it first to install {run_id} again")
+    staging = RunFolder(root / f".{run_id}.unpacking")
+    shutil.rmtree(staging.path, ignore_errors=True)
+    staging.checkpoint_dir.mkdir(parents=True)
+    for name in ("config.json", "metrics.csv"):
+        atomic_write_bytes(staging.path / name, members[name])
+    for step, data in checkpoints.items():
+        atomic_write_bytes(staging.checkpoint_path(step), data)
+    summary = json.loads(members["summary.json"])
+    staging.write_complete({**summary, **staging.fingerprint()})
+    problem = verify(staging)
+    if problem is not None:
+        shutil.rmtree(staging.path)
+        raise TransferError(f"{run_id} as packed is not a whole run: {problem}")
+    derived = []
+    for name, data in sorted(members.items()):
+        if name.startswith("derived/"):
+            path = root / "derived" / name.split("/", 1)[1]
+            atomic_write_bytes(path, data)
+            derived.append(path)
+    staging.path.rename(target.path)  # appears whole or not at all
+    missing = tuple(sorted(set(record["checkpoints"]) - set(checkpoints)))
+    return Installed(Run(target.path), tuple(derived), missing)

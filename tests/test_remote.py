@@ -1,0 +1,144 @@
+"""The paper-scale pipeline of a machine lent for minutes (``matcomp.remote``, ``matcomp.runs.transfer``):
+training stops cleanly before a wall-clock limit and resumes exactly, a run packs into verified parts and
+installs from them, and the whole pipeline runs at ``smoke`` on the CPU, where the chapters' reading
+code finds the installed run and its tables."""
+
+import json
+
+import pandas as pd
+import pytest
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file
+from torch import nn
+from transformers import BertConfig, BertModel
+
+import matcomp.runs.derived as derived
+import matcomp.runs.shipped as shipped
+from matcomp.book.chapter import paper_scale_runs
+from matcomp.book.ladder import finding_ladders
+from matcomp.book.stored import chapter_defaults, paper_scale_derivations
+from matcomp.cli import main
+from matcomp.data import sample_batch
+from matcomp.presets import preset
+from matcomp.remote import PACKING, kept_steps
+from matcomp.runs.folder import RunFolder
+from matcomp.runs.run import open_run
+from matcomp.runs.shipped import export_reference
+from matcomp.runs.store import get_or_train
+from matcomp.runs.training import Paused
+from matcomp.runs.transfer import TransferError, pack_checkpoint, pack_record, unpack
+from matcomp.seeding import analysis_generator
+from matcomp.tokenizer import MASK_ID, VOCAB_SIZE
+
+LOSSES = ["step", "L", "L_obs", "L_mask", "mask_value"]
+
+
+def test_a_limit_pauses_at_a_checkpoint_and_the_next_call_resumes_exactly(micro, tmp_path):
+    with pytest.raises(Paused, match="paused at its checkpoint of step 10 of 40"):
+        get_or_train(micro, progress=False, root=tmp_path / "a", limit_s=0)
+    folder = RunFolder(tmp_path / "a" / micro.run_id)
+    assert folder.checkpoint_steps() == [0, 10] and not folder.complete_path.exists()
+    resumed = get_or_train(micro, progress=False, root=tmp_path / "a", limit_s=1e6)
+    straight = get_or_train(micro, progress=False, root=tmp_path / "b")
+    pd.testing.assert_frame_equal(resumed.metrics[LOSSES], straight.metrics[LOSSES])
+    assert resumed.steps == straight.steps == [0, 10, 15, 20, 30, 40]
+    assert all(torch.equal(a, load_file(straight.folder.checkpoint_path(40))[k])
+               for k, a in load_file(resumed.folder.checkpoint_path(40)).items())
+
+
+@pytest.fixture
+def bf16_run(micro, tmp_path):
+    run = get_or_train(micro, progress=False, root=tmp_path / "store")
+    return export_reference(run, [15, 40], "the test's", root=tmp_path / "copy", dtype=torch.bfloat16)
+
+
+def test_a_run_packs_into_small_parts_and_unpacks_to_the_same_bytes(bf16_run, tmp_path):
+    out = tmp_path / "out"
+    files = pack_record(bf16_run, [], out, part_bytes=4096) + pack_checkpoint(bf16_run, 40, out, part_bytes=4096)
+    parts = [p for p in files if ".part" in p.name]
+    assert len(parts) > 4 and max(p.stat().st_size for p in parts) <= 4096
+    installed = unpack([out], tmp_path / "reference")
+    run = installed.run
+    assert run.steps == [40] and installed.missing_steps == (15,)  # step 15 was not packed: said, not hidden
+    assert run.folder.checkpoint_path(40).read_bytes() == bf16_run.folder.checkpoint_path(40).read_bytes()
+    assert run.summary["checkpoint_dtype"] == "bfloat16" and open_run(run.path).config == bf16_run.config
+    weights = load_file(run.folder.checkpoint_path(40))
+    assert {t.dtype for t in weights.values() if t.is_floating_point()} == {torch.bfloat16}
+    with pytest.raises(TransferError, match="exists already"):
+        unpack([out], tmp_path / "reference")
+
+
+def test_a_damaged_or_missing_part_is_named_and_nothing_is_installed(bf16_run, tmp_path):
+    out = tmp_path / "out"
+    pack_record(bf16_run, [], out)
+    files = pack_checkpoint(bf16_run, 40, out, part_bytes=8192)
+    part = files[1]
+    data = bytearray(part.read_bytes())
+    data[100] ^= 0xFF  # one byte flipped, the size kept
+    part.write_bytes(bytes(data))
+    with pytest.raises(TransferError, match=f"part {part} is damaged"):
+        unpack([out], tmp_path / "reference")
+    part.unlink()
+    with pytest.raises(TransferError, match=f"part {part.name} is missing"):
+        unpack([out], tmp_path / "reference")
+    assert not (tmp_path / "reference" / bf16_run.config.run_id).exists()
+
+
+def test_a_plain_transformers_bert_with_a_linear_readout_loads_a_packed_checkpoint(bf16_run, tmp_path):
+    """What a user without this library does: the config from the checkpoint's own metadata, plain
+    ``transformers`` and ``torch``, the same predictions as the book's model."""
+    path = bf16_run.folder.checkpoint_path(40)
+    with safe_open(str(path), framework="pt") as f:
+        model = json.loads(f.metadata()["matcomp"])["model"]
+    hidden = model["hidden"]
+    config = BertConfig(vocab_size=VOCAB_SIZE, hidden_size=hidden, num_hidden_layers=model["layers"],
+                        num_attention_heads=model["heads"], intermediate_size=model["intermediate"] or 4 * hidden,
+                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, type_vocab_size=1,
+                        max_position_embeddings=model["max_positions"], layer_norm_eps=1e-12, pad_token_id=MASK_ID)
+    bert, readout = BertModel(config, add_pooling_layer=False), nn.Linear(hidden, 1)
+    weights = {k: v.float() for k, v in load_file(path).items()}
+    bert.load_state_dict({k.removeprefix("bert."): v for k, v in weights.items() if k.startswith("bert.")})
+    readout.load_state_dict({k.removeprefix("readout."): v for k, v in weights.items() if k.startswith("readout.")})
+    batch = sample_batch(bf16_run.config.data, 8, analysis_generator(0))
+    with torch.no_grad():
+        plain = readout(bert.eval()(input_ids=batch.ids).last_hidden_state).squeeze(-1)
+        ours = bf16_run.bert(40)(batch.ids)
+    torch.testing.assert_close(plain, ours, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_the_pipeline_at_smoke_trains_derives_packs_unpacks_and_the_chapters_read_it(tmp_path, monkeypatch, capsys):
+    """The GPU script's commands at ``smoke``: paused by its limit, resumed, each call packing one
+    checkpoint; installed from every call's folder; then the chapters' reading code finds the run as the
+    paper-scale rung and reads every key number from the installed tables, computing none."""
+    monkeypatch.setenv("MATCOMP_RUNS", str(tmp_path / "gpu-store"))
+    command = ["remote", "--preset", "smoke", "--set", "train.precision=tf32", "--quiet"]
+    main([*command, "--out", str(tmp_path / "out0"), "--limit-s", "0"])
+    assert "paused at its checkpoint of step 100 of 300" in capsys.readouterr().out
+    calls = 1
+    while "nothing left" not in capsys.readouterr().out or calls == 1:
+        main([*command, "--out", str(tmp_path / f"out{calls}")])
+        calls += 1
+        assert calls < 6
+    copy = open_run(tmp_path / "gpu-store" / PACKING / preset("smoke").override({"train.precision": "tf32"}).run_id)
+    assert copy.steps == kept_steps(copy, "smoke") == [100, 200, 300]  # no drop: every one, its phases the middle
+    assert calls - 1 == len(copy.steps)  # one checkpoint a call
+
+    reference = tmp_path / "reference"
+    main(["unpack", *(str(tmp_path / f"out{i}") for i in range(calls)), "--into", str(reference)])
+    assert "installed" in capsys.readouterr().out
+    monkeypatch.setattr(shipped, "REFERENCE_ROOT", reference)
+    monkeypatch.setattr(derived, "SHIPPED_ROOT", reference / "derived")
+    monkeypatch.setenv("MATCOMP_RUNS", str(tmp_path / "empty-store"))
+    monkeypatch.setenv("MATCOMP_NO_TRAINING", "1")
+    (label, (run, shift)), = paper_scale_runs("smoke").items()
+    assert label.startswith("4×4 rank 1, paper scale (ours, smoke, CPU)") and run.path.parent == reference
+    assert all(derived.is_shipped(d) for d in paper_scale_derivations(run, "smoke"))
+    params = {**chapter_defaults("embeddings")}
+    ladder, _ = finding_ladders("embeddings", {"stand-in": {0: (run, shift)}}, params, paper_scale_runs("smoke"))
+    rung, = (row for row in ladder.index if row.startswith(label))
+    embeddings, = (d for d in paper_scale_derivations(run, "smoke") if d.name.startswith("key_numbers_embeddings"))
+    stored = derived.read(embeddings, reference / "derived")[0]["numbers"].iloc[0]
+    assert ladder.loc[rung, "position silhouette by column"] == stored["position silhouette by column"]
+    assert not (tmp_path / "empty-store" / "derived").exists()  # every table was read, none computed
