@@ -287,7 +287,7 @@ def cmd_remote(args) -> None:
     command = (f"python -m matcomp remote --preset {args.preset}{sets} --out DIR (again until nothing is left) "
                f"&& python -m matcomp unpack DIR")
     progress = remote(cfg, args.preset, args.out, command, limit_s=args.limit_s, device=args.device,
-                      checkpoint=args.checkpoint, progress=False if args.quiet else "text")
+                      checkpoint=args.checkpoint, progress=False if args.quiet else "text", derive=args.derive)
     print(progress.message)
     for path in progress.files:
         print(f"  {path.name} ({path.stat().st_size / 2**20:.1f} MiB)")
@@ -378,6 +378,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="wall-clock seconds this call may train and derive; it stops cleanly before")
     remote.add_argument("--checkpoint", type=_at_least(0), default=None, metavar="STEP",
                         help="pack this checkpoint (default: the first not packed by an earlier call)")
+    remote.add_argument("--derive", action=argparse.BooleanOptionalAction, default=True,
+                        help="compute the one-model chapters' key numbers there (--no-derive: here, after unpack, "
+                             "with python -m matcomp derive)")
     remote.add_argument("--quiet", action="store_true", help="no progress bar")
     unpack = sub.add_parser("unpack", help="verify packed parts and install their run into runs/reference")
     unpack.add_argument("folders", nargs="+", help="the folders that the remote calls' files came back into")

@@ -5,7 +5,9 @@ called again and again, that each time does what is left, within a wall-clock li
 2. **copy** it in bf16 with the checkpoints the chapters read (the pre- and post-shift models; every one
    of a run without a drop, whose "pre-shift" model is the middle one) into ``<store>/packing/``;
 3. **derive** every one-model chapter's key numbers on that copy (``book.stored.paper_scale_derivations``),
-   one derivation at a time while time is left;
+   one derivation at a time while time is left (or not at all, ``derive=False``: a loan too short for them
+   leaves them to ``python -m matcomp derive`` here, from the bf16 weights it brings home, and needs none of
+   the analyses' packages there, cvxpy among them);
 4. **pack** into ``out`` the record (config, metrics, summary, derived tables) and one checkpoint, the
    first not packed by an earlier call (or the one named), in parts of at most 16 MiB with their SHA-256
    (``runs.transfer``).
@@ -26,7 +28,6 @@ import torch
 
 from matcomp.analysis.phases import phases
 from matcomp.book.chapter import sizes
-from matcomp.book.stored import paper_scale_derivations
 from matcomp.config import RunConfig
 from matcomp.runs import derived
 from matcomp.runs.folder import atomic_write_bytes
@@ -71,10 +72,11 @@ def _packed_path(root: Path, run: Run) -> Path:
 
 def remote(cfg: RunConfig, preset: str, out: Path, command: str, limit_s: float | None = None,
            device: str | torch.device | None = None, root: Path | None = None, checkpoint: int | None = None,
-           part_bytes: int = PART_BYTES, progress: bool | str = "text") -> Progress:
+           part_bytes: int = PART_BYTES, progress: bool | str = "text", derive: bool = True) -> Progress:
     """One call of the pipeline for ``cfg`` (the chapters' sizes of ``preset``), writing into ``out``
     (see the module docstring). ``root``: the working store's packing folder (default
-    ``<store>/packing``); ``checkpoint``: the step to pack instead of the next one not packed."""
+    ``<store>/packing``); ``checkpoint``: the step to pack instead of the next one not packed; ``derive``
+    False: no derived tables (they are computed here after ``unpack``)."""
     from matcomp.runs.store import runs_root
     from matcomp.runs.training import Paused
 
@@ -89,7 +91,12 @@ def remote(cfg: RunConfig, preset: str, out: Path, command: str, limit_s: float 
         return Progress("training", (), (), str(paused))
     copy = bf16_copy(run, preset, command, root)
 
-    derivations = paper_scale_derivations(copy, preset)
+    if derive:
+        from matcomp.book.stored import paper_scale_derivations  # the analyses: their packages only when asked
+
+        derivations = paper_scale_derivations(copy, preset)
+    else:
+        derivations = []
     left = [d for d in derivations if derived.read(d, root / "derived")[0] is None]
     for derivation in list(left):
         if limit_s is not None and time.perf_counter() - started > limit_s:
@@ -109,7 +116,8 @@ def remote(cfg: RunConfig, preset: str, out: Path, command: str, limit_s: float 
     unpacked = tuple(s for s in copy.steps if s not in {*packed, step})
     stage = "deriving" if left else "packed"
     message = (f"{copy.config.run_id}: trained to step {copy.last_step:,}; "
-               f"{len(derivations) - len(left)} of {len(derivations)} derived tables"
+               + (f"{len(derivations) - len(left)} of {len(derivations)} derived tables" if derive else
+                  "no derived tables (python -m matcomp derive computes them after unpack)")
                + (f" (call again for {len(left)} more)" if left else "")
                + f"; packed the record{f' and checkpoint {step:,}' if step is not None else ''} into {out}"
                + (f"; checkpoints {list(unpacked)} are left to pack, one a call" if unpacked else "; nothing left"))
