@@ -1,6 +1,9 @@
 """Bad input, typed as a user types it: every case stops with a short message naming the problem
 and leaves nothing sealed or lost on disk, or works; no run is called finished that is not whole."""
 
+import json
+import re
+
 import pandas as pd
 import pytest
 import torch
@@ -9,7 +12,7 @@ import matcomp.runs.training
 from matcomp.book.chapter import chapter_config, model_preset
 from matcomp.cli import main
 from matcomp.runs.folder import RunFolder
-from matcomp.runs.run import summarize
+from matcomp.runs.run import Run, summarize
 from matcomp.runs.store import RunError, get_or_train
 
 SHORT = ["--preset", "smoke", "--set", "train.steps=40", "--set", "train.checkpoint_every=10"]
@@ -40,8 +43,7 @@ def test_a_gap_in_the_table_is_never_sealed(store, monkeypatch, capsys):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(matcomp.runs.training, "sample_batch", crash_at_step_27)
-    with pytest.raises(KeyboardInterrupt):
-        main(["train", *SHORT, "--quiet"])
+    assert "resumes exactly from its last checkpoint" in refused(["train", *SHORT, "--quiet"], capsys, code=130)
     folder = RunFolder(next(store.glob("smoke-*")))
     assert folder.read_resume()["step"] == 20
     folder.write_metrics(folder.read_metrics().head(5))  # the table cut back behind the resume state
@@ -58,7 +60,7 @@ def test_a_cut_table_in_a_finished_folder_is_not_called_finished(store, capsys):
     main(["train", *SHORT, "--quiet"])
     folder = RunFolder(next(store.glob("smoke-*")))
     folder.write_metrics(folder.read_metrics().head(30))
-    assert "[damaged: the metrics table does not hold every step from 1 to 40" in summarize(folder.path)
+    assert "[damaged: metrics.csv is missing or has the wrong size]" in summarize(folder.path)
 
 
 def test_a_diverged_run_is_moved_aside_not_sealed(micro, store, monkeypatch):
@@ -105,7 +107,7 @@ def test_ship_of_a_run_not_trained_trains_nothing(store, capsys):
 
 
 @pytest.mark.parametrize("argv, code, message", [
-    (["train", "--preset", "smoke", "--threads", "0"], 2, "argument --threads: must be an integer >= 1; got '0'"),
+    (["train", "--preset", "smoke", "--threads", "0"], 2, "argument --threads: must be an integer >= 1 and <= "),
     (["train", "--preset", "smoke", "--threads", "two"], 2, "argument --threads: must be an integer >= 1"),
     (["train", "--preset", "smoke", "--device", "gpu0"], 1, "device must be auto, cpu, cuda or cuda:N; got 'gpu0'"),
     (["bench", "--preset", "smoke", "--steps", "0"], 2, "argument --steps: must be an integer >= 1"),
@@ -152,7 +154,7 @@ def test_train_reads_the_chapters_variables(store, monkeypatch, capsys):
 @pytest.mark.parametrize("variable, value, message", [
     ("MATCOMP_PRESET", "nope", "$MATCOMP_PRESET must be one of"),
     ("MATCOMP_SEED", "x", "$MATCOMP_SEED: train.seed must be an integer; got 'x'"),
-    ("MATCOMP_SEED", "-2", "$MATCOMP_SEED: train.seed must be >= 0"),
+    ("MATCOMP_SEED", "-2", "$MATCOMP_SEED: train.seed must be in [0, "),
     ("MATCOMP_SET", "train.lr=abc", "$MATCOMP_SET: train.lr must be a finite number; got 'abc'"),
     ("MATCOMP_SET", "train.lr", "$MATCOMP_SET: expected comma-separated FIELD=VALUE pairs"),
 ])
@@ -160,7 +162,7 @@ def test_a_bad_variable_is_named(variable, value, message, store, monkeypatch, c
     monkeypatch.setenv(variable, value)
     assert message in refused(["train", "--quiet"], capsys)
     assert message in refused(["plan"], capsys)
-    with pytest.raises(ValueError, match=message.replace("$", r"\$").replace("(", r"\(")):
+    with pytest.raises(ValueError, match=re.escape(message)):
         chapter_config()
     assert nothing_in(store)
 
@@ -170,3 +172,42 @@ def test_a_chapter_refuses_an_unsuitable_model_by_its_parameter_name(model, stor
     with pytest.raises(ValueError, match=f"model: the one-model chapters analyse a trained BERT.*got '{model}'"):
         model_preset("smoke", model)
     assert model_preset("smoke", "cpu") == "cpu" and nothing_in(store)
+
+
+@pytest.mark.parametrize("argv, code, message", [
+    (["train", *SHORT, "--set", f"train.seed={2**63 - 1}"], 1, "train.seed must be in [0, 9223372036854775]"),
+    (["train", *SHORT, "--device", "cpu:7"], 1, "device must be auto, cpu, cuda or cuda:N; got 'cpu:7'"),
+    (["train", *SHORT, "--set", "train.lr=1e-3", "--set", "train.lr=2e-3"], 1,
+     "--set gives train.lr 2 times (1e-3, 2e-3); give each once"),
+    (["train", *SHORT, "--threads", "100000"], 2, "argument --threads: must be an integer >= 1 and <= "),
+    (["prepare", "--threads-per-run", "100000"], 2, "argument --threads-per-run: must be an integer >= 1 and <= "),
+], ids=["seed beyond the generators", "a CPU with an index", "one field set twice", "threads beyond the cores",
+        "threads per run beyond the cores"])
+def test_round_two_inputs_are_refused_by_name_before_any_work(argv, code, message, store, capsys):
+    assert message in refused(argv, capsys, code)
+    assert nothing_in(store)
+
+
+@pytest.mark.parametrize("damage", ["checkpoint deleted", "checkpoint bytes flipped", "config edited", "table cut"])
+def test_a_run_changed_after_it_finished_is_damaged_to_runs_and_refused_by_run(damage, store, capsys):
+    """One meaning of finished: ``runs`` (summarize), ``Run`` and ``open_run`` all check every byte."""
+    main(["train", *SHORT, "--quiet"])
+    folder = RunFolder(next(store.glob("smoke-*")))
+    checkpoint = folder.checkpoint_path(20)
+    if damage == "checkpoint deleted":
+        checkpoint.unlink()
+    elif damage == "checkpoint bytes flipped":
+        data = bytearray(checkpoint.read_bytes())
+        data[-100:] = bytes(b ^ 0xFF for b in data[-100:])  # the size kept
+        checkpoint.write_bytes(bytes(data))
+    elif damage == "config edited":
+        config = json.loads(folder.config_path.read_text())
+        config["train"]["lr"] = 0.5
+        folder.config_path.write_text(json.dumps(config))
+    else:
+        folder.write_metrics(folder.read_metrics().head(30))
+    assert "[damaged: " in summarize(folder.path)
+    with pytest.raises(ValueError, match="missing|changed since it finished|does not hold every step"):
+        run = Run(folder.path)
+        run.metrics
+        run.checkpoint(20)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 
 import torch
@@ -23,28 +24,40 @@ from matcomp.runs.training import resolve_device
 PRESET_HELP = "the run's preset (default: $MATCOMP_PRESET, else cpu; $MATCOMP_SEED and $MATCOMP_SET apply too)"
 
 
-def _at_least(low: float, kind: type = int, strictly: bool = False):
-    """An argparse type: a finite number of ``kind`` >= ``low`` (> with ``strictly``), else a usage
-    error naming the range."""
+def _at_least(low: float, kind: type = int, strictly: bool = False, high: float | None = None, why: str = ""):
+    """An argparse type: a finite number of ``kind`` >= ``low`` (> with ``strictly``) and <= ``high``, else a
+    usage error naming the range (and ``why`` it ends at ``high``)."""
     def convert(text: str):
         try:
             value = kind(text)
         except ValueError:
             value = None
-        if value is None or not math.isfinite(value) or value < low or (strictly and value == low):
+        if (value is None or not math.isfinite(value) or value < low or (strictly and value == low)
+                or (high is not None and value > high)):
             allowed = f"{'an integer' if kind is int else 'a number'} {'>' if strictly else '>='} {low}"
+            allowed += f" and <= {high}{why}" if high is not None else ""
             raise argparse.ArgumentTypeError(f"must be {allowed}; got {text!r}")
         return value
     return convert
+
+
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+THREADS = _at_least(1, high=CORES, why=" (this machine's cores: more threads than cores only contend)")
 
 
 def _assignments(pairs: list[str], option: str = "--set", form: str = "FIELD=VALUE",
                  example: str = "train.lr=3e-4") -> dict[str, str]:
     """Repeated ``option`` values as a dict; a malformed one stops with a message naming ``option``."""
     try:
-        return dict(parse_assignment(pair, form, example) for pair in pairs)
+        parsed = [parse_assignment(pair, form, example) for pair in pairs]
     except ValueError as err:
         raise SystemExit(f"{option}: {err}") from None
+    names = [name for name, _ in parsed]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        values = [value for name, value in parsed if name == twice[0]]
+        raise SystemExit(f"{option} gives {twice[0]} {len(values)} times ({', '.join(values)}); give each once")
+    return dict(parsed)
 
 
 def _config(args):
@@ -324,7 +337,7 @@ def main(argv: list[str] | None = None) -> None:
         p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                        help="override a config field, e.g. --set train.lr=3e-4 (repeatable)")
         p.add_argument("--device", default="auto", help="auto (CUDA if present), cpu, cuda, cuda:1, ...")
-        p.add_argument("--threads", type=_at_least(1), default=None, help="CPU threads (default: PyTorch's choice)")
+        p.add_argument("--threads", type=THREADS, default=None, help="CPU threads (default: PyTorch's choice)")
     sub.choices["train"].add_argument("--quiet", action="store_true", help="no progress bar")
     sub.choices["train"].add_argument("--limit-s", type=_at_least(0, float), default=None,
                                       help="wall-clock seconds to train; it stops cleanly at a checkpoint before "
@@ -355,13 +368,13 @@ def main(argv: list[str] | None = None) -> None:
         p.add_argument("--preset", default=None, choices=sorted(PRESETS), help=PRESET_HELP)
         p.add_argument("--chapter", action="append", default=[], help="only this chapter's runs (repeatable)")
         p.add_argument("--device", default="auto", help="where step costs are measured: auto, cpu, cuda, ...")
-        p.add_argument("--threads", type=_at_least(1), default=None, help="CPU threads of this process")
+        p.add_argument("--threads", type=THREADS, default=None, help="CPU threads of this process")
     sub.choices["plan"].add_argument("--measure", action="store_true",
                                      help="time a few steps of every shape not measured yet (cached)")
     prepare = sub.choices["prepare"]
     prepare.add_argument("--address", default=None, help="a running Ray cluster, HOST:PORT (default: $RAY_ADDRESS, "
                                                          "else an embedded instance on this machine)")
-    prepare.add_argument("--threads-per-run", type=_at_least(1), default=1,
+    prepare.add_argument("--threads-per-run", type=THREADS, default=1,
                          help="CPU threads (and Ray CPUs) of each run")
     prepare.add_argument("--gpus-per-run", type=_at_least(0, float), default=None,
                          help="GPUs of each run (default: 1 where CUDA is present, else 0)")
@@ -372,7 +385,7 @@ def main(argv: list[str] | None = None) -> None:
     remote.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                         help="override a config field, e.g. --set train.precision=tf32 (repeatable)")
     remote.add_argument("--device", default="auto", help="auto (CUDA if present), cpu, cuda, cuda:1, ...")
-    remote.add_argument("--threads", type=_at_least(1), default=None, help="CPU threads (default: PyTorch's choice)")
+    remote.add_argument("--threads", type=THREADS, default=None, help="CPU threads (default: PyTorch's choice)")
     remote.add_argument("--out", required=True, help="folder for the packed parts (what comes back)")
     remote.add_argument("--limit-s", type=_at_least(0, float), default=None,
                         help="wall-clock seconds this call may train and derive; it stops cleanly before")
@@ -402,6 +415,10 @@ def main(argv: list[str] | None = None) -> None:
         commands[args.command](args)
     except (ValueError, RunError) as err:  # bad input, from a flag, a config field or a variable: one line
         raise SystemExit(f"error: {err}") from None
+    except KeyboardInterrupt:  # every write is atomic and training saves its state at each checkpoint
+        print("\ninterrupted: nothing is lost; a run in training resumes exactly from its last checkpoint when "
+              "the same command runs again", file=sys.stderr)
+        raise SystemExit(130) from None
 
 
 if __name__ == "__main__":

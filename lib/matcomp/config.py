@@ -24,6 +24,7 @@ import typing
 from dataclasses import dataclass, field
 
 from matcomp.paper import PAPER_CHECKPOINT_STEPS
+from matcomp.seeding import MAX_SEED
 from matcomp.tokenizer import VALUE_MAX
 
 DISTRIBUTIONS = ("uniform", "gaussian", "laplace")
@@ -201,7 +202,8 @@ class TrainConfig:
         _require(self.steps >= 1, "train.steps", ">= 1", self.steps)
         _require(self.batch >= 1, "train.batch", ">= 1", self.batch)
         _require(0 < self.lr <= 1, "train.lr", "in (0, 1]", self.lr)
-        _require(self.seed >= 0, "train.seed", ">= 0", self.seed)
+        _require(0 <= self.seed <= MAX_SEED, "train.seed",
+                 f"in [0, {MAX_SEED}] (its data streams are seed * 1000 + 1 to 3, 64-bit generator seeds)", self.seed)
         _require(self.eval_every >= 1, "train.eval_every", ">= 1", self.eval_every)
         _require(self.eval_batch >= 1, "train.eval_batch", ">= 1", self.eval_batch)
         _require(self.checkpoint_every >= 1, "train.checkpoint_every", ">= 1", self.checkpoint_every)

@@ -19,6 +19,7 @@ import torch
 
 TRAIN, EVAL, GRID = 1, 2, 3  # the streams of a training run: generator seed = seed * 1000 + stream
 ANALYSIS_OFFSET = 10**6
+MAX_SEED = (2**63 - 1 - GRID) // 1000  # the largest run seed whose streams a generator takes (a signed 64-bit seed)
 
 
 def stream(seed: int, k: int) -> torch.Generator:

@@ -186,7 +186,7 @@ def rank_search_drops(preset: str | None = None) -> dict[str, Run]:
 
 def trained_device(run: Run) -> str:
     """"CPU" or "GPU": where ``run`` trained (its ``complete.json``), for the labels of runs read side by side."""
-    return "CPU" if run.summary["device"] == "cpu" else "GPU"
+    return "GPU" if str(run.summary["device"]).startswith("cuda") else "CPU"
 
 
 def paper_scale_runs(preset: str | None = None) -> dict[str, tuple[Run, Phases]]:

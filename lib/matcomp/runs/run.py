@@ -19,16 +19,28 @@ from matcomp.runs.folder import RunFolder, sha256_file
 
 
 class Run:
-    """A finished training run: its config, metrics table and checkpoints."""
+    """A finished training run: its config, metrics table and checkpoints. Every file it reads is checked
+    first against the SHA-256 its ``complete.json`` records (``ValueError`` naming the file), so a run
+    changed since it finished is never read as it; ``verify`` checks the whole folder at once."""
 
     def __init__(self, path: Path | str):
         self.folder = RunFolder(path)
         self.path = self.folder.path
-        self.config = self.folder.read_config()
         summary = self.folder.read_complete()
         if summary is None:
             raise ValueError(f"{self.path} is not a finished run: complete.json is missing")
         self.summary: dict = summary
+        self._check(self.folder.config_path)
+        self.config = self.folder.read_config()
+
+    def _check(self, path: Path) -> None:
+        """ValueError unless ``path`` holds the bytes complete.json records for it."""
+        name = path.relative_to(self.path).as_posix()
+        recorded = self.summary.get("sha256", {}).get(name)
+        if recorded is None or not path.exists() or sha256_file(path) != recorded:
+            raise ValueError(f"{self.path} is not a finished run as sealed: {name} is missing, unrecorded or has "
+                             f"changed since it finished (its SHA-256 differs from complete.json's); restore it "
+                             f"from git or train the run again")
 
     def __repr__(self) -> str:
         return f"Run({self.config.run_id}, steps={self.config.train.steps}, path={self.path})"
@@ -36,6 +48,7 @@ class Run:
     @cached_property
     def metrics(self) -> pd.DataFrame:
         """One row per step: ``step, L, L_obs, L_mask, mask_value, eval_*, time_s``."""
+        self._check(self.folder.metrics_path)
         return self.folder.read_metrics()
 
     @property
@@ -52,6 +65,9 @@ class Run:
         """The model after ``step`` updates, in eval mode (``step`` must be in ``self.steps``)."""
         cfg = self.config
         model = build_model(cfg.model, seed=cfg.train.seed, attention=attention or cfg.train.attention)
+        path = self.folder.checkpoint_path(step)
+        if path.exists() or path.relative_to(self.path).as_posix() in self.summary.get("sha256", {}):
+            self._check(path)  # one never kept is named by read_checkpoint, with those that are
         model.load_state_dict(self.folder.read_checkpoint(step))
         return model.to(device).eval()
 
@@ -164,7 +180,7 @@ def summarize(path: Path | str) -> str:
     last, seconds = metrics.iloc[-1], metrics["time_s"].dropna().iloc[-1]
     status = "unfinished"
     if folder.complete_path.exists():
-        problem = table_problem(metrics, cfg, folder.last_step())
+        problem = verify(folder)  # what "finished" means everywhere: every byte as sealed, the table whole
         status = f"damaged: {problem}" if problem else "finished"
     if cfg.model.arch != "bert":
         drop = "no L_mask drop (cross-entropy; see the gpt chapter's copy onset)"

@@ -73,7 +73,7 @@ def resolve_device(device: str | torch.device | None = None) -> torch.device:
         resolved = torch.device(device)
     except (RuntimeError, TypeError):
         raise ValueError(f"device must be {allowed}; got {device!r}") from None
-    if resolved.type not in ("cpu", "cuda"):
+    if resolved.type not in ("cpu", "cuda") or (resolved.type == "cpu" and resolved.index is not None):
         raise ValueError(f"device must be {allowed}; got {device!r}")
     count = torch.cuda.device_count() if resolved.type == "cuda" else 0
     if resolved.type == "cuda" and count <= (resolved.index or 0):

@@ -26,7 +26,7 @@ from pathlib import Path
 from matcomp.runs.folder import CHECKPOINT_PATTERN, RunFolder, atomic_write_bytes
 from matcomp.runs.run import Run, verify
 
-PART_BYTES = 16 * 2**20  # the most one file brought back from a lent GPU machine may weigh
+PART_BYTES = 15 * 2**20  # under the 16 MiB that one file brought back from a lent GPU machine may weigh
 RECORD = "record"
 RECORD_FILES = ("config.json", "metrics.csv", "summary.json")
 UNSEALED = ("files", "sha256")  # what complete.json records of its own folder's files; the install seals anew
