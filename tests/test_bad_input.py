@@ -4,7 +4,6 @@ and leaves nothing sealed or lost on disk, or works; no run is called finished t
 import json
 import re
 
-import pandas as pd
 import pytest
 import torch
 
@@ -51,16 +50,16 @@ def test_a_gap_in_the_table_is_never_sealed(store, monkeypatch, capsys):
     with pytest.warns(UserWarning, match="does not hold every step from 1 to 20: steps 6-20 are missing"):
         main(["train", *SHORT, "--quiet"])
     assert "final step 40" in capsys.readouterr().out
-    assert list(pd.read_csv(folder.metrics_path).step) == list(range(1, 41))  # trained again, whole
+    assert list(folder.read_metrics().step) == list(range(1, 41))  # trained again, whole
     broken = [p for p in store.iterdir() if ".broken-" in p.name]
-    assert len(broken) == 1 and len(pd.read_csv(broken[0] / "metrics.csv")) == 5  # kept, not sealed
+    assert len(broken) == 1 and len(RunFolder(broken[0]).read_metrics()) == 5  # kept, not sealed
 
 
 def test_a_cut_table_in_a_finished_folder_is_not_called_finished(store, capsys):
     main(["train", *SHORT, "--quiet"])
     folder = RunFolder(next(store.glob("smoke-*")))
     folder.write_metrics(folder.read_metrics().head(30))
-    assert "[damaged: metrics.csv is missing or has the wrong size]" in summarize(folder.path)
+    assert "[damaged: metrics.parquet is missing or has the wrong size]" in summarize(folder.path)
 
 
 def test_a_diverged_run_is_moved_aside_not_sealed(micro, store, monkeypatch):
@@ -76,7 +75,7 @@ def test_a_diverged_run_is_moved_aside_not_sealed(micro, store, monkeypatch):
         get_or_train(micro, progress=False)
     broken = [p for p in store.iterdir() if ".broken-" in p.name]
     assert len(broken) == 1 and not (broken[0] / "complete.json").exists()
-    assert pd.read_csv(broken[0] / "metrics.csv").step.max() == 15  # stopped at the first checkpoint after it
+    assert RunFolder(broken[0]).read_metrics().step.max() == 15  # stopped at the first checkpoint after it
 
 
 @pytest.mark.parametrize("assignment, message", [

@@ -61,7 +61,7 @@ def fake_run(tmp_path, l_mask: np.ndarray, steps: list[int]) -> Run:
                                        "mask_value": 0.0, "time_s": np.nan}))
     for s in steps:
         folder.write_checkpoint(s, {}, cfg)
-    folder.write_complete({"files": folder.sizes()})
+    folder.write_complete(folder.fingerprint())
     return Run(folder.path)
 
 

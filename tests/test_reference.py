@@ -19,7 +19,7 @@ def shipped(micro, store, tmp_path, monkeypatch):
 def test_export_keeps_the_chosen_checkpoints_and_the_command(shipped, micro):
     assert shipped.steps == [0, 20, 40]
     assert shipped.summary["command"] == "python -m matcomp train ..."
-    assert set(shipped.summary["files"]) == {"config.json", "metrics.csv", "checkpoints/step_000000.safetensors",
+    assert set(shipped.summary["files"]) == {"config.json", "metrics.parquet", "checkpoints/step_000000.safetensors",
                                               "checkpoints/step_000020.safetensors",
                                               "checkpoints/step_000040.safetensors"}
     assert len(shipped.metrics) == micro.train.steps
@@ -62,7 +62,7 @@ def flip_last_bytes(path, n: int = 64) -> None:
     path.write_bytes(bytes(data))
 
 
-@pytest.mark.parametrize("damaged", ["checkpoints/step_000020.safetensors", "metrics.csv", "config.json"])
+@pytest.mark.parametrize("damaged", ["checkpoints/step_000020.safetensors", "metrics.parquet", "config.json"])
 def test_a_same_size_change_to_any_shipped_file_fails_loudly_with_the_regenerating_command(shipped, micro, damaged):
     if damaged == "config.json":  # a change that still parses and keeps the size: seed 0 -> 1
         text = shipped.folder.config_path.read_text()

@@ -90,7 +90,7 @@ def test_replaying_the_first_steps_gives_the_stored_metrics(shipped, tmp_path):
         train(short, folder, progress=False)
     finally:
         torch.set_num_threads(threads)
-    replay = folder.read_metrics()  # through the same CSV formatting as the stored table
+    replay = folder.read_metrics()  # rounded as the stored table is (``folder.metrics_bytes``)
     stored = shipped.metrics.iloc[:REPLAY_STEPS].reset_index(drop=True)
     columns = [c for c in replay.columns if c != "time_s"]
     here = machine()

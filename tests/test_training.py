@@ -122,7 +122,7 @@ def test_damaged_run_is_moved_aside_and_redone(micro, store):
     assert len(broken) == 1 and (broken[0] / "checkpoints" / path.name).stat().st_size == 100
 
 
-@pytest.mark.parametrize("damaged", ["checkpoints/step_000020.safetensors", "metrics.csv"])
+@pytest.mark.parametrize("damaged", ["checkpoints/step_000020.safetensors", "metrics.parquet"])
 def test_a_same_size_change_moves_a_stored_run_aside(micro, store, damaged):
     run = get_or_train(micro, progress=False)
     weights = {k: v for k, v in run.folder.read_complete()["sha256"].items() if k.startswith("checkpoints/")}

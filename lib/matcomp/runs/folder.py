@@ -2,7 +2,7 @@
 
     <run_id>/
         config.json                     the RunConfig
-        metrics.csv                     one row per step (and eval columns every eval_every steps)
+        metrics.parquet                 one row per step (and eval columns every eval_every steps)
         checkpoints/step_000000.safetensors ...   weights, with their model, task and step as metadata
         resume.pt                       model, optimiser and RNG state at the last checkpoint
                                         (kept when finished: a longer budget continues from it)
@@ -10,6 +10,11 @@
 
 Every file is written to a temporary name in the same folder and moved into place with
 ``os.replace``, so a crash leaves either the old file or the new one, never half of one.
+
+The metrics are Parquet (zstd, floats byte-stream split: about half the bytes of the CSV the runs were
+first written in) holding exactly the values the 8-significant-digit CSV held, so a run reads the same
+numbers whichever file it was written to. A run folder from before, with its ``metrics.csv``, is read as
+it is; training that continues it writes Parquet and removes the CSV.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save
@@ -30,6 +37,8 @@ from safetensors.torch import load_file, save
 from matcomp.config import DataConfig, ModelConfig, RunConfig
 
 CHECKPOINT_PATTERN = "step_{:06d}.safetensors"
+METRICS, LEGACY_METRICS = "metrics.parquet", "metrics.csv"
+METRICS_DIGITS = "%.8g"  # the precision the metrics are kept at (that of the first runs' CSV)
 CHECKPOINT_METADATA = "matcomp"  # a checkpoint's safetensors metadata key: what its weights are (JSON)
 
 
@@ -46,6 +55,24 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def metrics_bytes(table: pd.DataFrame) -> bytes:
+    """A metrics table as Parquet bytes: its floats first rounded as the CSV that runs were first stored
+    in rounds them (8 significant digits, parsed back), so that old and new runs hold the same numbers;
+    floats byte-stream split and zstd-compressed (level 9: at 19, 4 % smaller and 8 times slower)."""
+    table = pd.read_csv(io.StringIO(table.to_csv(index=False, float_format=METRICS_DIGITS)))
+    floats = [name for name, dtype in table.dtypes.items() if dtype.kind == "f"]
+    arrow = pa.Table.from_pandas(table, preserve_index=False)
+    buffer = io.BytesIO()
+    pq.write_table(arrow, buffer, compression="zstd", compression_level=9, use_dictionary=False,
+                   use_byte_stream_split=floats or False)
+    return buffer.getvalue()
+
+
+def read_metrics_bytes(data: bytes) -> pd.DataFrame:
+    """The metrics table that ``metrics_bytes`` wrote."""
+    return pq.read_table(io.BytesIO(data)).to_pandas()
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
@@ -75,7 +102,6 @@ class RunFolder:
         self.path = Path(path)
 
     config_path = property(lambda self: self.path / "config.json")
-    metrics_path = property(lambda self: self.path / "metrics.csv")
     resume_path = property(lambda self: self.path / "resume.pt")
     complete_path = property(lambda self: self.path / "complete.json")
     checkpoint_dir = property(lambda self: self.path / "checkpoints")
@@ -91,11 +117,20 @@ class RunFolder:
         return RunConfig.from_json(self.config_path.read_text())
 
     # --- metrics ------------------------------------------------------------------------------
+    @property
+    def metrics_path(self) -> Path:
+        """``metrics.parquet``, or the ``metrics.csv`` of a folder written before Parquet (and not since)."""
+        legacy = self.path / LEGACY_METRICS
+        return legacy if legacy.exists() and not (self.path / METRICS).exists() else self.path / METRICS
+
     def write_metrics(self, table: pd.DataFrame) -> None:
-        atomic_write_bytes(self.metrics_path, table.to_csv(index=False, float_format="%.8g").encode())
+        """The table, its floats as the 8-significant-digit CSV held them, as Parquet (``metrics_bytes``)."""
+        atomic_write_bytes(self.path / METRICS, metrics_bytes(table))
+        (self.path / LEGACY_METRICS).unlink(missing_ok=True)
 
     def read_metrics(self) -> pd.DataFrame:
-        return pd.read_csv(self.metrics_path)
+        path = self.metrics_path
+        return pd.read_csv(path) if path.suffix == ".csv" else read_metrics_bytes(path.read_bytes())
 
     # --- checkpoints --------------------------------------------------------------------------
     def write_checkpoint(self, step: int, state_dict: dict[str, torch.Tensor], cfg: RunConfig) -> None:

@@ -5,7 +5,7 @@ store.
 
 One packed item is ``<run_id>.<item>.json`` (its manifest: the run, the item, the whole item's size and
 SHA-256, and every part's name, size and SHA-256) and its parts ``<run_id>.<item>.partNN``. The item
-``record`` is a tar of the run's ``config.json``, ``metrics.csv``, ``summary.json`` (its ``complete.json``
+``record`` is a tar of the run's ``config.json``, ``metrics.parquet``, ``summary.json`` (its ``complete.json``
 less the file list) and ``derived/<file>`` for each derived table; the item ``step_NNNNNN`` is the bytes of
 one checkpoint file. ``unpack`` checks every part and every whole before it writes anything, then installs
 the run as a shipped folder sealed by its own ``complete.json``, and its derived tables beside the shipped
@@ -23,12 +23,12 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from matcomp.runs.folder import CHECKPOINT_PATTERN, RunFolder, atomic_write_bytes
+from matcomp.runs.folder import CHECKPOINT_PATTERN, METRICS, RunFolder, atomic_write_bytes, metrics_bytes
 from matcomp.runs.run import Run, verify
 
 PART_BYTES = 15 * 2**20  # under the 16 MiB that one file brought back from a lent GPU machine may weigh
 RECORD = "record"
-RECORD_FILES = ("config.json", "metrics.csv", "summary.json")
+RECORD_FILES = ("config.json", METRICS, "summary.json")
 UNSEALED = ("files", "sha256")  # what complete.json records of its own folder's files; the install seals anew
 
 
@@ -83,7 +83,7 @@ def pack_record(run: Run, derived: list[Path], out: Path, part_bytes: int = PART
     file of each derivation: its manifest and its tables) into ``out``."""
     buffer = io.BytesIO()
     summary = {k: v for k, v in run.summary.items() if k not in UNSEALED}
-    members = {"config.json": run.folder.config_path.read_bytes(), "metrics.csv": run.folder.metrics_path.read_bytes(),
+    members = {"config.json": run.folder.config_path.read_bytes(), METRICS: metrics_bytes(run.metrics),
                "summary.json": json.dumps(summary, indent=2).encode(),
                **{f"derived/{path.name}": path.read_bytes() for path in derived}}
     with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as packed, tarfile.open(fileobj=packed, mode="w") as tar:
@@ -198,7 +198,7 @@ def unpack(folders: list[Path] | Path, root: Path, run_id: str | None = None) ->
     staging = RunFolder(root / f".{run_id}.unpacking")
     shutil.rmtree(staging.path, ignore_errors=True)
     staging.checkpoint_dir.mkdir(parents=True)
-    for name in ("config.json", "metrics.csv"):
+    for name in ("config.json", METRICS):
         atomic_write_bytes(staging.path / name, members[name])
     for step, data in checkpoints.items():
         atomic_write_bytes(staging.checkpoint_path(step), data)
