@@ -13,6 +13,7 @@ from matcomp.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from matcomp.models.bert import MatrixBert
 from matcomp.runs import derived
 from matcomp.runs.derived import REFRESH, Derivation, DerivedError, is_shipped, load_or_compute, read, ship, stale
+from matcomp.runs.folder import sha256_file
 from matcomp.runs.run import Run
 
 STEP = 10
@@ -26,7 +27,8 @@ def fake_run(root, name: str, sha: str = SHA) -> Run:
     path = root / name
     path.mkdir(parents=True)
     (path / "config.json").write_text(cfg.to_json())
-    (path / "complete.json").write_text(json.dumps({"sha256": {f"checkpoints/step_{STEP:06d}.safetensors": sha}}))
+    recorded = {f"checkpoints/step_{STEP:06d}.safetensors": sha, "config.json": sha256_file(path / "config.json")}
+    (path / "complete.json").write_text(json.dumps({"sha256": recorded}))
     return Run(path)
 
 

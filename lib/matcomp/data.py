@@ -112,6 +112,14 @@ def sample_batch(cfg: DataConfig, batch: int, generator: torch.Generator,
     ``mask`` (m, n), if given, is shared by the whole batch; otherwise each matrix gets a random
     mask with ``cfg.p_mask``. Full-rank matrices have i.i.d. entries from the factor distribution.
     """
+    if not isinstance(cfg, DataConfig):
+        raise TypeError(f"sample_batch: cfg must be a DataConfig (a run's config.data); got {type(cfg).__name__}")
+    if isinstance(batch, bool) or not hasattr(batch, "__index__") or batch.__index__() < 1:
+        raise ValueError(f"sample_batch: batch must be an integer >= 1 (matrices to draw); got {batch!r}")
+    batch = batch.__index__()
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(f"sample_batch: generator must be a torch.Generator (matcomp.seeding); got "
+                        f"{type(generator).__name__}")
     m, n, r = cfg.n_rows, cfg.n_cols, cfg.rank
     if full_rank:
         U = V = None

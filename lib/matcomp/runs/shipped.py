@@ -45,7 +45,7 @@ def reference_steps(run: Run, max_bytes: int, keep=()) -> list[int]:
     to half the budget), and evenly spaced others."""
     steps = run.steps
     fixed = run.folder.config_path.stat().st_size + run.folder.metrics_path.stat().st_size
-    capacity = (max_bytes - fixed) // run.folder.checkpoint_path(steps[-1]).stat().st_size
+    capacity = max(0, (max_bytes - fixed) // run.folder.checkpoint_path(steps[-1]).stat().st_size)
     if capacity < 2:
         raise ValueError(f"max_bytes = {max_bytes} leaves room for {capacity} checkpoints; at least 2 are needed")
     if len(steps) <= capacity:
