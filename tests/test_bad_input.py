@@ -2,17 +2,23 @@
 and leaves nothing sealed or lost on disk, or works; no run is called finished that is not whole."""
 
 import json
+import os
 import re
+import subprocess
+import time
 
 import pytest
 import torch
 
 import matcomp.runs.training
-from matcomp.book.chapter import chapter_config, model_preset
+from matcomp.book.chapter import chapter_config, checked_parameters, model_preset
 from matcomp.cli import main
+from matcomp.data import sample_batch
+from matcomp.presets import preset
 from matcomp.runs.folder import RunFolder
 from matcomp.runs.run import Run, summarize
 from matcomp.runs.store import RunError, get_or_train
+from matcomp.seeding import analysis_generator
 
 SHORT = ["--preset", "smoke", "--set", "train.steps=40", "--set", "train.checkpoint_every=10"]
 
@@ -210,3 +216,114 @@ def test_a_run_changed_after_it_finished_is_damaged_to_runs_and_refused_by_run(d
         run = Run(folder.path)
         run.metrics
         run.checkpoint(20)
+
+
+def test_a_store_that_is_a_file_is_named_by_every_command_and_the_library(tmp_path, monkeypatch, capsys, micro):
+    file = tmp_path / "store.txt"
+    file.write_text("not a folder")
+    monkeypatch.setenv("MATCOMP_RUNS", str(file))
+    for argv in (["train", *SHORT], ["runs"], ["plan", "--preset", "smoke"]):
+        assert f"$MATCOMP_RUNS is {file}, a file" in refused(argv, capsys)
+    with pytest.raises(ValueError, match=f"root is {file}, which is .*a file"):
+        get_or_train(micro, progress=False, root=file)
+    assert "--out" in refused(["sweep", "book/sudden_drop.ipynb", "--out", str(file), "--param", "seed", "0",
+                               "--fixed", "preset=smoke"], capsys) and file.read_text() == "not a folder"
+
+
+@pytest.fixture
+def immutable(tmp_path):
+    """A folder nothing can be written into, not even by root (``chattr +i``; else, for a user, mode 555)."""
+    folder = tmp_path / "immutable"
+    folder.mkdir()
+    made = subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode == 0
+    if not made:
+        if os.geteuid() == 0:
+            pytest.skip("neither chattr +i nor file modes can stop root writing here")
+        folder.chmod(0o555)
+    yield folder
+    if made:
+        subprocess.run(["chattr", "-i", str(folder)], check=True)
+    folder.chmod(0o755)
+
+
+def test_a_store_that_cannot_be_written_is_named_before_any_work(immutable, monkeypatch, capsys):
+    monkeypatch.setenv("MATCOMP_RUNS", str(immutable))
+    assert f"$MATCOMP_RUNS {immutable} cannot be written" in refused(["train", *SHORT], capsys)
+    started = time.perf_counter()
+    assert f"$MATCOMP_RUNS {immutable} cannot be written" in refused(["prepare", "--preset", "smoke"], capsys)
+    assert time.perf_counter() - started < 5  # before Ray starts (12.6 s before)
+
+
+def test_prepare_refuses_gpus_and_clusters_that_are_not_there_before_waiting(store, capsys):
+    if torch.cuda.device_count() == 0:
+        assert "this machine has 0 CUDA device(s)" in refused(["prepare", "--preset", "smoke", "--gpus-per-run", "1"],
+                                                               capsys)
+    assert "no Ray cluster answers at '127.0.0.1:1'" in refused(["prepare", "--preset", "smoke", "--address",
+                                                                 "127.0.0.1:1"], capsys)
+
+
+@pytest.mark.parametrize("param, message", [
+    (["sed", "0", "1"], "sudden_drop.ipynb has no parameter 'sed'; its parameters: preset, model, seed"),
+    (["overrides", "model.layers=1", "model.layers=abc"], "model.layers must be an integer; got 'abc'"),
+], ids=["a misspelt parameter", "a bad point after a good one"])
+def test_a_sweep_checks_every_point_before_any_runs(param, message, store, tmp_path, capsys):
+    out = tmp_path / "sweep"
+    assert message in refused(["sweep", "book/sudden_drop.ipynb", "--out", str(out), "--param", *param,
+                               "--fixed", "preset=smoke", "--quiet"], capsys)
+    assert not out.exists() and nothing_in(store)
+
+
+def test_a_relative_store_is_resolved_once_from_where_the_user_stands(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MATCOMP_RUNS", "relstore")
+    main(["runs"])
+    assert os.environ["MATCOMP_RUNS"] == str(tmp_path / "relstore")  # what a sweep's points, in book/, inherit
+
+
+def test_the_library_names_an_argument_of_the_wrong_type(micro, tmp_path):
+    with pytest.raises(TypeError, match="preset: overrides must be a dict"):
+        preset("smoke", "train.lr=1e-3")
+    for cfg in ("smoke", None):
+        with pytest.raises(TypeError, match="get_or_train: cfg must be a RunConfig"):
+            get_or_train(cfg)
+    run = get_or_train(micro, progress=False, root=tmp_path)
+    with pytest.raises(TypeError, match=r"checkpoint: step must be an integer, one of \[0, 10, 15, 20, 30, 40\]"):
+        run.checkpoint("3")
+    with pytest.raises(ValueError, match="sample_batch: batch must be an integer >= 1"):
+        sample_batch(micro.data, -5, analysis_generator(0))
+
+
+def test_a_chapter_refuses_a_parameter_it_does_not_have_an_empty_count_and_a_run_without_a_plateau():
+    namespace = {"preset": "smoke", "seed": None, "In": [], "get_ipython": print, "_": None}
+    checked_parameters(namespace, "sudden_drop")  # what a chapter holds before its setup: no complaint
+    with pytest.raises(ValueError, match="the sudden_drop chapter has no parameter 'presett'"):
+        checked_parameters({**namespace, "presett": "smoke"}, "sudden_drop")
+    with pytest.raises(ValueError, match="seeds = 0 in the sudden_drop chapter: give a positive count"):
+        checked_parameters({**namespace, "seeds": 0}, "sudden_drop")
+    with pytest.raises(ValueError, match=r"train.steps must be > 100 for a chapter: .* got 50"):
+        chapter_config("smoke", overrides="train.steps=50")
+
+
+@pytest.mark.slow
+def test_papermill_with_a_misspelt_parameter_stops_the_chapter_by_name(tmp_path):
+    import papermill
+
+    with pytest.raises(papermill.PapermillExecutionError, match="no parameter 'presett'"):
+        papermill.execute_notebook("book/task.ipynb", str(tmp_path / "out.ipynb"), parameters={"presett": "smoke"},
+                                   cwd="book", progress_bar=False)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--set", "train.batch=100000000"], "GiB of memory; this cpu has"),
+    (["--set", "train.steps=100000000"], "GiB of disk"),
+    (["--set", "train.steps=100000000"], "100,000,000 steps would take about"),
+], ids=["memory", "disk", "time"])
+def test_a_run_beyond_the_machine_is_refused_with_its_numbers_before_it_starts(argv, message, store, capsys):
+    said = refused(["train", "--preset", "smoke", *argv, "--quiet"], capsys)
+    assert message in said and "--force" in said
+    assert nothing_in(store)
+
+
+def test_bench_refuses_a_timing_of_hours(capsys):
+    assert "must be an integer >= 1 and <= 10000" in refused(["bench", "--preset", "smoke", "--steps", "99999999"],
+                                                             capsys, code=2)

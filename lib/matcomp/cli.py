@@ -12,6 +12,7 @@ import argparse
 import math
 import os
 import sys
+from pathlib import Path
 
 import torch
 
@@ -66,7 +67,7 @@ def _config(args):
     from matcomp.book.chapter import chapter_config, preset_name
 
     args.preset = preset_name(args.preset)
-    return chapter_config(args.preset, None, _assignments(args.set))
+    return chapter_config(args.preset, None, _assignments(args.set), plateau=False)  # any length from here
 
 
 def cmd_train(args) -> None:
@@ -78,7 +79,7 @@ def cmd_train(args) -> None:
     print(f"run {cfg.run_id} (working store: {runs_root()})", flush=True)
     try:
         run = get_or_train(cfg, device=args.device, progress=not args.quiet, shipped=not args.no_shipped,
-                           limit_s=args.limit_s)
+                           limit_s=args.limit_s, force=args.force)
     except Paused as paused:
         print(paused)
         return
@@ -245,9 +246,11 @@ def cmd_plan(args) -> None:
 def cmd_prepare(args) -> None:
     from tqdm.auto import tqdm
 
-    from matcomp.runs.parallel import train_all
-    from matcomp.runs.store import runs_root
+    from matcomp.runs.parallel import check_resources, train_all
+    from matcomp.runs.store import runs_root, writable_store
 
+    writable_store()  # before Ray starts: a store that cannot be written fails in a second, not after
+    check_resources(args.address, args.gpus_per_run)
     planned, table, _ = _plan(args)
     todo = [p.cfg for p in planned if table.loc[p.cfg.run_id, "state"] in ("missing", "partial")]
     print(f"{len(planned)} runs at preset {args.preset}; {len(todo)} to train into {runs_root()} "
@@ -339,12 +342,15 @@ def main(argv: list[str] | None = None) -> None:
         p.add_argument("--device", default="auto", help="auto (CUDA if present), cpu, cuda, cuda:1, ...")
         p.add_argument("--threads", type=THREADS, default=None, help="CPU threads (default: PyTorch's choice)")
     sub.choices["train"].add_argument("--quiet", action="store_true", help="no progress bar")
+    sub.choices["train"].add_argument("--force", action="store_true",
+                                      help="train even a run estimated beyond this machine's memory, disk or a day")
     sub.choices["train"].add_argument("--limit-s", type=_at_least(0, float), default=None,
                                       help="wall-clock seconds to train; it stops cleanly at a checkpoint before "
                                            "and the same command resumes")
     sub.choices["train"].add_argument("--no-shipped", action="store_true",
                                       help="train into the working store even if a shipped run matches")
-    sub.choices["bench"].add_argument("--steps", type=_at_least(1), default=20, help="timed steps per loop")
+    sub.choices["bench"].add_argument("--steps", type=_at_least(1, high=10000, why=" (a timing needs tens)"),
+                                      default=20, help="timed steps per loop")
     sub.choices["bench"].add_argument("--warmup", type=_at_least(0), default=3, help="untimed steps first")
     sub.choices["ship"].add_argument("--max-mb", type=_at_least(0, float, strictly=True), default=30.0,
                                      help="size budget (MiB)")
@@ -404,6 +410,9 @@ def main(argv: list[str] | None = None) -> None:
     sub.add_parser("derive", help="compute the shipped derived tables (runs/reference/derived) that are missing "
                                    "or stale")
     args = parser.parse_args(argv)
+    store = os.environ.get("MATCOMP_RUNS")
+    if store and not Path(store).is_absolute():  # resolved once, from where the user stands: a sweep's points
+        os.environ["MATCOMP_RUNS"] = str(Path(store).resolve())  # run inside book/, and must find the same store
     if getattr(args, "threads", None):
         torch.set_num_threads(args.threads)
     commands = {"train": cmd_train, "bench": cmd_bench, "ship": cmd_ship, "presets": cmd_presets, "runs": cmd_runs,

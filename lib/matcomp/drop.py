@@ -24,6 +24,7 @@ MSE_COLUMN = re.compile(r"(eval_)?L(_obs|_mask)?(_n\d+)?")  # the BERT's losses,
 FINAL_STEPS = 200  # a run's final losses are means over its last this many steps
 ON_PLATEAU = 0.9  # a smoothed loss at or above this fraction of its plateau level is still on the plateau
 SMOOTHING = 101  # steps of the centred mean every drop reading smooths a loss over
+PLATEAU_FROM = 100  # the steps before which no plateau is read: the loss is still falling to it
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ def final_losses(metrics: pd.DataFrame, steps: int = FINAL_STEPS) -> pd.Series:
     return metrics[metrics["step"] > last - steps].mean(numeric_only=True)
 
 
-def detect_drop(metrics: pd.DataFrame, column: str = "L_mask", window: int = SMOOTHING, skip: int = 100,
+def detect_drop(metrics: pd.DataFrame, column: str = "L_mask", window: int = SMOOTHING, skip: int = PLATEAU_FROM,
                 plateau_steps: int = 400) -> Drop:
     """The plateau and drop of ``column`` in a metrics table with a ``step`` column. ``column`` must be
     one of the BERT's mean-squared errors (``L``, ``L_obs``, ``L_mask`` or their ``eval_`` columns):
@@ -116,7 +117,7 @@ def drop_settled(metrics: pd.DataFrame, after: int, level: float | None = None) 
 
 
 def leave_step(metrics: pd.DataFrame, level: float, near: float = ON_PLATEAU, column: str = "L_mask",
-               window: int = SMOOTHING, skip: int = 100) -> int | None:
+               window: int = SMOOTHING, skip: int = PLATEAU_FROM) -> int | None:
     """The first step after ``skip`` where smoothed ``column`` is below ``near`` × ``level``: the end of
     a plateau at ``level`` (``skip`` + 1 or so when the curve never sits there; None if never below)."""
     if not 0 < near <= 1:

@@ -88,6 +88,9 @@ PRESETS: dict[str, RunConfig] = {c.name: c for c in (SMOKE, CPU, CPU5X5, CPU7X7,
 
 def preset(name: str, overrides: dict[str, object] | None = None) -> RunConfig:
     """The preset ``name``, with dotted ``overrides`` applied (see ``RunConfig.override``)."""
-    if name not in PRESETS:
+    if not isinstance(name, str) or name not in PRESETS:
         raise ValueError(f"preset must be one of {sorted(PRESETS)}; got {name!r}")
+    if overrides is not None and not isinstance(overrides, dict):
+        raise TypeError(f"preset: overrides must be a dict of dotted fields, e.g. {{'train.lr': 1e-3}}; got "
+                        f"{type(overrides).__name__} {overrides!r} (matcomp.config.parse_overrides reads such text)")
     return PRESETS[name].override(overrides or {})

@@ -17,12 +17,13 @@ from matcomp.analysis.phases import Phases, phases
 from matcomp.analysis.seeds import seed_configs, seeds_at
 from matcomp.book.sizes import ChapterSizes, chapter_sizes
 from matcomp.config import RunConfig, parse_overrides
+from matcomp.drop import PLATEAU_FROM
 from matcomp.presets import PRESETS
 from matcomp.presets import preset as named_preset
 from matcomp.runs.cost import CostBook, duration
 from matcomp.runs.folder import RunFolder
 from matcomp.runs.run import Run
-from matcomp.runs.shipped import find_reference
+from matcomp.runs.shipped import REPO, find_reference
 from matcomp.runs.store import ENV_NO_TRAINING, get_or_train, runs_root
 from matcomp.runs.training import resolve_device
 
@@ -59,21 +60,55 @@ def model_preset(preset: str | None = None, model: str | None = None) -> str:
 
 
 def chapter_config(preset: str | None = None, seed: int | None = None,
-                   overrides: str | dict | None = None, variant: str = "") -> RunConfig:
+                   overrides: str | dict | None = None, variant: str = "", plateau: bool = True) -> RunConfig:
     """The run config of a chapter's parameters.
 
     ``preset`` None -> ``$MATCOMP_PRESET``, else ``cpu``; ``seed`` None -> ``$MATCOMP_SEED``, else the
     preset's; ``overrides`` (a dict or ``"field=value,..."``) are applied after those of ``$MATCOMP_SET``.
-    A ``variant`` ("gpt") takes the preset of that name at the same scale (``cpu`` -> ``cpu_gpt``).
+    A ``variant`` ("gpt") takes the preset of that name at the same scale (``cpu`` -> ``cpu_gpt``). With
+    ``plateau`` (a chapter's run), a BERT run too short to have a plateau is refused before it trains.
     """
     name = preset_name(preset)
     if variant and not name.endswith(f"_{variant}"):
         name = f"{name}_{variant}"
     changes = environment_overrides(name)
+    if overrides is not None and not isinstance(overrides, (str, dict)):
+        raise ValueError(f"overrides must be text such as 'train.lr=3e-4, model.hidden=32' or a dict; "
+                         f"got {overrides!r}")
     changes.update(parse_overrides(overrides) if isinstance(overrides, str) else overrides or {})
     if seed is not None:
         changes["train.seed"] = seed
-    return named_preset(name, changes)
+    cfg = named_preset(name, changes)
+    if plateau and cfg.model.arch == "bert" and cfg.train.steps <= PLATEAU_FROM:  # refused before it trains
+        raise ValueError(f"train.steps must be > {PLATEAU_FROM} for a chapter: a run's plateau is read after step "
+                         f"{PLATEAU_FROM} (matcomp.drop); got {cfg.train.steps}")
+    return cfg
+
+
+COUNTS = ("seeds", "samples", "lambda_samples", "steps", "gaussian_steps", "widths", "depths", "sizes", "ranks")
+# the parameters that read None as "the scale's", where 0 or an empty list would be read as None too
+
+
+def checked_parameters(namespace: dict, chapter: str) -> None:
+    """Refuse, by name, what a chapter was given and would not use: a name its ``parameters`` cell does not
+    have (papermill's ``-p presett smoke`` only warns, and the chapter would run at its default), and a
+    count of 0 or an empty list where None means the scale's (``COUNTS``). ``namespace``: the notebook's
+    ``globals()``, holding its parameters and papermill's injected ones."""
+    from matcomp.book.sweep import notebook_parameters
+
+    known = notebook_parameters(REPO / "book" / f"{chapter}.ipynb")
+    literals = (type(None), bool, int, float, str, list, tuple, dict)
+    given = {name: value for name, value in namespace.items() if not name.startswith("_")
+             and name not in ("In", "Out") and isinstance(value, literals)}
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise ValueError(f"the {chapter} chapter has no parameter {', '.join(map(repr, unknown))}; its parameters: "
+                         f"{', '.join(known)}")
+    for name in COUNTS:
+        value = given.get(name)
+        if name in known and known[name] is None and value is not None and not value:
+            raise ValueError(f"{name} = {value!r} in the {chapter} chapter: give a positive count (or list), or None "
+                             f"for the scale's")
 
 
 def environment_overrides(name: str) -> dict[str, object]:

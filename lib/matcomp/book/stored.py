@@ -13,14 +13,12 @@ code would compute (its key: checkpoints, parameters, source, library versions).
 
 from __future__ import annotations
 
-import ast
-import json
-
 from matcomp.analysis.baselines import draws_derivation, lambda_derivation, sweep_derivation
 from matcomp.analysis.key_numbers import FINDINGS, key_numbers_derivation
 from matcomp.analysis.ood import default_axes, panel_derivations, rank_panel, rank_panel_training
 from matcomp.analysis.phases import Phases, phases
 from matcomp.book.chapter import ladder_runs, model_preset, paper_scale_runs, sizes
+from matcomp.book.sweep import notebook_parameters
 from matcomp.config import RunConfig
 from matcomp.presets import preset as named_preset
 from matcomp.runs.derived import Derivation
@@ -37,11 +35,7 @@ def chapter_defaults(chapter: str) -> dict:
     >>> chapter_defaults("nuclear_norm")["lam"]
     0.001
     """
-    cells = json.loads((BOOK / f"{chapter}.ipynb").read_text())["cells"]
-    cell = next(c for c in cells if "parameters" in c.get("metadata", {}).get("tags", []))
-    tree = ast.parse("".join(cell["source"]))
-    return {target.id: ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
-            for target in node.targets if isinstance(target, ast.Name)}
+    return notebook_parameters(BOOK / f"{chapter}.ipynb")
 
 
 def _shipped(cfg: RunConfig) -> Run:

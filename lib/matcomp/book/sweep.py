@@ -9,6 +9,7 @@ notebooks back into one table, a row per notebook: its parameters, then its reco
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import itertools
 import json
@@ -51,6 +52,37 @@ def grid(**axes: list) -> list[dict]:
     return [dict(zip(axes, combo)) for combo in itertools.product(*(list(v) for v in axes.values()))]
 
 
+def notebook_parameters(notebook: Path | str) -> dict:
+    """The default values of a notebook's ``parameters`` cell (its assignments of literals): the names a
+    chapter takes, and what it does without them."""
+    cells = json.loads(Path(notebook).read_text())["cells"]
+    cell = next((c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])), None)
+    if cell is None:
+        raise ValueError(f"{notebook} has no cell tagged 'parameters': papermill cannot parameterise it")
+    tree = ast.parse("".join(cell["source"]))
+    return {target.id: ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+            for target in node.targets if isinstance(target, ast.Name)}
+
+
+def check_points(notebook: Path, points: list[dict]) -> None:
+    """Before any point runs, a ValueError naming a parameter the chapter does not have, or a point whose
+    preset, seed, overrides or model the chapter would refuse (``matcomp.book.chapter``)."""
+    from matcomp.book.chapter import chapter_config, model_preset
+
+    known = notebook_parameters(notebook)
+    unknown = sorted({name for point in points for name in point} - set(known))
+    if unknown:
+        raise ValueError(f"{notebook.name} has no parameter {', '.join(map(repr, unknown))}; its parameters: "
+                         f"{', '.join(known)}")
+    for point in points:
+        try:
+            chapter_config(point.get("preset"), point.get("seed"), point.get("overrides"))
+            if "model" in known:
+                model_preset(point.get("preset"), point.get("model"))
+        except (ValueError, TypeError) as err:
+            raise ValueError(f"sweep point {point}: {err}") from None
+
+
 def point_name(notebook: Path, params: dict) -> str:
     """The output file name of one grid point: the chapter's name and a short hash of its parameters."""
     digest = hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:10]
@@ -72,11 +104,17 @@ def run_sweep(notebook: Path | str, points: list[dict], out: Path | str, fixed: 
         raise ValueError(f"notebook {notebook} does not exist")
     if workers < 1:
         raise ValueError(f"workers must be >= 1; got {workers}")
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file; name a folder for the executed notebooks")
     targets = {}
     for point in points:
         params = {**(fixed or {}), **point}
         targets[out / point_name(notebook, params)] = params
+    check_points(notebook, list(targets.values()))
+    store = os.environ.get("MATCOMP_RUNS")  # the points run inside the notebook's folder: one store for all
+    if store and not Path(store).is_absolute():
+        os.environ["MATCOMP_RUNS"] = str(Path(store).resolve())
+    out.mkdir(parents=True, exist_ok=True)
     todo = [(target, params) for target, params in targets.items() if not target.exists()]
     if workers > 1 or address:
         from matcomp.runs.parallel import start_ray

@@ -6,11 +6,16 @@ and the threads, not on the seed or the learning rate: measurements are cached b
 ``<run store>/.step_costs.json`` (written atomically). An estimate divides the step's matmul FLOPs
 by half the device's measured matmul peak: close for large models, optimistic for small ones, where
 per-step overheads dominate; ``python -m matcomp plan --measure`` replaces estimates by measurements.
+
+``check_budget`` holds a run to what the machine can do before it starts: its memory, disk and time,
+estimated from the config, refused with the numbers when beyond (unless the caller forces it).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +25,7 @@ import torch
 from matcomp.config import RunConfig
 from matcomp.runs.folder import atomic_write_bytes
 from matcomp.runs.training import evaluate, init_training, matmuls, train_step
+from matcomp.tokenizer import VOCAB_SIZE
 
 COSTS_FILE = ".step_costs.json"
 EFFICIENCY = 0.5  # fraction of the matmul peak an estimate assumes a step reaches
@@ -123,3 +129,63 @@ class CostBook:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_bytes(self.path, json.dumps(self.measured, indent=1, sort_keys=True).encode())
         return StepCost(self.measured[key], True)
+
+
+TIME_LIMIT_S = 24 * 3600  # a run estimated past this is refused unless forced: the book's longest CPU run is 2 h
+FAST_PEAK = {"cpu": 1e12, "cuda": 1e15}  # FLOP/s no device of the kind beats: a lower bound on a run's time
+MIN_STEP_S = {"cpu": 1e-3, "cuda": 1e-4}  # no step is faster (Python and kernel launches), whatever its FLOPs
+
+
+def parameter_count(cfg: RunConfig) -> int:
+    """About how many parameters the model has: its layers' matrices and the token and position tables."""
+    h, m = cfg.model.hidden, cfg.model
+    return m.layers * (4 * h * h + 2 * h * m.intermediate_size + 9 * h + m.intermediate_size) + \
+        (VOCAB_SIZE + m.max_positions + 4) * h + h + 1
+
+
+def memory_bytes(cfg: RunConfig) -> float:
+    """Peak bytes of one training step: fp32 weights, gradients and Adam's two moments, and the activations
+    kept for the backward pass (per layer about s·b·h·(34 + 5·a·s/h) 16-bit values; Korthikanti et al.
+    2022), at 4 bytes."""
+    b, h, heads, layers = cfg.train.batch, cfg.model.hidden, cfg.model.heads, cfg.model.layers
+    s = 2 * cfg.data.seq_len if cfg.model.arch == "gpt" else cfg.data.seq_len
+    return 16 * parameter_count(cfg) + 2 * layers * s * b * h * (34 + 5 * heads * s / h) * 2
+
+
+def disk_bytes(cfg: RunConfig) -> float:
+    """Bytes a whole run writes: a checkpoint (4 bytes a parameter) at every scheduled step, the resume
+    state (weights and Adam's moments) and the metrics table (at most 8 bytes a cell)."""
+    checkpoints = len(cfg.train.checkpoint_schedule) * 4 * parameter_count(cfg)
+    return checkpoints + 12 * parameter_count(cfg) + 8 * 12 * cfg.train.steps
+
+
+def machine_memory(device: torch.device) -> int:
+    """Bytes of memory the device has: the GPU's, or this machine's RAM."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def check_budget(cfg: RunConfig, device: torch.device, root: Path, done: int = 0) -> None:
+    """ValueError, with the estimate and the machine's figure, for a run that cannot fit this machine's
+    memory or disk (at ``root``), or would train past ``TIME_LIMIT_S`` from step ``done``. The time is
+    bounded from below first (``FAST_PEAK``, ``MIN_STEP_S``) and measured (``CostBook``) only when that
+    bound comes within a tenth of the limit, so ordinary runs pay nothing for the check."""
+    gib, problems = 2 ** 30, []
+    memory, have = memory_bytes(cfg), machine_memory(device)
+    if memory > have:
+        problems.append(f"a step needs about {memory / gib:,.1f} GiB of memory; this {device.type} has "
+                        f"{have / gib:,.1f}")
+    disk, free = disk_bytes(cfg), shutil.disk_usage(root).free
+    if disk > free:
+        problems.append(f"its checkpoints need about {disk / gib:,.1f} GiB of disk; {root} has {free / gib:,.1f} free")
+    steps = cfg.train.steps - done
+    lower = steps * max(step_flops(cfg) / FAST_PEAK[device.type], MIN_STEP_S[device.type])
+    if lower > TIME_LIMIT_S / 10:
+        seconds = CostBook(root, device, torch.get_num_threads()).cost(cfg).seconds * steps
+        if seconds > TIME_LIMIT_S:
+            problems.append(f"{steps:,} steps would take about {duration(seconds)} here (the limit: "
+                            f"{duration(TIME_LIMIT_S)})")
+    if problems:
+        raise ValueError(f"run {cfg.run_id} is beyond this machine: {'; '.join(problems)}. Shrink it, or train it "
+                         f"anyway (python -m matcomp train ... --force; get_or_train(..., force=True))")

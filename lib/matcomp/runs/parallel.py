@@ -13,6 +13,7 @@ called, so nothing else in the package pays for it.
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -67,6 +68,29 @@ def start_ray(address: str | None = None, num_cpus: int | None = None):
         else:
             ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
     return ray
+
+
+def check_resources(address: str | None = None, gpus_per_run: float | None = None, timeout_s: float = 5.0) -> None:
+    """Before Ray starts, a ValueError for what it would wait on forever: GPUs per run that this machine
+    does not have (a local instance), or a cluster address (``address``, else ``$RAY_ADDRESS``) where
+    nothing answers within ``timeout_s``."""
+    import torch
+
+    address = address or os.environ.get(ENV_ADDRESS)
+    if not address:
+        count = torch.cuda.device_count()
+        if gpus_per_run and gpus_per_run > count:
+            raise ValueError(f"--gpus-per-run {gpus_per_run:g}: this machine has {count} CUDA device(s), so no run "
+                             f"could start; leave it out (0 here) or give a cluster with --address")
+        return
+    host, _, port = address.split("://", 1)[-1].rpartition(":")
+    if not host or not port.isdigit():
+        return  # "auto" and the like: Ray's own lookup
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except (OSError, ValueError) as err:
+        raise ValueError(f"no Ray cluster answers at {address!r} ({getattr(err, 'strerror', None) or err}); "
+                         f"start one (ray start --head) or leave --address out for one on this machine") from None
 
 
 def check_store(ray, root: Path) -> None:

@@ -63,6 +63,8 @@ class Run:
 
     def checkpoint(self, step: int, device: str | torch.device = "cpu", attention: str | None = None) -> Model:
         """The model after ``step`` updates, in eval mode (``step`` must be in ``self.steps``)."""
+        if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
+            raise TypeError(f"checkpoint: step must be an integer, one of {self.steps}; got {step!r}")
         cfg = self.config
         model = build_model(cfg.model, seed=cfg.train.seed, attention=attention or cfg.train.attention)
         path = self.folder.checkpoint_path(step)

@@ -18,6 +18,7 @@ whose config matches exactly is used before any of these.
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -27,6 +28,7 @@ import torch
 from filelock import FileLock
 
 from matcomp.config import RunConfig
+from matcomp.runs.cost import check_budget
 from matcomp.runs.extend import extendable, start_from
 from matcomp.runs.folder import RunFolder, sha256_file
 from matcomp.runs.machine import machine
@@ -46,25 +48,56 @@ class RunError(RuntimeError):
 
 
 def runs_root() -> Path:
-    """Where runs are stored (see the module docstring)."""
+    """Where runs are stored (see the module docstring); a ``$MATCOMP_RUNS`` that names a file is a
+    ValueError naming it."""
     if os.environ.get(ENV_RUNS):
-        return Path(os.environ[ENV_RUNS])
+        root = Path(os.environ[ENV_RUNS])
+        if root.exists() and not root.is_dir():
+            raise ValueError(f"${ENV_RUNS} is {root}, a file: point it to a folder for the run store (made if missing)")
+        return root
     if (REPO / "pyproject.toml").exists():
         return REPO / "runs"
     return Path.cwd() / "runs"
 
 
+def writable_store(root: Path | str | None = None) -> Path:
+    """The run store ``root`` (default ``runs_root()``), made if missing, checked writable before any work:
+    a file, or a folder that cannot be written, is a ValueError naming it and where it came from."""
+    if root is not None and not isinstance(root, (str, Path)):
+        raise TypeError(f"root must be a folder path; got {type(root).__name__}")
+    source = "root" if root is not None else (f"${ENV_RUNS}" if os.environ.get(ENV_RUNS) else "the run store")
+    root = Path(root) if root is not None else runs_root()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise ValueError(f"{source} is {root}, which is (or lies under) a file: name a folder") from None
+    except OSError as err:
+        raise ValueError(f"{source} {root} cannot be made ({err.strerror}); name a folder you can write "
+                         f"(${ENV_RUNS})") from None
+    try:  # a real write: permissions alone do not tell (root writes anywhere, but not into an immutable folder)
+        tempfile.TemporaryFile(dir=root).close()
+    except OSError as err:
+        raise ValueError(f"{source} {root} cannot be written ({err.strerror}); name a folder you can write "
+                         f"(${ENV_RUNS})") from None
+    return root
+
+
 def get_or_train(cfg: RunConfig, device: str | torch.device | None = None, progress: bool | str = True,
-                 root: Path | str | None = None, shipped: bool = True, limit_s: float | None = None) -> Run:
+                 root: Path | str | None = None, shipped: bool = True, limit_s: float | None = None,
+                 force: bool = False) -> Run:
     """The finished run for ``cfg``: a shipped reference run if one matches (unless ``shipped`` is
     False), else loaded from the store if there, resumed if interrupted, trained otherwise. With
     ``limit_s``, training that would outlast that many seconds stops at a checkpoint and raises
-    ``Paused`` (``matcomp.runs.training``); calling again resumes it."""
+    ``Paused`` (``matcomp.runs.training``); calling again resumes it. A run beyond this machine's memory,
+    disk or a day's training (``matcomp.runs.cost.check_budget``) is refused before it starts, unless
+    ``force``."""
+    if not isinstance(cfg, RunConfig):
+        raise TypeError(f"get_or_train: cfg must be a RunConfig (matcomp.preset('smoke') makes one); got "
+                        f"{type(cfg).__name__} {cfg!r}")
     reference = find_reference(cfg) if shipped else None
     if reference is not None:
         return reference
-    root = Path(root) if root is not None else runs_root()
-    root.mkdir(parents=True, exist_ok=True)
+    root = writable_store(root)
     folder = RunFolder(root / cfg.run_id)
     with FileLock(str(root / f".{cfg.run_id}.lock")):
         if folder.path.exists():
@@ -76,6 +109,9 @@ def get_or_train(cfg: RunConfig, device: str | torch.device | None = None, progr
         if os.environ.get(ENV_NO_TRAINING):
             raise RunError(f"run {cfg.run_id} is not in the store {root} and ${ENV_NO_TRAINING} is set: train it "
                            f"first (python -m matcomp prepare, or unset {ENV_NO_TRAINING})")
+        if not force:
+            resume = folder.read_resume() if folder.resume_path.exists() else None
+            check_budget(cfg, resolve_device(device), root, int(resume["step"]) if resume is not None else 0)
         base = None if folder.path.exists() else extendable(cfg, root)
         if base is not None:
             start_from(base, cfg, folder)
