@@ -85,10 +85,9 @@ def test_a_damaged_or_missing_part_is_named_and_nothing_is_installed(bf16_run, t
     assert not (tmp_path / "reference" / bf16_run.config.run_id).exists()
 
 
-def test_a_plain_transformers_bert_with_a_linear_readout_loads_a_packed_checkpoint(bf16_run, tmp_path):
-    """What a user without this library does: the config from the checkpoint's own metadata, plain
-    ``transformers`` and ``torch``, the same predictions as the book's model."""
-    path = bf16_run.folder.checkpoint_path(40)
+def plain_predictions(path, ids: torch.Tensor) -> torch.Tensor:
+    """What a user without this library does with a shipped checkpoint: the model's sizes from the file's own
+    metadata, a plain ``transformers.BertModel`` and a ``torch.nn.Linear`` read-out."""
     with safe_open(str(path), framework="pt") as f:
         model = json.loads(f.metadata()["matcomp"])["model"]
     hidden = model["hidden"]
@@ -100,11 +99,32 @@ def test_a_plain_transformers_bert_with_a_linear_readout_loads_a_packed_checkpoi
     weights = {k: v.float() for k, v in load_file(path).items()}
     bert.load_state_dict({k.removeprefix("bert."): v for k, v in weights.items() if k.startswith("bert.")})
     readout.load_state_dict({k.removeprefix("readout."): v for k, v in weights.items() if k.startswith("readout.")})
+    with torch.no_grad():
+        return readout(bert.eval()(input_ids=ids).last_hidden_state).squeeze(-1)
+
+
+def test_a_plain_transformers_bert_with_a_linear_readout_loads_a_packed_checkpoint(bf16_run):
     batch = sample_batch(bf16_run.config.data, 8, analysis_generator(0))
     with torch.no_grad():
-        plain = readout(bert.eval()(input_ids=batch.ids).last_hidden_state).squeeze(-1)
         ours = bf16_run.bert(40)(batch.ids)
-    torch.testing.assert_close(plain, ours, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(plain_predictions(bf16_run.folder.checkpoint_path(40), batch.ids), ours,
+                               rtol=1e-5, atol=1e-5)
+
+
+SHIPPED_BF16 = sorted(p for p in shipped.REFERENCE_ROOT.glob("*-*")
+                      if p.is_dir() and '"checkpoint_dtype": "bfloat16"' in (p / "complete.json").read_text())
+
+
+@pytest.mark.skipif(not SHIPPED_BF16, reason="no run is shipped with bf16 checkpoints yet (scripts/paper_on_gpu.sh)")
+@pytest.mark.parametrize("path", SHIPPED_BF16 or [None], ids=lambda p: getattr(p, "name", "none"))
+def test_every_shipped_bf16_model_loads_into_plain_transformers(path):
+    run = open_run(path)
+    step = run.steps[-1]
+    batch = sample_batch(run.config.data, 8, analysis_generator(0))
+    with torch.no_grad():
+        ours = run.bert(step)(batch.ids)
+    torch.testing.assert_close(plain_predictions(run.folder.checkpoint_path(step), batch.ids), ours,
+                               rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.slow
