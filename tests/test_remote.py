@@ -67,6 +67,9 @@ def test_a_run_packs_into_small_parts_and_unpacks_to_the_same_bytes(bf16_run, tm
     assert {t.dtype for t in weights.values() if t.is_floating_point()} == {torch.bfloat16}
     with pytest.raises(TransferError, match="exists already"):
         unpack([out], tmp_path / "reference")
+    (tmp_path / "file").write_text("")
+    with pytest.raises(TransferError, match="is a file; install into a folder"):
+        unpack([out], tmp_path / "file")
 
 
 def test_a_damaged_or_missing_part_is_named_and_nothing_is_installed(bf16_run, tmp_path):

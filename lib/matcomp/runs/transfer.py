@@ -192,6 +192,8 @@ def unpack(folders: list[Path] | Path, root: Path, run_id: str | None = None) ->
         raise TransferError(f"checkpoints {extra} came back but {run_id}'s record does not list them")
 
     root = Path(root)
+    if root.exists() and not root.is_dir():
+        raise TransferError(f"{root} is a file; install into a folder (the shipped store, runs/reference)")
     target = RunFolder(root / run_id)
     if target.path.exists():
         raise TransferError(f"{target.path} exists already; remove it first to install {run_id} again")
