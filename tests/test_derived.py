@@ -12,7 +12,17 @@ from matcomp.analysis.baselines import completion_sweep
 from matcomp.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from matcomp.models.bert import MatrixBert
 from matcomp.runs import derived
-from matcomp.runs.derived import REFRESH, Derivation, DerivedError, is_shipped, load_or_compute, read, ship, stale
+from matcomp.runs.derived import (
+    REFRESH,
+    Derivation,
+    DerivedError,
+    import_closure,
+    is_shipped,
+    load_or_compute,
+    read,
+    ship,
+    stale,
+)
 from matcomp.runs.folder import sha256_file
 from matcomp.runs.run import Run
 
@@ -88,12 +98,12 @@ def test_a_table_that_csv_cannot_keep_is_refused_at_write(tmp_path, store, shipp
         load_or_compute(Derivation("unnamed", Counted({"t": pd.DataFrame({"x": [1.0]})})))
 
 
-def test_the_key_changes_with_a_parameter_a_checkpoint_a_source_and_a_version(tmp_path, monkeypatch):
+def test_the_key_changes_with_a_parameter_a_checkpoint_and_a_version(tmp_path, monkeypatch):
     run = fake_run(tmp_path, "micro-aaaa")
     other = fake_run(tmp_path, "micro-bbbb", sha="cd" * 32)
 
-    def key(checkpoints=((run, STEP),), params=None, modules=("matcomp.metrics",)):
-        return Derivation("sweep", Counted({}), checkpoints, params or {"samples": 512, "lam": 0.001}, modules).key()
+    def key(checkpoints=((run, STEP),), params=None):
+        return Derivation("sweep", Counted({}), checkpoints, params or {"samples": 512, "lam": 0.001}).key()
 
     base = key()
     assert key() == base and len(base) == 64
@@ -101,31 +111,72 @@ def test_the_key_changes_with_a_parameter_a_checkpoint_a_source_and_a_version(tm
     assert key(params={"samples": 511, "lam": 0.001}) != base
     assert key(checkpoints=((other, STEP),)) != base  # another checkpoint's SHA-256
     assert key(checkpoints=()) != base
-    assert key(modules=("matcomp.metrics", "matcomp.data")) != base
     monkeypatch.setattr(derived, "versions", lambda: {"torch": "0.0"})
     assert key() != base
     with pytest.raises(ValueError, match="records no SHA-256"):
         Derivation("x", Counted({}), [(run, 20)]).key()
 
 
-def test_a_stored_table_is_read_not_recomputed_and_a_stale_one_is_recomputed(tmp_path, store, shipped, monkeypatch):
-    name = "fake_analysis"
-    module = tmp_path / f"{name}.py"  # a module of its own, whose source the key hashes
-    module.write_text("SCALE = 1\n")
+def package(root, files: dict[str, str]):
+    """A package of modules written under ``root`` (importable: ``root`` goes on the path)."""
+    for name, text in files.items():
+        path = root.joinpath(*name.split(".")).with_suffix(".py")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def test_the_key_holds_the_source_of_every_module_the_computation_can_reach(tmp_path, monkeypatch):
+    """No list by hand: the module defining ``compute`` and what it imports, through other modules and
+    inside functions, are hashed; a change two imports away gives a new key, and an unrelated one does not."""
+    package(tmp_path, {"closurepkg.__init__": "", "closurepkg.unrelated": "X = 1\n",
+                       "closurepkg.a": "def compute():\n    from closurepkg import b\n    return b.tables()\n",
+                       "closurepkg.b": "import pandas as pd\nimport closurepkg.c\n\n\n"
+                                       "def tables():\n    return {'t': pd.DataFrame({'x': [closurepkg.c.SCALE]})}\n",
+                       "closurepkg.c": "SCALE = 1.0\n"})
     monkeypatch.syspath_prepend(str(tmp_path))
-    table = pd.DataFrame({"L": [0.125, 1 / 3]}, index=pd.Index([0.1, 0.3], name="p_mask"))
-    compute = Counted({"t": table})
-    derivation = Derivation("stale", compute, params={"samples": 4}, modules=["fake_analysis"])
+    import closurepkg.a
+
+    derivation = Derivation("closure", closurepkg.a.compute)
+    assert derivation.sources() == ("closurepkg", "closurepkg.a", "closurepkg.b", "closurepkg.c")
+    base = derivation.key()
+    (tmp_path / "closurepkg" / "unrelated.py").write_text("X = 2\n")
+    assert derivation.key() == base
+    (tmp_path / "closurepkg" / "c.py").write_text("SCALE = 2.0  # two imports away\n")
+    assert derivation.key() != base
+
+
+def test_the_shipped_tables_keys_reach_the_modules_the_hand_lists_left_out():
+    """What the lists written by hand missed, which the closure holds: the drop detection and the run
+    folders the phases and checkpoints are read through, the presets, the model factory."""
+    from matcomp.book.stored import shipped_derivations
+
+    for derivation in shipped_derivations()[:1] + [d for d in shipped_derivations() if d.name.startswith("ood_")][:1]:
+        assert {"matcomp.drop", "matcomp.runs.run", "matcomp.runs.folder", "matcomp.models.factory",
+                "matcomp.analysis.baselines", "matcomp.data"} <= set(derivation.sources())
+    key_numbers = import_closure("matcomp.analysis.key_numbers")
+    assert {"matcomp.presets", "matcomp.analysis.heads", "matcomp.analysis.probing"} <= set(key_numbers)
+    assert "matcomp.book.chapter" not in key_numbers and "matcomp.cli" not in key_numbers  # what reads tables
+
+
+def test_a_stored_table_is_read_not_recomputed_and_a_stale_one_is_recomputed(tmp_path, store, shipped, monkeypatch):
+    package(tmp_path, {"fake_analysis": "import pandas as pd\n\nSCALE = 1\ncalls = []\n\n\ndef compute():\n"
+                                        "    calls.append(1)\n    return {'t': pd.DataFrame({'L': [0.125, 1 / 3]}, "
+                                        "index=pd.Index([0.1, 0.3], name='p_mask'))}\n"})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import fake_analysis
+
+    derivation = Derivation("stale", fake_analysis.compute, params={"samples": 4})
     load_or_compute(derivation)
     load_or_compute(derivation)
-    assert compute.calls == 1  # the second read came from the store
+    assert len(fake_analysis.calls) == 1  # the second read came from the store
     old = derivation.key()
-    module.write_text("SCALE = 2  # the code changed\n")
+    source = tmp_path / "fake_analysis.py"
+    source.write_text(source.read_text().replace("SCALE = 1", "SCALE = 2  # the code changed"))
     assert derivation.key() != old
     load_or_compute(derivation)
-    assert compute.calls == 2  # recomputed under its new key, the old table never read
-    load_or_compute(Derivation("stale", compute, params={"samples": 5}, modules=["fake_analysis"]))
-    assert compute.calls == 3
+    assert len(fake_analysis.calls) == 2  # recomputed under its new key, the old table never read
+    load_or_compute(Derivation("stale", fake_analysis.compute, params={"samples": 5}))
+    assert len(fake_analysis.calls) == 3
 
 
 def test_a_damaged_shipped_table_is_an_error_naming_git_checkout(store, shipped):

@@ -406,9 +406,6 @@ SOFT_IMPUTE = "soft-impute, λ={:g}"
 
 
 SWEEP_COLUMNS = ["method", "L", "L_obs", "L_mask", "nuclear_norm", "p_mask", "± s.e. of L − L_BERT"]
-# the modules whose source computes the sweep: a change to any of them recomputes a stored sweep
-SWEEP_MODULES = ("matcomp.analysis.baselines", "matcomp.analysis.evaluation", "matcomp.data", "matcomp.metrics",
-                 "matcomp.seeding", "matcomp.tokenizer", "matcomp.config", "matcomp.models.bert", "matcomp.paper")
 
 
 def completion_sweep(data: DataConfig, p_masks, samples: int, lam: float, model: MatrixBert | None = None,
@@ -441,8 +438,8 @@ def completion_sweep(data: DataConfig, p_masks, samples: int, lam: float, model:
 def sweep_derivation(run: Run, step: int, p_masks, samples: int, lam: float, seed: int = 0,
                      workers: int = 1) -> Derivation:
     """``completion_sweep`` of checkpoint ``step`` of ``run`` on its own task, as a stored derivation
-    (``matcomp.runs.derived``): keyed by the checkpoint's SHA-256, the parameters, ``SWEEP_MODULES``'
-    source and the libraries' versions (``workers`` changes only the speed, so it is not in the key)."""
+    (``matcomp.runs.derived``): keyed by the checkpoint's SHA-256, the parameters, the source of the code it
+    runs and the libraries' versions (``workers`` changes only the speed, so it is not in the key)."""
     data = run.config.data
     params = {"data": dataclasses.asdict(data), "p_masks": [float(p) for p in p_masks], "samples": int(samples),
               "lam": float(lam), "seed": int(seed)}
@@ -450,7 +447,7 @@ def sweep_derivation(run: Run, step: int, p_masks, samples: int, lam: float, see
     def compute() -> dict[str, pd.DataFrame]:
         return completion_sweep(data, p_masks, samples, lam, model=run.bert(step), seed=seed, workers=workers)
 
-    return Derivation("completion_sweep", compute, [(run, step)], params, SWEEP_MODULES)
+    return Derivation("completion_sweep", compute, [(run, step)], params)
 
 
 def stored_sweep(run: Run, step: int, p_masks, samples: int, lam: float, seed: int = 0,
@@ -532,8 +529,7 @@ def lambda_derivation(data: DataConfig, lams, samples: int, seed: int = 0, run: 
         return {"lambda": lambda_table(batch, lams, model=model, label=label, workers=workers).rename_axis("row")}
 
     checkpoints = [(run, step)] if run is not None and step is not None else []
-    return Derivation("lambda_table_model" if checkpoints else "lambda_table", compute, checkpoints, params,
-                      SWEEP_MODULES)
+    return Derivation("lambda_table_model" if checkpoints else "lambda_table", compute, checkpoints, params)
 
 
 def stored_lambda_table(data: DataConfig, lams, samples: int, seed: int = 0, run: Run | None = None,
@@ -551,7 +547,7 @@ def draws_derivation(data: DataConfig, lam: float, samples: int, seeds, workers:
     def compute() -> dict[str, pd.DataFrame]:
         return {"draws": lambda_draws(data, lam, samples, seeds, workers=workers)}
 
-    return Derivation("lambda_draws", compute, [], params, SWEEP_MODULES)
+    return Derivation("lambda_draws", compute, [], params)
 
 
 def stored_lambda_draws(data: DataConfig, lam: float, samples: int, seeds, workers: int = 1) -> pd.DataFrame:

@@ -59,14 +59,13 @@ class KeyNumbers:
     """A finding's key numbers: ``read(run, phases, params)`` gives them on one run (``params``: the
     chapter's parameters it reads, ``parameters``), ``paper`` the paper's (a number, or a ``Side`` where it
     reports a direction only), ``references`` the value each number has without the effect (1 for a
-    ratio), for the "direction only" verdict; ``modules`` the source that computes them."""
+    ratio), for the "direction only" verdict."""
 
     finding: str
     read: Reader = field(repr=False)
     paper: Paper
     references: dict[str, float]
     parameters: tuple[str, ...]
-    modules: tuple[str, ...]
 
 
 def _batch(run: Run, samples: int, seed: int, mask: torch.Tensor | None = None) -> Batch:
@@ -173,9 +172,6 @@ def _nuclear(run: Run, shift: Phases, p: dict) -> dict[str, float]:
             "L: regularised / BERT": float(over_bert[REGULARISED.format(p["lam"])])}
 
 
-ANALYSES = ("matcomp.analysis.key_numbers", "matcomp.analysis.evaluation", "matcomp.analysis.phases",
-            "matcomp.data", "matcomp.metrics", "matcomp.seeding", "matcomp.tokenizer", "matcomp.config",
-            "matcomp.models.bert", "matcomp.models.hooks", "matcomp.paper")
 _LAM = 0.001  # the paper's regularised loss is read at the nuclear_norm chapter's default λ, its best (App. B)
 _PAPER_PROBE_LAYERS = 12  # the paper probes a 12-layer model (Fig. 6)
 
@@ -183,37 +179,32 @@ FINDINGS: dict[str, KeyNumbers] = {k.finding: k for k in (
     KeyNumbers("copying_phase", _copying,
                {"uniform attention, pre-shift: L_obs ×": _paper_ratio(PRE_SHIFT, "all heads uniform"),
                 "Q, K, V from post-shift: L_obs ×": _paper_ratio(PRE_SHIFT, "Q, K, V from post-shift")},
-               {"Q, K, V from post-shift: L_obs ×": 1.0}, ("ablation_samples", "eval_seed"),
-               (*ANALYSES, "matcomp.analysis.interventions")),
+               {"Q, K, V from post-shift: L_obs ×": 1.0}, ("ablation_samples", "eval_seed")),
     KeyNumbers("observed_entries", _observed,
                {"uniform attention, post-shift: L_obs ×": _paper_ratio(POST_SHIFT, "all heads uniform"),
                 "Q, K, V from pre-shift: L_obs ×": _paper_ratio(POST_SHIFT, "Q, K, V from pre-shift"),
                 "positions permuted: L_mask / E[X²]":
                     _reported(POST_SHIFT, "positions permuted", 1) / SUDDEN_DROP["L_mask on the plateau"]},
                {"uniform attention, post-shift: L_obs ×": 1.0, "Q, K, V from pre-shift: L_obs ×": 1.0,
-                "positions permuted: L_mask / E[X²]": 1.0}, ("samples", "eval_seed", "permutations"),
-               (*ANALYSES, "matcomp.analysis.interventions", "matcomp.analysis.positions")),
+                "positions permuted: L_mask / E[X²]": 1.0}, ("samples", "eval_seed", "permutations")),
     KeyNumbers("attention_patching", _patching,
                {"restored, all layers": _paper_restored(), "restored, last layer": _paper_restored()},
-               {"restored, all layers": 0.5, "restored, last layer": 0.5}, ("samples", "eval_seed"),
-               (*ANALYSES, "matcomp.analysis.patching")),
+               {"restored, all layers": 0.5, "restored, last layer": 0.5}, ("samples", "eval_seed")),
     KeyNumbers("head_taxonomy", _taxonomy,
                {**{f"{family} heads": Side(1) for family in TAXONOMY_FAMILIES},
                 **{f"{family} heads, separating mask": Side(1) for family in SEPARATED}}, {},
-               ("samples", "eval_seed", *THRESHOLDS), (*ANALYSES, "matcomp.analysis.heads")),
+               ("samples", "eval_seed", *THRESHOLDS)),
     KeyNumbers("embeddings", _embeddings,
                {"position silhouette by column": Side(0.1), "by column − by row": Side(0, strict=True),
-                "by column: post − pre-shift": Side(0, strict=True)}, {}, (),
-               (*ANALYSES, "matcomp.analysis.embeddings")),
+                "by column: post − pre-shift": Side(0, strict=True)}, {}, ()),
     KeyNumbers("probing", _probing,
                {"masked-row probe: best layer / depth": sum(PROBING_BEST_LAYERS) / 2 / _PAPER_PROBE_LAYERS,
                 "element probe at missing entries: first / last layer MSE": Side(1, strict=True)}, {},
-               ("train_matrices", "test_matrices"), (*ANALYSES, "matcomp.analysis.probing")),
+               ("train_matrices", "test_matrices")),
     KeyNumbers("nuclear_norm", _nuclear,
                {f"L: BERT / {NN}": Side(1, above=False, strict=True),
                 "L: regularised / BERT": LAMBDA_TABLE[_LAM][2] / SUDDEN_DROP["final L"]},
-               {"L: regularised / BERT": 1.0}, ("p_masks", "samples", "lam", "eval_seed", "workers"),
-               (*ANALYSES, "matcomp.analysis.baselines")),
+               {"L: regularised / BERT": 1.0}, ("p_masks", "samples", "lam", "eval_seed", "workers")),
 )}
 
 
@@ -240,7 +231,7 @@ def key_numbers_derivation(finding: str, run: Run, shift: Phases, params: dict) 
 
     key = {name: value for name, value in read.items() if name != "workers"}  # workers change the speed only
     checkpoints = [(run, shift.pre), (run, shift.post)]
-    return Derivation(f"key_numbers_{finding}_{run.path.name}", compute, checkpoints, key, spec.modules)
+    return Derivation(f"key_numbers_{finding}_{run.path.name}", compute, checkpoints, key)
 
 
 def key_numbers(finding: str, run: Run, shift: Phases, params: dict) -> dict[str, float]:

@@ -13,7 +13,6 @@ import dataclasses
 import pandas as pd
 
 from matcomp.analysis.baselines import (
-    SWEEP_MODULES,
     bert_completion,
     completion_metrics,
     nuclear_norm_min,
@@ -69,8 +68,6 @@ def shifted_losses(model: MatrixBert, variants: dict, samples: int = 256, seed: 
     return pd.concat(frames, names=["variant", "method"])
 
 
-# the modules whose source computes an axis panel: a change to any of them recomputes a stored panel
-PANEL_MODULES = (*SWEEP_MODULES, "matcomp.analysis.ood")
 
 
 def axis_derivation(run: Run, step: int, data: DataConfig, axis: str, values, samples: int, seed: int = 0,
@@ -85,7 +82,7 @@ def axis_derivation(run: Run, step: int, data: DataConfig, axis: str, values, sa
         variants = axis_variants(data, axis, values)
         return {"losses": shifted_losses(run.bert(step), variants, samples, seed, workers=workers)}
 
-    return Derivation(f"ood_{axis}", compute, [(run, step)], params, PANEL_MODULES)
+    return Derivation(f"ood_{axis}", compute, [(run, step)], params)
 
 
 def panel_derivations(run: Run, step: int, rank_run: Run, rank_step: int, data: DataConfig, axes: dict,

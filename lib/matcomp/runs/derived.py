@@ -1,11 +1,12 @@
 """Derived tables: analyses of finished runs that are deterministic but slow, stored beside the runs.
 
-A ``Derivation`` names an analysis, the checkpoints it reads, its parameters, the modules whose
-source computes it, and a function that computes its tables (a dict of name -> DataFrame). Its
-**key** is the SHA-256 of all of these: each checkpoint's SHA-256 as its run's ``complete.json``
-records it, the parameters (as JSON), the source text of the modules, and the versions of the
-libraries whose numerics it depends on (``VERSIONED``). A changed input, line of code or library
-gives a new key, so a table is recomputed rather than read stale.
+A ``Derivation`` names an analysis, the checkpoints it reads, its parameters and a function that
+computes its tables (a dict of name -> DataFrame). Its **key** is the SHA-256 of all it depends on: each
+checkpoint's SHA-256 as its run's ``complete.json`` records it, the parameters (as JSON), the source of
+every module the computation can run (``import_closure`` of the module that defines the function: the
+imports of its package, followed from module to module, read from the source, none listed by hand), and
+the versions of the libraries whose numerics it depends on (``VERSIONED``). A changed input, line of code
+or library gives a new key, so a table is recomputed rather than read stale.
 
 ``load_or_compute(derivation)`` returns its tables from, in order:
 
@@ -24,11 +25,13 @@ two processes from computing the same derivation twice.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.metadata
 import importlib.util
 import io
 import json
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,25 +60,28 @@ class Derivation:
     """One stored analysis: ``compute()`` returns its tables; everything it depends on is in its key.
 
     ``name``: a file-name stem (letters, digits, ``_`` and ``-``); ``checkpoints``: the (run, step)
-    pairs whose weights it reads; ``params``: its parameters (JSON-serialisable, floats exact);
-    ``modules``: the dotted names of the modules whose source computes it."""
+    pairs whose weights it reads; ``params``: its parameters (JSON-serialisable, floats exact). The code
+    it runs is found from ``compute`` itself (``sources``)."""
 
     name: str
     compute: Callable[[], Tables] = field(compare=False, repr=False)
     checkpoints: Sequence[tuple[Run, int]] = ()
     params: dict = field(default_factory=dict)
-    modules: Sequence[str] = ()
 
     def __post_init__(self):
         if not self.name or not all(c.isalnum() or c in "_-" for c in self.name):
             raise ValueError(f"a derivation's name must be letters, digits, _ and - only; got {self.name!r}")
+
+    def sources(self) -> tuple[str, ...]:
+        """The modules whose source the key hashes: ``import_closure`` of the module defining ``compute``."""
+        return import_closure(getattr(self.compute, "__module__", None) or type(self.compute).__module__)
 
     def inputs(self) -> dict:
         """Everything the key hashes, as JSON-ready data."""
         return {"name": self.name,
                 "checkpoints": [checkpoint_sha256(run, step) for run, step in self.checkpoints],
                 "params": self.params,
-                "sources": {module: source_sha256(module) for module in sorted(set(self.modules))},
+                "sources": {module: source_sha256(module) for module in self.sources()},
                 "versions": versions()}
 
     def key(self) -> str:
@@ -96,12 +102,79 @@ def checkpoint_sha256(run: Run, step: int) -> dict:
     return {"run": run.path.name, "step": int(step), "sha256": digest}
 
 
+def source_path(module: str) -> Path:
+    """The source file of a module: of the loaded module if it is loaded, else found without importing it
+    (inside a package, from the package's folder, so that no parent package is imported to look)."""
+    loaded = sys.modules.get(module)
+    if loaded is not None and str(getattr(loaded, "__file__", "")).endswith(".py"):
+        return Path(loaded.__file__)  # type: ignore[arg-type]
+    top, *rest = module.split(".")
+    spec = importlib.util.find_spec(top)
+    if spec is not None and rest and spec.submodule_search_locations:
+        base = Path(next(iter(spec.submodule_search_locations))).joinpath(*rest)
+        for path in (base.with_suffix(".py"), base / "__init__.py"):
+            if path.exists():
+                return path
+    elif spec is not None and not rest and spec.origin and spec.origin.endswith(".py"):
+        return Path(spec.origin)
+    raise ValueError(f"no Python source found for module {module!r}")
+
+
 def source_sha256(module: str) -> str:
     """The SHA-256 of a module's source file (not importing it)."""
-    spec = importlib.util.find_spec(module)
-    if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
-        raise ValueError(f"no Python source found for module {module!r}")
-    return hashlib.sha256(Path(spec.origin).read_bytes()).hexdigest()
+    return hashlib.sha256(source_path(module).read_bytes()).hexdigest()
+
+
+_IMPORTS: dict[tuple[str, int, int], tuple[str, ...]] = {}  # (path, mtime, size) -> its package's imports
+
+
+def _package_imports(module: str) -> tuple[str, ...]:
+    """The modules of ``module``'s own package that its source imports, at the top or inside a function
+    (``from matcomp.runs import derived`` names the module ``matcomp.runs.derived``), and the packages
+    whose ``__init__`` importing them runs."""
+    path = source_path(module)
+    stat = path.stat()
+    cached = _IMPORTS.get((str(path), stat.st_mtime_ns, stat.st_size))
+    if cached is not None:
+        return cached
+    top, names = module.split(".")[0], set()
+    for node in ast.walk(ast.parse(path.read_bytes())):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            candidates = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+        elif isinstance(node, ast.Import):
+            candidates = [alias.name for alias in node.names]
+        else:
+            continue
+        for name in candidates:
+            if name.split(".")[0] == top and _is_module(name):
+                parts = name.split(".")
+                names |= {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+    found = tuple(sorted(names))
+    _IMPORTS[(str(path), stat.st_mtime_ns, stat.st_size)] = found
+    return found
+
+
+def _is_module(name: str) -> bool:
+    try:
+        source_path(name)
+    except ValueError:
+        return False
+    return True
+
+
+def import_closure(module: str) -> tuple[str, ...]:
+    """``module`` and every module of its package that it can run: those it imports, those they import,
+    and so on, with the packages' ``__init__`` modules on the way, read from the source (nothing is
+    imported). What a stored table's key hashes as its code (``Derivation.sources``)."""
+    parts = module.split(".")
+    seen: set[str] = set()
+    todo = [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo.extend(_package_imports(name))
+    return tuple(sorted(seen))
 
 
 def versions() -> dict[str, str]:
