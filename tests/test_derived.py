@@ -139,9 +139,9 @@ def test_the_key_holds_the_source_of_every_module_the_computation_can_reach(tmp_
     derivation = Derivation("closure", closurepkg.a.compute)
     assert derivation.sources() == ("closurepkg", "closurepkg.a", "closurepkg.b", "closurepkg.c")
     base = derivation.key()
-    (tmp_path / "closurepkg" / "unrelated.py").write_text("X = 2\n")
+    (tmp_path / "closurepkg" / "unrelated").with_suffix(".py").write_text("X = 2\n")
     assert derivation.key() == base
-    (tmp_path / "closurepkg" / "c.py").write_text("SCALE = 2.0  # two imports away\n")
+    (tmp_path / "closurepkg" / "c").with_suffix(".py").write_text("SCALE = 2.0  # two imports away\n")
     assert derivation.key() != base
 
 
@@ -170,7 +170,7 @@ def test_a_stored_table_is_read_not_recomputed_and_a_stale_one_is_recomputed(tmp
     load_or_compute(derivation)
     assert len(fake_analysis.calls) == 1  # the second read came from the store
     old = derivation.key()
-    source = tmp_path / "fake_analysis.py"
+    source = (tmp_path / "fake_analysis").with_suffix(".py")
     source.write_text(source.read_text().replace("SCALE = 1", "SCALE = 2  # the code changed"))
     assert derivation.key() != old
     load_or_compute(derivation)
