@@ -3,8 +3,9 @@
 Prints figures; asserts nothing. The paper-equivalent loop (the authors' ``train.py``)
 uses eager attention, makes each batch on the CPU and moves it to the device, passes the training
 batch through the model a second time after the update just to log the losses, and evaluates a
-fresh batch of 64 matrices every step. Ours uses SDPA attention, samples on the device, logs from
-the training forward pass itself and evaluates every ``eval_every`` steps.
+fresh batch of 64 matrices every step. Ours uses SDPA attention, draws its batches on the CPU too (so a
+run's data do not depend on the device), logs from the training forward pass itself and evaluates every
+``eval_every`` steps.
 """
 
 from __future__ import annotations
@@ -22,12 +23,6 @@ from matcomp.runs.training import autocast, init_training, matmuls
 from matcomp.seeding import TRAIN, stream
 
 PAPER_EVAL_BATCH = 64
-
-
-
-
-
-
 
 
 def time_paper_loop(cfg: RunConfig, device: torch.device, steps: int, warmup: int) -> float:

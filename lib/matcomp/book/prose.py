@@ -22,7 +22,7 @@ from matcomp.analysis.variants import (
     variant_overrides,
     variant_table,
 )
-from matcomp.book.chapter import rank_search_drops, trained_runs
+from matcomp.book.chapter import DEFAULT_PRESET, rank_search_drops, trained_runs
 from matcomp.book.sizes import chapter_sizes
 from matcomp.book.tables import and_text, span_text
 from matcomp.config import RunConfig
@@ -33,8 +33,6 @@ from matcomp.runs.cost import duration
 from matcomp.runs.run import Run
 from matcomp.runs.store import get_or_train
 from matcomp.seeding import analysis_generator
-
-DEFAULT = "cpu"  # the book's default preset, which the closing sections describe
 
 
 def seeds_text(seeds) -> str:
@@ -54,10 +52,11 @@ def seeds_text(seeds) -> str:
 def default_shortening() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, int]:
     """The shortening comparison on the default preset's runs: drop step by seed (seeds x arms), the
     ``arm_summary``, the ``with_and_without`` ends, and the budget (steps)."""
-    cfg, size = preset(DEFAULT), chapter_sizes(DEFAULT)
+    cfg, size = preset(DEFAULT_PRESET), chapter_sizes(DEFAULT_PRESET)
     seeds = seeds_from(cfg, size.shortening_seeds)
     changed = {name: cfg.override(change) for name, change in shortening_defaults(cfg, size.after_drop).items()}
-    arms = {name: trained_runs(seed_configs(c, seeds), DEFAULT) for name, c in ({"plain": cfg} | changed).items()}
+    arms = {name: trained_runs(seed_configs(c, seeds), DEFAULT_PRESET)
+            for name, c in ({"plain": cfg} | changed).items()}
     plain = drop_over_seeds(arms["plain"])
     drops = {name: drop_over_seeds(arms[name]) for name in changed}
     by_seed = pd.DataFrame({"plain": plain["drop step"], **{name: d["drop step"] for name, d in drops.items()}})
@@ -116,7 +115,7 @@ def default_twins(seeds) -> dict[str, str]:
     """Where the default preset's plain runs of ``seeds`` were trained on another machine than the
     shortening arms (keys ``short_twin_*``): those seeds, both machines, and the drop steps of the same
     seeds' progress runs, trained on the arms' machine (the same config but for its checkpoints)."""
-    cfg, size = preset(DEFAULT), chapter_sizes(DEFAULT)
+    cfg, size = preset(DEFAULT_PRESET), chapter_sizes(DEFAULT_PRESET)
     arm = cfg.override(next(iter(shortening_defaults(cfg, size.after_drop).values())))
     twins = progress_configs(cfg, seeds, size.after_drop)
     rows = {}
@@ -139,13 +138,13 @@ def default_twins(seeds) -> dict[str, str]:
 def default_sizes() -> tuple[pd.DataFrame, pd.DataFrame, RunConfig]:
     """The sizes-and-ranks chapter's two tables on the default preset's runs: the mixture's drop order
     (``mixture_orders``) and the separate runs (``variant_table``), with the default config."""
-    cfg, size = preset(DEFAULT), chapter_sizes(DEFAULT)
+    cfg, size = preset(DEFAULT_PRESET), chapter_sizes(DEFAULT_PRESET)
     sizes = list(size.mixture_sizes)
     mixture = cfg.override(mixture_overrides(sizes))
-    mixtures = trained_runs(seed_configs(mixture, seeds_from(cfg, size.seeds)), DEFAULT)
+    mixtures = trained_runs(seed_configs(mixture, seeds_from(cfg, size.seeds)), DEFAULT_PRESET)
     steps = size.steps("size_steps", cfg)
     runs = trained_runs(variant_configs(cfg, variant_overrides(cfg, {"size": sizes, "rank": list(size.ranks)}, steps)),
-                        DEFAULT)
+                        DEFAULT_PRESET)
     return mixture_orders(mixtures, sizes), variant_table(runs, steps), cfg
 
 
@@ -197,9 +196,9 @@ def sizes_numbers(orders: pd.DataFrame, table: pd.DataFrame, cfg: RunConfig) -> 
 def default_progress(windows, samples: int) -> tuple[pd.DataFrame, int]:
     """The progress chapter's leads over seeds and windows (``leads_over_seeds``) on the default
     preset's progress runs, and their checkpoint spacing (steps)."""
-    cfg, size = preset(DEFAULT), chapter_sizes(DEFAULT)
+    cfg, size = preset(DEFAULT_PRESET), chapter_sizes(DEFAULT_PRESET)
     configs = progress_configs(cfg, seeds_from(cfg, size.progress_seeds), size.after_drop)
-    runs = trained_runs(configs, DEFAULT)
+    runs = trained_runs(configs, DEFAULT_PRESET)
     return leads_over_seeds(runs, windows, samples), next(iter(configs.values())).train.checkpoint_every
 
 
@@ -250,7 +249,7 @@ def progress_numbers(by_seed: pd.DataFrame, spacing: int) -> dict[str, str]:
 def default_gpt(samples: int) -> tuple[Run, dict[str, float], pd.DataFrame]:
     """The default preset's GPT run, the ``greedy_reading`` of its last checkpoint and its ``completion_table``
     beside the default BERT, on ``samples`` matrices drawn as the gpt chapter draws them."""
-    gpt, bert = (get_or_train(preset(name), progress=False) for name in (f"{DEFAULT}_gpt", DEFAULT))
+    gpt, bert = (get_or_train(preset(name), progress=False) for name in (f"{DEFAULT_PRESET}_gpt", DEFAULT_PRESET))
     batch = sample_batch(gpt.config.data, samples, analysis_generator(gpt.config.train.seed))
     return gpt, greedy_reading(gpt.gpt(gpt.steps[-1]), batch), completion_table(gpt, bert, batch)
 
@@ -334,9 +333,9 @@ def rank_drop_numbers() -> dict[str, str]:
     """What the sizes_ranks chapter's prose quotes of the rank-2 search's run that drops, at the default
     preset (keys ``rank2_*``): its task, its drop step, where it ends against its plateau, and its best row
     and column heads at its last checkpoint before the drop and its first after."""
-    runs = list(rank_search_drops(DEFAULT).values())
+    runs = list(rank_search_drops(DEFAULT_PRESET).values())
     if len(runs) != 1:
-        raise ValueError(f"the rank-2 search at the {DEFAULT} preset has {len(runs)} runs that drop; "
+        raise ValueError(f"the rank-2 search at the {DEFAULT_PRESET} preset has {len(runs)} runs that drop; "
                          "its prose reads one")
     run = runs[0]
     drop, table = run.drop, against_uniform(run, progress_table(run))

@@ -17,7 +17,7 @@ from matcomp.analysis.baselines import draws_derivation, lambda_derivation, swee
 from matcomp.analysis.key_numbers import FINDINGS, key_numbers_derivation
 from matcomp.analysis.ood import default_axes, panel_derivations, rank_panel, rank_panel_training
 from matcomp.analysis.phases import Phases, phases
-from matcomp.book.chapter import ladder_runs, model_preset, paper_scale_runs, sizes
+from matcomp.book.chapter import DEFAULT_PRESET, ladder_runs, model_preset, paper_scale_runs, sizes
 from matcomp.book.sweep import notebook_parameters
 from matcomp.config import RunConfig
 from matcomp.presets import preset as named_preset
@@ -26,7 +26,6 @@ from matcomp.runs.run import Run
 from matcomp.runs.shipped import REPO, find_reference
 
 BOOK = REPO / "book"
-SHIPPED_PRESET = "cpu"  # the scale whose tables are shipped: the default build's
 
 
 def chapter_defaults(chapter: str) -> dict:
@@ -45,7 +44,7 @@ def _shipped(cfg: RunConfig) -> Run:
     return run
 
 
-def nuclear_norm_derivations(preset: str = SHIPPED_PRESET) -> list[Derivation]:
+def nuclear_norm_derivations(preset: str = DEFAULT_PRESET) -> list[Derivation]:
     """The ``nuclear_norm`` chapter's sweep and λ tables at ``preset`` with its default parameters."""
     p = chapter_defaults("nuclear_norm")
     name = model_preset(preset, p["model"])
@@ -61,7 +60,7 @@ def nuclear_norm_derivations(preset: str = SHIPPED_PRESET) -> list[Derivation]:
                               label=f"BERT (step {post})", workers=workers)]
 
 
-def ood_derivations(preset: str = SHIPPED_PRESET) -> list[Derivation]:
+def ood_derivations(preset: str = DEFAULT_PRESET) -> list[Derivation]:
     """The ``ood`` chapter's rank, rows and columns panels at ``preset`` with its default parameters."""
     p = chapter_defaults("ood")
     cfg, size = named_preset(preset), sizes(preset)
@@ -87,7 +86,7 @@ def finding_derivations(run: Run, shift: Phases, preset: str) -> list[Derivation
     return derivations
 
 
-def ladder_derivations(preset: str = SHIPPED_PRESET) -> list[Derivation]:
+def ladder_derivations(preset: str = DEFAULT_PRESET) -> list[Derivation]:
     """The key numbers of every one-model chapter on each run of its size ladder at ``preset``
     (``matcomp.book.ladder.finding_ladder``) and on its paper-scale run where one is shipped with checkpoints
     (``chapter.paper_scale_runs``; recomputed here from its bf16 weights), with the chapter's default parameters."""
