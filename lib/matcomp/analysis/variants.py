@@ -217,15 +217,19 @@ def undetermined(observed: torch.Tensor, rank: int = 1, seed: int = 0, chunk: in
     return torch.cat(parts)
 
 
-def undetermined_fraction(n_rows: int, n_cols: int, p_mask: float, rank: int = 1, samples: int = 20000,
+MASK_SAMPLES = 4000  # random masks a share of undetermined entries is read over: one draw for the text and the table
+
+
+def undetermined_fraction(n_rows: int, n_cols: int, p_mask: float, rank: int = 1, samples: int = MASK_SAMPLES,
                           seed: int = 0) -> float:
     """The share of missing entries that are ``undetermined`` for a rank-``rank`` matrix, over ``samples``
-    random masks of m × n at ``p_mask``: a floor under what any model can complete."""
+    random masks of m × n at ``p_mask``: a floor under what any model can complete (the same masks, and so
+    the same number, as ``identifiability``'s at its defaults)."""
     observed = random_mask(samples, n_rows, n_cols, p_mask, torch.Generator().manual_seed(seed))
     return (undetermined(observed, rank).sum() / (~observed).sum()).item()
 
 
-def identifiability(tasks, p_mask: float, samples: int = 4000) -> pd.DataFrame:
+def identifiability(tasks, p_mask: float, samples: int = MASK_SAMPLES) -> pd.DataFrame:
     """For each task (m, n, rank) of ``tasks``: the degrees of freedom of an m × n matrix of that rank,
     r(m + n − r), the entries a mask leaves on average, (1 − p_mask)·m·n, and, over ``samples`` random
     masks, the share of missing entries no completion can recover (``undetermined``) and of masks that
