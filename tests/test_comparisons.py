@@ -108,4 +108,4 @@ def test_rank_note_counts_degrees_of_freedom_only_when_extrapolating():
     note = rank_note(True, 2, 1, 4, 4, 0.3)
     assert "12 degrees of freedom and about 11 of its 16 entries" in note and "rank-1 model" in note
     assert rank_note(False, 2, 2, 7, 7, 0.3) == ("The rank panel reads a model trained on rank 2, as the paper's "
-                                                 "(Fig. 19).")
+                                                 "(NeurIPS Fig. 19).")

@@ -207,15 +207,16 @@ def rank_note(extrapolated: bool, rank: int, trained: int, n_rows: int, n_cols: 
     dropped, so the panel reads the model trained on rank ``trained``): how many degrees of freedom a
     rank-``rank`` matrix of the shape has, r(m + n − r), against the entries seen on average, (1 − p_mask) m n.
 
-    >>> rank_note(True, 2, 1, 4, 4, 0.3)[:80]
-    'The paper reads its rank sweep on a model trained on rank 2 (Fig. 19). Our rank-'
+    >>> rank_note(True, 2, 1, 4, 4, 0.3)[:88]
+    'The paper reads its rank sweep on a model trained on rank 2 (NeurIPS Fig. 19). Our rank-'
     """
     if not extrapolated:
-        return f"The rank panel reads a model trained on rank {rank}, as the paper's (Fig. 19)."
+        return f"The rank panel reads a model trained on rank {rank}, as the paper's (NeurIPS Fig. 19)."
     freedom, seen = rank * (n_rows + n_cols - rank), (1 - p_mask) * n_rows * n_cols
-    return (f"The paper reads its rank sweep on a model trained on rank {rank} (Fig. 19). Our rank-{rank} run of "
-            f"the default shape has not left its plateau (a {n_rows}×{n_cols} rank-{rank} matrix has {freedom} degrees "
-            f"of freedom and about {seen:.0f} of its {n_rows * n_cols} entries are seen, so many of its missing "
+    return (f"The paper reads its rank sweep on a model trained on rank {rank} (NeurIPS Fig. 19). Our "
+            f"rank-{rank} run of the default shape has not left its plateau (a {n_rows}×{n_cols} rank-{rank} matrix "
+            f"has {freedom} degrees of freedom and about {seen:.0f} of its {n_rows * n_cols} entries are seen, so "
+            f"many of its missing "
             f"entries are undetermined), so the panel reads the rank-{trained} model and is titled as an "
             f"extrapolation, which says nothing against the paper's claim: that needs a rank-{rank} model that has "
             f"dropped.")
