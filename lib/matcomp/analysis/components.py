@@ -22,17 +22,19 @@ def plateau_table(curves: dict[str, pd.DataFrame], level: float, min_plateau: in
                   near: float = ON_PLATEAU) -> pd.DataFrame:
     """For each metrics table: whether L_mask sits on the copying plateau ``level`` (smoothed, at least
     ``near`` × ``level``) for ``min_plateau`` steps or more, the step it leaves it, the step it is below
-    half of it, the steps between the two ("fall (steps)") and whether that fall is "sudden" (shorter than
-    the plateau before it) or "gradual", and its final L_mask (``drop.final_losses``). Rows: the keys of ``curves``."""
+    half of it, the steps between the two ("fall (steps)") and, where there is a plateau, whether that fall is
+    "sudden" (shorter than the plateau before it) or "gradual" (a fall with no plateau before it is neither),
+    and its final L_mask (``drop.final_losses``). Rows: the keys of ``curves``."""
     rows = {}
     for name, metrics in curves.items():
         leaves = leave_step(metrics, level, near)
         half = leave_step(metrics, level, 0.5)
         end = int(metrics["step"].iloc[-1])
         fall = half - leaves if half is not None and leaves is not None else None
-        rows[name] = {"plateau": "yes" if (leaves or end) >= min_plateau else "no",
+        plateau = (leaves or end) >= min_plateau
+        rows[name] = {"plateau": "yes" if plateau else "no",
                       "leaves the plateau": leaves, "below half": half, "fall (steps)": fall,
-                      "fall": None if fall is None else "sudden" if fall < (leaves or 0) else "gradual",
+                      "fall": None if fall is None or not plateau else "sudden" if fall < (leaves or 0) else "gradual",
                       "final L_mask": float(final_losses(metrics)["L_mask"])}
     table = pd.DataFrame.from_dict(rows, orient="index")
     return table.astype({"leaves the plateau": "Int64", "below half": "Int64", "fall (steps)": "Int64"})
