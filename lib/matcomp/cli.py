@@ -12,10 +12,10 @@ import argparse
 import math
 import os
 import sys
-from pathlib import Path
 
 import torch
 
+from matcomp.book.sweep import absolute_store
 from matcomp.config import parse_assignment, parse_value
 from matcomp.presets import PRESETS
 from matcomp.runs.cost import duration
@@ -410,9 +410,7 @@ def main(argv: list[str] | None = None) -> None:
     sub.add_parser("derive", help="compute the shipped derived tables (runs/reference/derived) that are missing "
                                    "or stale")
     args = parser.parse_args(argv)
-    store = os.environ.get("MATCOMP_RUNS")
-    if store and not Path(store).is_absolute():  # resolved once, from where the user stands: a sweep's points
-        os.environ["MATCOMP_RUNS"] = str(Path(store).resolve())  # run inside book/, and must find the same store
+    absolute_store()  # a relative store, resolved once: a sweep's points run inside book/
     if getattr(args, "threads", None):
         torch.set_num_threads(args.threads)
     commands = {"train": cmd_train, "bench": cmd_bench, "ship": cmd_ship, "presets": cmd_presets, "runs": cmd_runs,

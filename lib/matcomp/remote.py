@@ -9,7 +9,7 @@ called again and again, that each time does what is left, within a wall-clock li
    leaves them to ``python -m matcomp derive`` here, from the bf16 weights it brings home, and needs none of
    the analyses' packages there, cvxpy among them);
 4. **pack** into ``out`` the record (config, metrics, summary, derived tables) and one checkpoint, the
-   first not packed by an earlier call (or the one named), in parts of at most 16 MiB with their SHA-256
+   first not packed by an earlier call (or the one named), in parts of at most 15 MiB with their SHA-256
    (``runs.transfer``).
 
 Its counterpart here, ``python -m matcomp unpack``, verifies the parts and installs the run into
@@ -33,7 +33,8 @@ from matcomp.runs import derived
 from matcomp.runs.folder import atomic_write_bytes
 from matcomp.runs.run import Run, open_run
 from matcomp.runs.shipped import export_reference
-from matcomp.runs.store import get_or_train
+from matcomp.runs.store import get_or_train, runs_root
+from matcomp.runs.training import Paused
 from matcomp.runs.transfer import PART_BYTES, pack_checkpoint, pack_record
 
 PACKING = "packing"  # the working store's folder of bf16 copies, their derived tables and what was packed
@@ -42,12 +43,9 @@ DTYPE = torch.bfloat16
 
 @dataclass(frozen=True)
 class Progress:
-    """Where one call left the pipeline: ``stage`` "training" (paused), "deriving" (tables left) or
-    "packed"; the files it wrote into ``out``; the checkpoints not packed yet."""
+    """What one call did: the files it wrote into ``out``, and a line saying what is left."""
 
-    stage: str
     files: tuple[Path, ...]
-    unpacked_steps: tuple[int, ...]
     message: str
 
 
@@ -77,9 +75,6 @@ def remote(cfg: RunConfig, preset: str, out: Path, command: str, limit_s: float 
     (see the module docstring). ``root``: the working store's packing folder (default
     ``<store>/packing``); ``checkpoint``: the step to pack instead of the next one not packed; ``derive``
     False: no derived tables (they are computed here after ``unpack``)."""
-    from matcomp.runs.store import runs_root
-    from matcomp.runs.training import Paused
-
     started = time.perf_counter()
     out, root = Path(out), Path(root) if root is not None else runs_root() / PACKING
     if out.exists() and not out.is_dir():
@@ -88,7 +83,7 @@ def remote(cfg: RunConfig, preset: str, out: Path, command: str, limit_s: float 
     try:
         run = get_or_train(cfg, device=device, progress=progress, shipped=False, limit_s=limit_s)
     except Paused as paused:
-        return Progress("training", (), (), str(paused))
+        return Progress((), str(paused))
     copy = bf16_copy(run, preset, command, root)
 
     if derive:
@@ -97,14 +92,16 @@ def remote(cfg: RunConfig, preset: str, out: Path, command: str, limit_s: float 
         derivations = paper_scale_derivations(copy, preset)
     else:
         derivations = []
-    left = [d for d in derivations if derived.read(d, root / "derived")[0] is None]
-    for derivation in list(left):
-        if limit_s is not None and time.perf_counter() - started > limit_s:
-            break
-        derived.write(derivation, derivation.compute(), root / "derived")
-        left.remove(derivation)
-    tables = sorted(p for d in derivations if d not in left for p in (root / "derived").glob(f"{d.stem()}.*")
-                    if not p.name.endswith(".lock"))
+    tables_root, stems, left = root / "derived", [], 0
+    for derivation in derivations:
+        key = derivation.key()
+        if derived.read(derivation, tables_root, key)[0] is None:
+            if limit_s is not None and time.perf_counter() - started > limit_s:
+                left += 1
+                continue
+            derived.write(derivation, derivation.compute(), tables_root, key)
+        stems.append(derivation.stem(key))
+    tables = sorted(p for stem in stems for p in tables_root.glob(f"{stem}.*"))
 
     packed_path = _packed_path(root, copy)
     packed = json.loads(packed_path.read_text()) if packed_path.exists() else []
@@ -113,12 +110,11 @@ def remote(cfg: RunConfig, preset: str, out: Path, command: str, limit_s: float 
     if step is not None:
         files += pack_checkpoint(copy, step, out, part_bytes)
         atomic_write_bytes(packed_path, json.dumps(sorted({*packed, step})).encode())
-    unpacked = tuple(s for s in copy.steps if s not in {*packed, step})
-    stage = "deriving" if left else "packed"
+    unpacked = [s for s in copy.steps if s not in {*packed, step}]
     message = (f"{copy.config.run_id}: trained to step {copy.last_step:,}; "
-               + (f"{len(derivations) - len(left)} of {len(derivations)} derived tables" if derive else
+               + (f"{len(derivations) - left} of {len(derivations)} derived tables" if derive else
                   "no derived tables (python -m matcomp derive computes them after unpack)")
-               + (f" (call again for {len(left)} more)" if left else "")
+               + (f" (call again for {left} more)" if left else "")
                + f"; packed the record{f' and checkpoint {step:,}' if step is not None else ''} into {out}"
-               + (f"; checkpoints {list(unpacked)} are left to pack, one a call" if unpacked else "; nothing left"))
-    return Progress(stage, tuple(files), unpacked, message)
+               + (f"; checkpoints {unpacked} are left to pack, one a call" if unpacked else "; nothing left"))
+    return Progress(tuple(files), message)

@@ -92,7 +92,7 @@ def ladder_derivations(preset: str = DEFAULT_PRESET) -> list[Derivation]:
     (``chapter.paper_scale_runs``; recomputed here from its bf16 weights), with the chapter's default parameters."""
     runs = [run_shift for seeds in ladder_runs(preset).values() for run_shift in seeds.values()]
     by_run = [finding_derivations(run, shift, preset) for run, shift in [*runs, *paper_scale_runs(preset).values()]]
-    return [d for finding in range(len(FINDINGS)) for d in (derivations[finding] for derivations in by_run)]
+    return [per_run[i] for i in range(len(FINDINGS)) for per_run in by_run]  # finding by finding
 
 
 def paper_scale_derivations(run: Run, preset: str) -> list[Derivation]:

@@ -83,6 +83,14 @@ def check_points(notebook: Path, points: list[dict]) -> None:
             raise ValueError(f"sweep point {point}: {err}") from None
 
 
+def absolute_store() -> None:
+    """``$MATCOMP_RUNS``, if relative, resolved once from where the user stands, for the kernels and workers
+    this process starts (a sweep's points run inside the notebook's folder)."""
+    store = os.environ.get("MATCOMP_RUNS")
+    if store and not Path(store).is_absolute():
+        os.environ["MATCOMP_RUNS"] = str(Path(store).resolve())
+
+
 def point_name(notebook: Path, params: dict) -> str:
     """The output file name of one grid point: the chapter's name and a short hash of its parameters."""
     digest = hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:10]
@@ -111,9 +119,7 @@ def run_sweep(notebook: Path | str, points: list[dict], out: Path | str, fixed: 
         params = {**(fixed or {}), **point}
         targets[out / point_name(notebook, params)] = params
     check_points(notebook, list(targets.values()))
-    store = os.environ.get("MATCOMP_RUNS")  # the points run inside the notebook's folder: one store for all
-    if store and not Path(store).is_absolute():
-        os.environ["MATCOMP_RUNS"] = str(Path(store).resolve())
+    absolute_store()  # the points run inside the notebook's folder: one store for all
     out.mkdir(parents=True, exist_ok=True)
     todo = [(target, params) for target, params in targets.items() if not target.exists()]
     if workers > 1 or address:
