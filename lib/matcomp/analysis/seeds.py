@@ -35,13 +35,18 @@ def seed_configs(cfg: RunConfig, seeds) -> dict[int, RunConfig]:
 
 def trained_on(summary: dict) -> str:
     """The machine of a run's ``complete.json`` summary, as "AMD EPYC, 1 thread", or its GPU where it trained
-    on one; a field recorded as null (a run assembled from a GPU loan's files) reads as unrecorded.
+    on one, or its ``trained_on`` where it moved between machines; a field recorded as null (a run assembled
+    from a GPU loan's files) reads as unrecorded.
 
     >>> trained_on({"machine": {"cpu": "AMD EPYC", "threads": 1}}), trained_on({})
     ('AMD EPYC, 1 thread', 'unrecorded')
     >>> trained_on({"device": "cuda", "machine": {"cpu": None, "threads": None, "gpu": "NVIDIA H200"}})
     'NVIDIA H200'
+    >>> trained_on({"device": "cpu", "trained_on": "an NVIDIA H200 (steps 0–25,000), then a CPU (to 28,000)"})[:14]
+    'an NVIDIA H200'
     """
+    if summary.get("trained_on"):
+        return summary["trained_on"]
     machine = summary.get("machine") or {}
     if summary.get("device", "cpu") != "cpu" and machine.get("gpu"):
         return machine["gpu"]
