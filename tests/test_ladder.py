@@ -9,93 +9,64 @@ import pytest
 from matcomp.analysis.interventions import attention_interventions
 from matcomp.analysis.key_numbers import Side, key_numbers_derivation
 from matcomp.book.chapter import ladder_runs
-from matcomp.book.ladder import (
-    DEPTH,
-    VERDICTS,
-    drop_ladder,
-    drop_ladders,
-    finding_ladder,
-    finding_seeds,
-    ladder_findings,
-    ladder_table,
-    ladder_text,
-    ladder_verdict,
-    seed_table,
-)
+from matcomp.book.ladder import DEPTH, drop_ladders, finding_ladders, unread_reason
+from matcomp.book.verdicts import Claim
 from matcomp.data import sample_batch
 from matcomp.presets import preset
 from matcomp.runs.derived import load_or_compute
 from matcomp.seeding import analysis_generator
 
 
-def test_each_verdict_is_given_where_it_holds():
-    assert ladder_verdict([5060, 6812, 16406], 15000) == "reproduces"  # the largest task within a quarter
-    assert ladder_verdict([0.5, 2.0, 8.0], 40, reference=1) == "moves toward the paper as the task grows"
-    assert ladder_verdict([44.6, 7.3], 40, reference=1) == "direction only"  # the effect, not its size, at 7x7
-    assert ladder_verdict([0.95, 0.013], 0.014) == "reproduces" and ladder_verdict([0.2, 0.95], 0.014) == "does not"
-    assert ladder_verdict([float("nan"), 3.0], 40, reference=1) == "direction only"  # a task without the number
-    assert ladder_verdict([float("nan")], 40) == "does not"
-
-
-def test_the_table_holds_every_task_the_paper_and_the_verdicts():
-    table = ladder_table({"4×4": {"a": 1.0, "b": 5.0}, "7×7": {"a": 1.9, "b": 5.0}}, {"a": 2.0, "b": 50.0},
-                         references={"b": 1.0})
-    assert table.index.tolist() == ["4×4", "7×7", "paper", "verdict"]
-    assert table.loc["verdict"].tolist() == ["reproduces", "direction only"]
-    assert set(table.loc["verdict"]) <= set(VERDICTS)
-    assert ladder_findings(table)[1] == "b: direction only (7×7: 5; the paper: 50)."
-
-
-def run(n: int, plateau: float, half_step: int | None, final: float, rank: int = 1, last_step: int = 20000):
-    cfg = preset("cpu", {"data.n_rows": n, "data.n_cols": n, "data.rank": rank})
+def run(n: int, plateau: float, half_step: int | None, final: float, rank: int = 1, last_step: int = 20000,
+        seed: int = 0, steps: int = 20000):
+    cfg = preset("cpu", {"data.n_rows": n, "data.n_cols": n, "data.rank": rank, "train.seed": seed,
+                         "train.steps": steps})
     drop = SimpleNamespace(plateau=plateau, half_step=half_step, factor=plateau / final)
-    return {0: SimpleNamespace(config=cfg, drop=drop, last_step=last_step)}
+    return SimpleNamespace(config=cfg, drop=drop, last_step=last_step,
+                           summary={"device": "cpu", "machine": {"cpu": "AMD EPYC", "threads": 1}})
 
 
-def test_a_seed_table_gives_each_seed_then_mean_min_and_max_and_a_missing_number_stays_missing():
-    table = seed_table({"seed 0": {"a": 1.0, "b": 4.0}, "seed 1": {"a": 3.0, "b": float("nan")}})
-    assert table.index.tolist() == ["seed 0", "seed 1", "mean", "min", "max"]
-    assert table["a"].tolist() == [1.0, 3.0, 2.0, 1.0, 3.0]
-    assert table.loc[["mean", "min", "max"], "b"].isna().all()  # a seed without the number: no mean of the others
+def test_the_drop_is_judged_on_every_seed_of_the_largest_task_and_a_seed_without_a_drop_counts_against():
+    seeds = {0: run(7, 1 / 9, 12542, 1 / 9 / 23.9, seed=0), 1: run(7, 1 / 9, None, 1 / 9 / 1.6, seed=1),
+             3: run(7, 1 / 9, 15305, 1 / 9 / 4.3, seed=3)}
+    ladder = drop_ladders({"4×4": {0: run(4, 1 / 9, 5000, 0.02)}, "7×7": seeds})
+    verdicts = ladder.verdicts()
+    assert verdicts["drop step"].marks == {0: "matches", 1: "against", 3: "matches"}  # 12,542 and 15,305: 15,000
+    assert verdicts["drop step"].category == "mixed"  # 2 of 3 seeds: not "reproduces"
+    assert verdicts[DEPTH].marks == {0: "direction only", 1: "against", 3: "direction only"}  # 23.9x, 1.6x, 4.3x: 17x
+    assert verdicts[DEPTH].category == "mixed"  # a seed ending above half its plateau has not dropped
+    assert verdicts["plateau / E[X²]"].category == "reproduces"  # 1.0 on every seed: 1.006
+    # the ladder's 7x7 row is the mean of all three (every seed can be read on its metrics), printed, not judged
+    assert ladder.tasks.index.tolist() == ["4×4, seed 0, step 20,000", "7×7, mean of 3 read of 3 seeds"]
+    assert pd.isna(ladder.tasks.iloc[1]["drop step"]) or ladder.tasks.iloc[1]["drop step"] == pytest.approx(13923.5)
+    table = ladder.seed_table()
+    assert table.loc["drop step", "seed 1, step 20,000"] == "— ✗" and table.loc["drop step", "verdict"] == "mixed"
+    assert ladder.sentences()[-1].startswith("Trained on: 4×4 seed 0: AMD EPYC, 1 thread; 7×7 seed 0: AMD EPYC")
+    assert ladder.sentences()[1] == ("drop step, 7×7: mixed: as the paper on 2 of 3 seeds, neither on 1 "
+                                     "(seeds 0, 1, 3: 12,542, —, 15,305; the paper: 15,000).")
 
 
-def test_the_drop_ladder_reads_each_run_against_the_papers_run():
-    table = drop_ladder({"4×4": run(4, 1 / 9, 5000, 0.02), "7×7": run(7, 1 / 9, None, 0.1)})
-    four, seven = "4×4, seed 0, step 20,000", "7×7, seed 0, step 20,000"
-    assert table.loc[four, "drop step"] == 5000 and pd.isna(table.loc[seven, "drop step"])
-    assert abs(table.loc["paper", "× below the plateau"] - 16.77) < 0.01  # 0.2236 / (4e-3 / 0.3)
-    assert abs(table.loc["paper", "plateau / E[X²]"] - 1.006) < 0.001  # 0.2236 against 2/9
-    assert table.loc["verdict", "drop step"] == "does not"  # the largest task does not drop
-    assert table.loc["verdict", "× below the plateau"] == "does not"  # 7x7 ends 1.1x below: no drop at all
-    dropped = drop_ladder({"4×4": run(4, 1 / 9, 5000, 0.02), "7×7": run(7, 1 / 9, 16000, 0.025)})
-    assert dropped.loc["verdict", "× below the plateau"] == "direction only"  # 4.4x, not the paper's 17x
-    seeds = {0: run(7, 1 / 9, 12000, 0.005)[0], 1: run(7, 1 / 9, 16000, 0.01)[0]}
-    ladder, spread = drop_ladders({"4×4": run(4, 1 / 9, 5000, 0.02), "7×7": seeds})
-    assert ladder.loc["7×7, mean of 2 seeds", "drop step"] == 14000 == spread.loc["mean", "drop step"]
-    assert spread.loc["max", "× below the plateau"] == pytest.approx(1 / 9 / 0.005)
-
-    # a single larger run read on its metrics alone (the paper's run, trained on a GPU) becomes the last rung;
-    # the seed table stays the 7×7 task's, and the findings give its range after its own mean
-    gpu = run(7, 2 / 9, 15783, 0.0214, rank=2, last_step=32000)[0]
-    ladder, spread = drop_ladders({"4×4": run(4, 1 / 9, 5000, 0.02), "7×7": seeds}, {"7×7 rank 2": gpu})
-    assert ladder.index[2] == "7×7 rank 2, seed 0, step 32,000" and ladder.iloc[2]["drop step"] == 15783
-    assert ladder.loc["verdict", "drop step"] == "reproduces" and spread.loc["mean", "drop step"] == 14000
-    assert ladder_findings(ladder, spread)[1] == ("drop step: reproduces (7×7 rank 2, seed 0, step 32,000: 15,783; "
-                                                  "7×7, mean of 2 seeds: 14,000, seeds 12,000 to 16,000; "
-                                                  "the paper: 15,000).")
+def test_a_single_run_above_the_ladder_is_one_seed_consistent_with_the_paper_never_a_reproduction():
+    seeds = {0: run(7, 1 / 9, 12000, 0.005), 1: run(7, 1 / 9, 16000, 0.01, seed=1)}
+    gpu = run(7, 2 / 9, 15783, 0.0214, rank=2, last_step=32000)
+    ladder = drop_ladders({"4×4": {0: run(4, 1 / 9, 5000, 0.02)}, "7×7": seeds}, {"7×7 rank 2 (GPU)": gpu})
+    label = "7×7 rank 2 (GPU), seed 0, step 32,000"
+    assert ladder.beyond.loc[label, "drop step"] == 15783
+    assert ladder.beyond_verdicts()[label]["drop step"].category == "consistent with"
+    assert ladder.verdicts()["drop step"].category == "reproduces"  # 12,000 and 16,000: both within a quarter
+    assert ladder.task_table().loc["drop step", label] == "15,783 ✓"
+    assert list(ladder.judged()) == ["7×7, 2 seeds", label]
+    assert "7×7 rank 2 (GPU), seed 0, step 32,000, one seed: consistent with (15,783)." in ladder.sentences()[1]
 
 
-def test_a_claim_the_paper_makes_in_direction_only_reproduces_on_its_side():
+def test_a_claim_the_paper_makes_in_direction_only_holds_on_its_side():
     assert str(Side(0.1)) == "≥ 0.1" and str(Side(1, above=False, strict=True)) == "< 1"
-    assert ladder_verdict([-0.6, 0.02, 0.03], Side(0, strict=True)) == "reproduces"  # the largest task decides
-    assert ladder_verdict([0.15, 0.06], Side(0.1)) == "does not" and ladder_verdict([0.1], Side(0.1)) == "reproduces"
-    assert ladder_verdict([0.0], Side(0, strict=True)) == "does not"
-    table = ladder_table({"4×4": {"a": 0.5}, "7×7": {"a": 2.0}}, {"a": Side(1, above=False, strict=True)})
-    assert ladder_text(table).loc["paper", "a"] == "< 1" and table.loc["verdict", "a"] == "does not"
+    assert Claim(Side(0, strict=True)).mark(0.0) == "against" and Claim(Side(0.1)).mark(0.1) == "matches"
 
 
-FOUR, FIVE = "4×4 (cpu), seed 0, step 20,000", "5×5 (cpu5x5), seed 0, step 17,000"
-SEVEN = "7×7 (cpu7x7), mean of 3 seeds"
+SEVEN = "7×7 (cpu7x7)"
+UNREAD = {1: "no drop in 60,000 steps", 2: "no drop in 60,000 steps", 4: "no drop by step 18,000, where it was stopped",
+          5: "no drop by step 18,000, where it was stopped"}
 
 
 @pytest.fixture(scope="module")
@@ -103,59 +74,70 @@ def runs():
     return ladder_runs("cpu")
 
 
-def test_the_ladder_reads_the_shipped_4x4_5x5_and_7x7_runs_at_their_own_phases(runs):
-    assert [list(seeds) for seeds in runs.values()] == [[0], [0], [0, 3, 6]]  # the 7x7 seeds that drop
-    assert [(shift.pre, shift.post) for seeds in runs.values() for _, shift in seeds.values()] == [
-        (250, 20000), (1750, 17000), (3000, 25000), (4000, 28000), (2000, 21000)]
+def test_the_ladder_reads_every_7x7_seed_trained_and_the_shipped_ones_at_their_own_phases(runs):
+    assert [list(seeds) for seeds in runs.values()] == [[0], [0], [0, 1, 2, 3, 4, 5, 6]]
+    kept = {seed: shift for seed, (_, shift) in runs[SEVEN].items() if shift is not None}
+    assert list(kept) == [0, 3, 6]  # 1, 2, 4 and 5 are shipped with their metrics alone, and never trained here
+    assert [(shift.pre, shift.post) for shift in kept.values()] == [(3000, 25000), (4000, 28000), (2000, 21000)]
+    assert {seed: unread_reason(run, shift) for seed, (run, shift) in runs[SEVEN].items()
+            if unread_reason(run, shift)} == UNREAD
 
 
 def test_a_findings_key_numbers_are_the_chapters_analysis_on_each_run(runs, tmp_path):
     """The copying-phase numbers, computed afresh (not read shipped), are the ratios of the chapter's own
     interventions on each run's pre-shift model, and the shipped table holds the same numbers."""
     params = {"ablation_samples": 64, "eval_seed": 0}
-    for run, shift in (pair for seeds in runs.values() for pair in seeds.values()):
+    for run, shift in (pair for seeds in runs.values() for pair in seeds.values() if pair[1] is not None):
         derivation = key_numbers_derivation("copying_phase", run, shift, params)
         numbers = load_or_compute(derivation, shipped=False, root=tmp_path)["numbers"].iloc[0]
         batch = sample_batch(run.config.data, 64, analysis_generator(0))
         table = attention_interventions(run.bert(shift.pre), run.bert(shift.post), batch, "post-shift")
         expected = table.loc["all heads uniform", "L_obs"] / table.loc["no intervention", "L_obs"]
         assert numbers["uniform attention, pre-shift: L_obs ×"] == pytest.approx(expected, rel=1e-12)
-    params = {"ablation_samples": 256, "eval_seed": 0}
-    ladder = finding_ladder("copying_phase", runs, params)  # the shipped tables
-    assert ladder.index.tolist() == [FOUR, FIVE, SEVEN, "paper", "verdict"]
-    seeds = finding_seeds("copying_phase", runs["7×7 (cpu7x7)"], params)
-    assert seeds.loc["mean"].tolist() == pytest.approx(ladder.loc[SEVEN].astype(float).tolist(), rel=1e-12)
-    assert seeds.loc["mean"].tolist() == pytest.approx(seeds.iloc[:-3].mean().tolist(), rel=1e-12)
-    assert ladder.loc["paper", "Q, K, V from post-shift: L_obs ×"] == pytest.approx(5e-3 / 3.4e-4)
-    assert set(ladder.loc["verdict"]) <= set(VERDICTS)
-    assert ladder.columns[0] == DEPTH  # how finished each run is: 7x7 ends 23.9x below its plateau, 5x5 10.5x
-    assert seeds.loc["seed 0, step 25,000", DEPTH] == pytest.approx(23.95, abs=0.01)
-    assert seeds[DEPTH].iloc[:3].round(1).tolist() == [23.9, 4.3, 5.0]  # the recipe finishes seed 0 alone
-    assert ladder.loc[FIVE, DEPTH] == pytest.approx(10.5, abs=0.05)
-    assert ladder.loc["verdict", DEPTH] == "moves toward the paper as the task grows"  # 4.3x, 10.5x, 11.1x: 17x
+    ladder = finding_ladders("copying_phase", runs, {"ablation_samples": 256, "eval_seed": 0})  # the shipped tables
+    assert ladder.tasks.index.tolist() == ["4×4 (cpu), seed 0, step 20,000", "5×5 (cpu5x5), seed 0, step 17,000",
+                                           "7×7 (cpu7x7), mean of 3 read of 7 seeds"]
+    assert ladder.unread == UNREAD and ladder.seeds.index.tolist() == list(range(7))
+    read = ladder.seeds.loc[[0, 3, 6]]
+    assert ladder.tasks.iloc[2].tolist() == pytest.approx(read.mean().tolist(), rel=1e-12)  # printed, not judged
+    assert ladder.claims["Q, K, V from post-shift: L_obs ×"].paper == pytest.approx(5e-3 / 3.4e-4)
+    assert read[DEPTH].round(1).tolist() == [23.9, 4.3, 5.0]  # the recipe finishes seed 0 alone
+    assert ladder.tasks.iloc[1][DEPTH] == pytest.approx(10.5, abs=0.05)
+    assert DEPTH not in ladder.judged()["7×7 (cpu7x7), 7 seeds"]  # how finished a run is: judged on sudden_drop only
+    verdicts = ladder.verdicts()
+    assert all(verdicts[key].count("cannot be read") == 4 for key in ladder.claims)  # every seed counted
+    table = ladder.seed_table()  # the seeds that cannot be read shown, grouped by why
+    assert table.columns.tolist() == ["seed 0, step 25,000", "seed 3, step 28,000", "seed 6, step 21,000",
+                                      "seeds 1, 2: no drop in 60,000 steps",
+                                      "seeds 4, 5: no drop by step 18,000, where it was stopped",
+                                      "mean of 3 read (range)", "the paper", "verdict"]
+    assert table.loc[DEPTH, "seed 0, step 25,000"] == "23.9 ~" and table.loc[DEPTH, "mean of 3 read (range)"] == \
+        "11.1 (4.29 to 23.9)"
 
 
 def test_the_7x7_seeds_read_the_uniform_attention_and_last_layer_misses_seed_by_seed(runs):
     """Read from the shipped tables. Uniform attention raises L_obs about 45x at 5x5 and 49x on seed 0, the
     7x7 run that ends 24x below its plateau (the paper: 40x), and hundreds of times on seeds 3 and 6, which
     stall 4-5x below theirs; last-layer patching restores most of the answer at 5x5 and at most a third of it
-    on every 7x7 seed."""
-    seven = runs["7×7 (cpu7x7)"]
-    patching = finding_ladder("attention_patching", runs, {"samples": 256, "eval_seed": 0})
-    last_layer = finding_seeds("attention_patching", seven, {"samples": 256, "eval_seed": 0})["restored, last layer"]
-    assert patching.loc[FIVE, "restored, last layer"] > 0.9 > 0.35 > last_layer.loc["max"]
-    assert last_layer.loc["seed 0, step 25,000"] < 0.05
-    assert patching.loc["verdict", "restored, last layer"] == "does not"
-    params = {"samples": 256, "eval_seed": 0, "permutations": 5}
-    observed = finding_ladder("observed_entries", runs, params)
-    uniform = finding_seeds("observed_entries", seven, params)["uniform attention, post-shift: L_obs ×"]
-    assert 40 < observed.loc[FIVE, "uniform attention, post-shift: L_obs ×"] < 50 and 40 < uniform.iloc[0] < 60
-    assert (uniform.iloc[1:3] > 300).all() and uniform.loc["mean"] == pytest.approx(uniform.iloc[:3].mean())
+    on every 7x7 seed; all-layer patching is a check of the method, never a verdict."""
+    patching = finding_ladders("attention_patching", runs, {"samples": 256, "eval_seed": 0})
+    last_layer = patching.seeds["restored, last layer"]
+    assert patching.tasks.iloc[1]["restored, last layer"] > 0.9 > 0.35 > last_layer.max()
+    assert last_layer.loc[0] < 0.05
+    assert patching.verdicts()["restored, last layer"].category == "does not"
+    assert patching.seed_table().loc["restored, all layers", "verdict"] == "check of the method"
+    assert list(patching.judged()["7×7 (cpu7x7), 7 seeds"]) == ["restored, last layer"]
+    observed = finding_ladders("observed_entries", runs, {"samples": 256, "eval_seed": 0, "permutations": 5})
+    uniform = observed.seeds["uniform attention, post-shift: L_obs ×"]
+    assert 40 < observed.tasks.iloc[1]["uniform attention, post-shift: L_obs ×"] < 50 and 40 < uniform.loc[0] < 60
+    assert (uniform.loc[[3, 6]] > 300).all()
+    uniform_verdict = observed.verdicts()["uniform attention, post-shift: L_obs ×"]  # the paper: 40x
+    assert uniform_verdict.category == "mixed" and uniform_verdict.count("matches") == 1  # seed 0's 49x alone
 
 
 def test_a_bad_finding_or_a_missing_parameter_is_named(runs):
     run, shift = runs["4×4 (cpu)"][0]
     with pytest.raises(ValueError, match="finding must be one of"):
-        finding_ladder("sudden_drop", runs, {})
+        finding_ladders("sudden_drop", runs, {})
     with pytest.raises(ValueError, match=r"parameters \['eval_seed'\]"):
         key_numbers_derivation("observed_entries", run, shift, {"samples": 256, "permutations": 5})

@@ -2,8 +2,8 @@
 about our own runs comes from code (a ``{glue:text}`` role or a computed findings cell), so that the
 text cannot drift from the runs it describes.
 
-A number in a chapter's markdown cell (or in a page of ``book/*.md``: the intro, the prose chapters
-include) passes if it is
+A number in a chapter's markdown cell (or in a page of ``book/*.md``, the prose the chapters include)
+passes if it is
 
 - inside a role, inline code or a link target (``{glue:text}`key```, ``{numref}`...```, `` `x = 3` ``);
 - a citation: "§3.2.1", "Fig. 4", "Figs. 11–12", "App. J.2", "Table 1", "eq. (2)", a year after a venue;
@@ -41,7 +41,7 @@ from matcomp.tokenizer import BERT_TOKENS, GPT_TOKENS
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted((ROOT / "book").glob("*.ipynb"))
-PAGES = [*CHAPTERS, *sorted((ROOT / "book").glob("*.md"))]  # intro.md, and the prose chapters include
+PAGES = [*CHAPTERS, *sorted((ROOT / "book").glob("*.md"))]  # the prose the chapters include
 
 # Facts, not results, that no setting holds (at most 10, each with why it may be typed), keyed by page and
 # the number as typed, e.g. ("intro", "2"): "the cores of the machine the shipped runs were trained on".

@@ -15,6 +15,7 @@ from transformers import BertConfig, BertModel
 
 import matcomp.runs.derived as derived
 import matcomp.runs.shipped as shipped
+from matcomp.analysis.key_numbers import key_numbers
 from matcomp.book.chapter import paper_scale_runs
 from matcomp.book.ladder import finding_ladders
 from matcomp.book.stored import chapter_defaults, paper_scale_derivations
@@ -156,12 +157,14 @@ def test_the_pipeline_at_smoke_trains_derives_packs_unpacks_and_the_chapters_rea
     monkeypatch.setenv("MATCOMP_RUNS", str(tmp_path / "empty-store"))
     monkeypatch.setenv("MATCOMP_NO_TRAINING", "1")
     (label, (run, shift)), = paper_scale_runs("smoke").items()
-    assert label.startswith("4×4 rank 1, paper scale (ours, smoke, CPU)") and run.path.parent == reference
+    assert label.startswith("4×4 rank 1 (smoke, trained on ") and run.path.parent == reference
     assert all(derived.is_shipped(d) for d in paper_scale_derivations(run, "smoke"))
     params = {**chapter_defaults("embeddings")}
-    ladder, _ = finding_ladders("embeddings", {"stand-in": {0: (run, shift)}}, params, paper_scale_runs("smoke"))
-    rung, = (row for row in ladder.index if row.startswith(label))
     embeddings, = (d for d in paper_scale_derivations(run, "smoke") if d.name.startswith("key_numbers_embeddings"))
     stored = derived.read(embeddings, reference / "derived")[0]["numbers"].iloc[0]
-    assert ladder.loc[rung, "position silhouette by column"] == stored["position silhouette by column"]
+    assert key_numbers("embeddings", run, shift, params) == stored.to_dict()
+    ladder = finding_ladders("embeddings", {"stand-in": {0: (run, shift)}}, params, paper_scale_runs("smoke"))
+    rung, = ladder.beyond.index  # the stand-in has no drop: the rung is counted, as one that cannot be read
+    assert rung.startswith(label) and ladder.beyond_unread[rung] == "no drop in 300 steps"
+    assert ladder.beyond_verdicts()[rung]["position silhouette by column"].category == "cannot be read"
     assert not (tmp_path / "empty-store" / "derived").exists()  # every table was read, none computed

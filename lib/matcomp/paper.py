@@ -124,5 +124,6 @@ PROBING_BEST_LAYERS = (3, 4)  # of 12: where the masked row is most linearly rea
 WS_SIZE_RANK_TASKS = ((7, 2), (10, 3), (12, 3), (15, 4))
 
 # WS §3 ("Interpretable embeddings"), Fig. 8: the position embeddings' norm is nearly constant, except for a drop
-# at positions around these (counted from 1), most of the middle row of the 7×7 input
+# at positions around these, "most of the middle row of the 7×7 input": counted from 0 as the figure's axis (the middle
+# row is 21-27; counted from 1 it would be 22-28)
 WS_POSITION_NORM_DIP = (21, 26)

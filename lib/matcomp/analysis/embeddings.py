@@ -97,21 +97,29 @@ def position_groups(n_rows: int, n_cols: int) -> tuple[np.ndarray, np.ndarray]:
 
 def position_norm_profile(norms: torch.Tensor, n_rows: int, n_cols: int, lowest: int = 6) -> dict[str, object]:
     """The ℓ2 norms of the m·n position embeddings read against WS Fig. 8's claim (nearly constant across
-    positions but for a drop around positions 21–26 of 49, most of the middle row): their spread (sd / mean),
-    the ``lowest`` positions counted from 1 as the paper counts them, and the middle row's mean norm
-    against the other rows' (in sd of the others' norms; negative: lower).
+    positions but for a drop around positions 21–26 of 0–48, most of the middle row): their spread (sd / mean),
+    the ``lowest`` positions and the middle row, counted from 0 as the figure's axis and the book count them,
+    and the middle row's mean norm against the other rows' (in sd of the others' norms; negative: lower).
 
     >>> norms = 1 + 0.1 * (torch.arange(49) % 2); norms[21:27] = 0.5
     >>> p = position_norm_profile(norms, 7, 7); p["lowest"], p["middle row"], round(p["middle row z"], 1)
-    ([22, 23, 24, 25, 26, 27], 4, -9.1)
+    ([21, 22, 23, 24, 25, 26], 3, -9.1)
     """
     norms = norms.double()
     middle = n_rows // 2
     rows = torch.arange(n_rows * n_cols) // n_cols
     inside, outside = norms[rows == middle], norms[rows != middle]
     return {"spread": (norms.std() / norms.mean()).item(),
-            "lowest": sorted((torch.argsort(norms)[:lowest] + 1).tolist()), "middle row": middle + 1,
+            "lowest": sorted(torch.argsort(norms)[:lowest].tolist()), "middle row": middle,
             "middle row z": ((inside.mean() - outside.mean()) / outside.std()).item()}
+
+
+def middle_row_z(run: Run, step: int) -> float:
+    """``position_norm_profile``'s middle-row reading on ``run``'s position embeddings at ``step``: the claim
+    (d) number, read seed by seed."""
+    d = run.config.data
+    norms = position_embeddings(run.bert(step), d.n_rows, d.n_cols).norm(dim=1)
+    return float(position_norm_profile(norms, d.n_rows, d.n_cols)["middle row z"])
 
 
 def cluster_score(points: torch.Tensor, labels) -> float:

@@ -65,7 +65,8 @@ def variant_table(runs: dict[tuple[str, int, int], Run], steps: int, after_drop:
     """Per run (axis, value, seed): parameters, plateau, the step it leaves the plateau (below 0.9 × its
     level), drop steps of L_mask within the first ``steps`` steps, the step it stopped at, and L_mask
     ``after_drop`` steps after its drop (the mean over the 200 steps ending there; empty without a drop),
-    a loss read at the same distance from the drop in every run, whether it stopped there or went on."""
+    a loss read at the same distance from the drop in every run, whether it stopped there or went on, and
+    its final L_mask (the same mean at its last step)."""
     rows = []
     for (axis, value, seed), run in runs.items():
         metrics = run.metrics[run.metrics.step <= steps]
@@ -77,9 +78,26 @@ def variant_table(runs: dict[tuple[str, int, int], Run], steps: int, after_drop:
                      "parameters": count_parameters(build_model(run.config.model, seed=run.config.train.seed)),
                      "plateau": drop.plateau, "leaves plateau": leave_step(metrics, drop.plateau),
                      "drop step": drop.half_step, "10x step": drop.tenfold_step,
-                     "last step": int(metrics.step.max()), "L_mask after drop": after})
+                     "last step": int(metrics.step.max()), "L_mask after drop": after,
+                     "final L_mask": final_losses(metrics)["L_mask"]})
     steps_columns = {"leaves plateau": "Int64", "drop step": "Int64", "10x step": "Int64"}
     return pd.DataFrame(rows).set_index(["axis", "value", "seed"]).astype(steps_columns)
+
+
+def width_loss_ratios(table: pd.DataFrame) -> pd.Series:
+    """Per seed of a ``variant_table``'s width axis, the L_mask its widest run completes to over its narrowest's
+    (read after the drop, or at the run's end where it has none): below 1 where width helps, as App. H finds
+    (Fig. 13: d = 64 too small, 128 sub-optimal, wider better).
+
+    >>> index = pd.MultiIndex.from_product([["width"], [32, 128], [0, 1]], names=["axis", "value", "seed"])
+    >>> t = pd.DataFrame({"L_mask after drop": [float("nan"), 0.02, 0.01, 0.03],
+    ...                   "final L_mask": [0.11, 0.02, 0.01, 0.03]}, index=index)
+    >>> width_loss_ratios(t).round(2).to_dict()  # seed 0's narrowest run has no drop: its plateau loss is read
+    {0: 0.09, 1: 1.5}
+    """
+    widths = table.xs("width", level="axis")
+    loss = widths["L_mask after drop"].fillna(widths["final L_mask"]).unstack("value")
+    return loss[loss.columns.max()] / loss[loss.columns.min()]
 
 
 def variant_summary(table: pd.DataFrame, own: dict[str, int], budget: int) -> pd.DataFrame:

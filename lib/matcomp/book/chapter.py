@@ -14,7 +14,7 @@ from collections.abc import Iterable
 import torch
 
 from matcomp.analysis.phases import Phases, phases
-from matcomp.analysis.seeds import seed_configs, seeds_at
+from matcomp.analysis.seeds import seed_configs, seeds_at, trained_on
 from matcomp.book.sizes import ChapterSizes, chapter_sizes
 from matcomp.config import RunConfig, parse_overrides
 from matcomp.drop import PLATEAU_FROM
@@ -216,12 +216,7 @@ def rank_search_drops(preset: str | None = None) -> dict[str, Run]:
     the findings its metrics show."""
     runs = [trained_run(cfg, preset) for cfg in rank_search_configs(preset)]
     return {f"{r.config.data.n_rows}×{r.config.data.n_cols} rank {r.config.data.rank} ({r.config.name}, "
-            f"{trained_device(r)})": r for r in runs if r.drop.half_step is not None}
-
-
-def trained_device(run: Run) -> str:
-    """"CPU" or "GPU": where ``run`` trained (its ``complete.json``), for the labels of runs read side by side."""
-    return "GPU" if str(run.summary["device"]).startswith("cuda") else "CPU"
+            f"trained on {trained_on(r.summary)})": r for r in runs if r.drop.half_step is not None}
 
 
 def paper_scale_runs(preset: str | None = None) -> dict[str, tuple[Run, Phases]]:
@@ -234,15 +229,25 @@ def paper_scale_runs(preset: str | None = None) -> dict[str, tuple[Run, Phases]]
     if spec is None or run is None or not run.steps:
         return {}
     d = run.config.data
-    label = f"{d.n_rows}×{d.n_cols} rank {d.rank}, paper scale (ours, {spec[0]}, {trained_device(run)})"
+    label = f"{d.n_rows}×{d.n_cols} rank {d.rank} ({spec[0]}, trained on {trained_on(run.summary)})"
     return {label: (run, phases(run, paper_steps=chapter_sizes(spec[0]).paper_steps))}
 
 
-def ladder_runs(preset: str | None = None) -> dict[str, dict[int, tuple[Run, Phases]]]:
-    """``open_run`` of every run of ``ladder_configs`` (task label -> seed -> run and its phases): the runs
-    whose checkpoints a one-model chapter's ladder reads."""
-    return {label: {seed: open_run(cfg, preset) for seed, cfg in seeds.items()}
+def ladder_runs(preset: str | None = None) -> dict[str, dict[int, tuple[Run, Phases | None]]]:
+    """Every run of ``ladder_configs`` with its phases (task label -> seed -> run and phases): ``open_run``, but
+    a run shipped with its metrics alone is read as it is, with None for its phases (a seed kept without its
+    checkpoints: counted by the verdicts as one that cannot be read, never trained here)."""
+    return {label: {seed: seed_run(cfg, preset) for seed, cfg in seeds.items()}
             for label, seeds in ladder_configs(preset).items()}
+
+
+def seed_run(cfg: RunConfig, preset: str | None = None) -> tuple[Run, Phases | None]:
+    """``open_run`` of one seed of a several-seed part, or, where it is shipped with its metrics alone, that run
+    and None: the seed is counted, and not trained to be read."""
+    shipped = find_reference(cfg)
+    if shipped is not None and not shipped.steps:
+        return shipped, None
+    return open_run(cfg, preset)
 
 
 def ladder_trained(preset: str | None = None) -> dict[str, dict[int, Run]]:
@@ -251,12 +256,12 @@ def ladder_trained(preset: str | None = None) -> dict[str, dict[int, Run]]:
 
 
 def open_seeds(preset: str | None, seed: int | None, overrides: str | dict | None,
-               offsets: Iterable[int]) -> dict[int, tuple[Run, Phases]]:
-    """The run and phases of the chapter's config at its own seed plus each of ``offsets`` (shipped, stored
-    or trained), for the chapters that read one analysis over several seeds."""
+               offsets: Iterable[int]) -> dict[int, tuple[Run, Phases | None]]:
+    """The run and phases of the chapter's config at its own seed plus each of ``offsets`` (``seed_run``:
+    shipped, stored or trained; None for the phases of a seed shipped with its metrics alone), for the
+    chapters that read one analysis over several seeds."""
     cfg = chapter_config(preset, seed, overrides)
-    return {s: open_run(seed_cfg, preset)
-            for s, seed_cfg in seed_configs(cfg, seeds_at(cfg, offsets)).items()}
+    return {s: seed_run(seed_cfg, preset) for s, seed_cfg in seed_configs(cfg, seeds_at(cfg, offsets)).items()}
 
 
 def open_chapter(preset: str | None = None, seed: int | None = None, overrides: str | dict | None = None,

@@ -1,89 +1,29 @@
-"""A finding read up the size ladder: the chapter's scale, then the larger tasks of
-``ChapterSizes.ladder`` (at ``cpu``: 4×4, 5×5, 7×7), beside the paper's number, with a verdict for each
-key number. One table a chapter, so a reader tells an unfinished small model from a real difference; a task
-read on several seeds (``ChapterSizes.one_model_seeds``) gives the ladder their mean, and its ``seed_table``
-their range."""
+"""A finding read up the size ladder and judged seed by seed: the chapter's scale, then the larger tasks of
+its scale (at ``cpu``: 4×4, 5×5, 7×7), then the paper-scale run where one is shipped, beside the paper's
+numbers. The largest task read on several seeds is judged on every seed trained for it, by the book's one
+rule (``matcomp.book.verdicts``); the smaller tasks show whether a difference shrinks as the task grows,
+and a single paper-scale run is judged on its own, as one seed."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import pandas as pd
-from IPython.display import display
+from IPython.display import Markdown, display
 
 from matcomp.analysis.key_numbers import Side, finding_spec, key_numbers
 from matcomp.analysis.phases import Phases
+from matcomp.analysis.seeds import trained_on
 from matcomp.book.tables import findings, styled
+from matcomp.book.verdicts import AGAINST, CHECK, DIRECTION, MARKS, MATCHES, UNREAD, Claim, Verdict, verdict
 from matcomp.data import second_moment
 from matcomp.paper import SUDDEN_DROP
 from matcomp.presets import preset
 from matcomp.runs.run import Run
 
-VERDICTS = ("reproduces", "moves toward the paper as the task grows", "direction only", "does not")
-
-
-def _distance(value: float, paper: float) -> float:
-    """How far ``value`` is from ``paper``: |log ratio| when both are positive, else the relative gap."""
-    if value > 0 and paper > 0:
-        return abs(math.log(value / paper))
-    return abs(value - paper) / abs(paper) if paper else abs(value)
-
-
-def ladder_verdict(ours: list[float], paper: float | Side, tolerance: float = 0.25,
-                   reference: float | None = None) -> str:
-    """The verdict on one key number read on the ladder's tasks, smallest first (``ours``; NaN where a
-    task has none), against the paper's. Where the paper gives a direction only (a ``Side``), it
-    "reproduces" when the largest task's value is on that side, else it "does not". Where it gives a
-    number:
-
-    - "reproduces": the largest task's value is within ``tolerance`` of the paper's (in log ratio);
-    - "moves toward the paper as the task grows": it is not, but its distance to the paper's shrinks at
-      every step up the ladder (two tasks at least);
-    - "direction only": every value lies on the paper's side of ``reference`` (1 for a ratio, 0 for a
-      difference: the effect is there, not its size);
-    - "does not": none of these.
-
-    >>> ladder_verdict([5060, 6812, 16406], 15000), ladder_verdict([4.3, 10.5, 4.4], 17, reference=1)
-    ('reproduces', 'direction only')
-    >>> ladder_verdict([0.9, 0.5, 0.2], 3.0, reference=1), ladder_verdict([0.5, 2.0], 40, reference=1)
-    ('does not', 'moves toward the paper as the task grows')
-    >>> ladder_verdict([0.02, 0.3], Side(0.1)), ladder_verdict([0.3, 0.02], Side(0.1))
-    ('reproduces', 'does not')
-    """
-    values = [v for v in ours if not pd.isna(v)]
-    if not values:
-        return "does not"
-    if isinstance(paper, Side):
-        return VERDICTS[0] if paper.holds(values[-1]) else VERDICTS[3]
-    distances = [_distance(v, paper) for v in values]
-    if distances[-1] <= tolerance:
-        return VERDICTS[0]
-    if len(values) > 1 and all(b < a for a, b in zip(distances, distances[1:])):
-        return VERDICTS[1]
-    if reference is not None and all((v - reference) * (paper - reference) > 0 for v in values):
-        return VERDICTS[2]
-    return VERDICTS[3]
-
-
-def ladder_table(rows: dict[str, dict[str, float]], paper: Mapping[str, float | Side], tolerance: float = 0.25,
-                 references: dict[str, float] | None = None) -> pd.DataFrame:
-    """One row per task of the ladder (``rows``: label -> key number -> value, smallest task first), then
-    the paper's row (a ``Side`` shows as its text) and a "verdict" row (``ladder_verdict`` of each key
-    number, with its ``references``).
-
-    >>> t = ladder_table({"4×4": {"drop": 5060.0}, "7×7": {"drop": 16406.0}}, {"drop": 15000.0})
-    >>> t.loc["verdict", "drop"], t.loc["paper", "drop"]
-    ('reproduces', 15000.0)
-    """
-    references = references or {}
-    table = pd.DataFrame.from_dict(rows, orient="index").reindex(columns=list(paper)).astype(float)
-    verdicts = {key: ladder_verdict(table[key].tolist(), paper[key], tolerance, references.get(key))
-                for key in paper}
-    return pd.concat([table.astype(object), pd.DataFrame([paper, verdicts], index=["paper", "verdict"], dtype=object)])
-
-
 DEPTH = "× below the plateau"  # how far below its plateau a run ends (``Drop.factor``): how finished it is
+FINISHED = "how finished each run is (judged with the sudden drop)"  # DEPTH on a one-model page: judged once
 
 
 def paper_depth() -> float:
@@ -92,163 +32,229 @@ def paper_depth() -> float:
     return SUDDEN_DROP["L_mask on the plateau"] * preset("paper").data.p_mask / SUDDEN_DROP["final L"]
 
 
-SPREAD = ("mean", "min", "max")  # the rows a seed table adds after its runs
+def unread_reason(run: Run, shift: Phases | None) -> str | None:
+    """Why a post-shift finding cannot be read on ``run`` (None where it can): it has no drop, so no
+    post-shift model, or it was kept with its metrics alone (``shift`` None)."""
+    if run.drop.half_step is None:
+        stopped = run.last_step < run.config.train.steps
+        return f"no drop by step {run.last_step:,}, where it was stopped" if stopped else \
+            f"no drop in {run.last_step:,} steps"
+    return "kept with its metrics alone" if shift is None else None
 
 
-def seed_table(rows: dict[str, dict[str, float]]) -> pd.DataFrame:
-    """Key numbers of one task over its seeds (``rows``: a label per seed -> key number -> value), then
-    their mean, min and max; a number missing on any seed (a seed without a drop has no drop step)
-    leaves them missing too, since a mean over the seeds that have it would hide the others.
+def number_text(value) -> str:
+    """A key number as the tables write it: 100 or more (steps) in full with separators, others to three
+    significant digits, a missing one "—"; text and the paper's directions (``Side``) as they are.
 
-    >>> t = seed_table({"seed 0": {"drop step": 12000.0}, "seed 1": {"drop step": 14000.0}})
-    >>> t["drop step"].tolist()
-    [12000.0, 14000.0, 13000.0, 12000.0, 14000.0]
+    >>> [number_text(v) for v in (16406.0, 0.01234, float("nan"), Side(1))]
+    ['16,406', '0.0123', '—', '≥ 1']
     """
-    table = pd.DataFrame.from_dict(rows, orient="index").astype(float)
-    spread = pd.DataFrame({name: getattr(table, name)(skipna=False) for name in SPREAD}).T
-    return pd.concat([table, spread])
+    if isinstance(value, (str, Side)):
+        return str(value)
+    return "—" if pd.isna(value) else f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
-def seed_rows(table: pd.DataFrame) -> list[str]:
-    """The labels of a ``seed_table``'s runs (its rows before the mean, min and max)."""
-    return [label for label in table.index if label not in SPREAD]
+@dataclass(frozen=True)
+class Ladder:
+    """One finding's key numbers up the ladder. ``tasks``: one row per task, smallest first (a task read on
+    several seeds: the mean over those that can be read); ``seeds``: the judged task's (``task``) numbers seed
+    by seed, every seed trained for it (NaN where ``unread`` says why it cannot be read), read at ``steps``;
+    ``beyond``: single larger runs (label -> numbers), judged each as one seed; ``apart``: key numbers shown
+    and not judged here (key -> what they are: a check of the method, which holds by construction, or how
+    finished each run is, judged once, on the sudden drop's page)."""
+
+    what: str
+    claims: dict[str, Claim]
+    tasks: pd.DataFrame
+    task: str
+    seeds: pd.DataFrame
+    steps: dict[int, int]
+    unread: dict[int, str] = field(default_factory=dict)
+    beyond: pd.DataFrame = field(default_factory=pd.DataFrame)
+    beyond_unread: dict[str, str] = field(default_factory=dict)
+    apart: dict[str, str] = field(default_factory=dict)
+    machines: dict[str, str] = field(default_factory=dict)  # each run of the ladder ("4×4 (cpu) seed 0") -> its machine
+
+    def verdicts(self) -> dict[str, Verdict]:
+        """Each key number's verdict over every seed of the judged task (those ``apart`` too, for their marks)."""
+        return {key: verdict(self.seeds[key].to_dict(), claim, self.unread) for key, claim in self.claims.items()}
+
+    def beyond_verdicts(self) -> dict[str, dict[str, Verdict]]:
+        """Each single run above the ladder (label -> key number -> verdict), judged as one seed."""
+        return {label: {key: verdict({label: row[key]}, claim,
+                                     {label: self.beyond_unread[label]} if label in self.beyond_unread else None)
+                        for key, claim in self.claims.items()} for label, row in self.beyond.iterrows()}
+
+    def judged(self) -> dict[str, dict[str, Verdict]]:
+        """Every verdict of the finding (those ``apart`` left out), by where it is read: the judged task over
+        its seeds, then each run above it."""
+        places = {f"{self.task}, {len(self.seeds)} seed{'s' * (len(self.seeds) > 1)}": self.verdicts(),
+                  **self.beyond_verdicts()}
+        return {where: {key: v for key, v in verdicts.items() if key not in self.apart}
+                for where, verdicts in places.items()}
+
+    def seed_table(self) -> pd.DataFrame:
+        """The judged task seed by seed as text, one key number a row: each seed read with its number and mark
+        (``MARKS``), the seeds that cannot be read grouped by why (one column a reason), the mean and range of
+        those read, the paper's number and the verdict."""
+        verdicts, columns = self.verdicts(), {}
+        for seed in self.seeds.index.drop(list(self.unread)):
+            columns[f"seed {seed}, step {self.steps[seed]:,}"] = {
+                key: f"{number_text(self.seeds.loc[seed, key])} {MARKS[verdicts[key].marks[seed]]}"
+                for key in self.claims}
+        reasons: dict[str, list[str]] = {}
+        for seed, why in self.unread.items():
+            reasons.setdefault(why, []).append(str(seed))
+        for why, seeds in reasons.items():
+            label = f"seed{'s' * (len(seeds) > 1)} {', '.join(seeds)}: {why}"
+            columns[label] = dict.fromkeys(self.claims, MARKS[UNREAD])
+        read = self.seeds.drop(index=list(self.unread))
+        columns[f"mean of {len(read)} read (range)"] = {
+            key: f"{number_text(read[key].mean())} ({number_text(read[key].min())} to {number_text(read[key].max())})"
+            for key in self.claims}
+        columns["the paper"] = {key: number_text(claim.paper) for key, claim in self.claims.items()}
+        columns["verdict"] = {key: self.apart.get(key) or verdicts[key].category for key in self.claims}
+        return pd.DataFrame(columns)
+
+    def task_table(self) -> pd.DataFrame:
+        """Every task of the ladder as text, one key number a row, then the paper's; a single run above the
+        ladder with its marks."""
+        beyond = self.beyond_verdicts()
+        columns = {label: {key: number_text(row[key]) for key in self.claims} for label, row in self.tasks.iterrows()}
+        for label, row in self.beyond.iterrows():
+            columns[label] = {key: MARKS[UNREAD] if label in self.beyond_unread else
+                              f"{number_text(row[key])} {MARKS[beyond[label][key].marks[label]]}"
+                              for key in self.claims}
+        columns["the paper"] = {key: number_text(claim.paper) for key, claim in self.claims.items()}
+        return pd.DataFrame(columns)
+
+    def sentences(self) -> list[str]:
+        """One sentence per key number: its verdict over the judged task's seeds and the numbers of those read,
+        then each run above the ladder; a number ``apart`` said as what it is."""
+        verdicts, beyond, sentences = self.verdicts(), self.beyond_verdicts(), []
+        read = [seed for seed in self.seeds.index if seed not in self.unread]
+        for key, claim in self.claims.items():
+            values = (f"seed{'s' * (len(read) > 1)} {', '.join(map(str, read))}: "
+                      + ", ".join(number_text(self.seeds.loc[seed, key]) for seed in read)) if read else "no seed read"
+            if key in self.apart:
+                sentences.append(f"{key}: {self.apart[key]}, not judged here ({values}).")
+                continue
+            text = f"{key}, {self.task}: {verdicts[key]} ({values}; the paper: {number_text(claim.paper)})."
+            for label, by_key in beyond.items():
+                shown = self.beyond_unread.get(label) or number_text(self.beyond.loc[label, key])
+                text += f" {label}, one seed: {by_key[key].category} ({shown})."
+            sentences.append(text)
+        if self.machines:
+            sentences.append("Trained on: " + "; ".join(f"{run}: {at}" for run, at in self.machines.items()) + ".")
+        return sentences
+
+    def headline(self) -> Markdown:
+        """The chapter's verdicts at a glance, for the top of its page: each key number judged, where, with its
+        count of seeds."""
+        lines = []
+        for where, verdicts in self.judged().items():
+            lines.append(f"- {where}:")
+            for key, v in verdicts.items():
+                unread = f"; {len(v.unread)} cannot be read" if v.unread else ""
+                count = f"as the paper on {v.count(MATCHES)} of {len(v.marks)}{unread}"
+                lines.append(f"  - {key}: **{v.category}** ({count})")
+        return Markdown("\n".join(lines))
 
 
-def seed_label(seed: int, step: int) -> str:
-    """A run's row in a ladder or seed table: its seed and the step it is read at."""
-    return f"seed {seed}, step {step:,}"
+def _ladder(what: str, claims: dict[str, Claim], rows: dict[str, dict[int, dict[str, float]]],
+            steps: dict[str, dict[int, int]], unread: dict[str, dict[int, str]],
+            beyond: dict[str, dict[str, float]], beyond_unread: dict[str, str], apart: dict[str, str] | None = None,
+            runs: Mapping[str, Mapping[int, Run]] | None = None) -> Ladder:
+    """A ``Ladder`` from each task's numbers seed by seed (``rows``: task -> seed -> key number -> value,
+    smallest task first; the largest is judged), their steps and their unread seeds."""
+    tasks = {}
+    for label, seeds in rows.items():
+        read = {s: v for s, v in seeds.items() if s not in unread[label]}
+        name = (f"{label}, seed {next(iter(seeds))}, step {steps[label][next(iter(seeds))]:,}" if len(seeds) == 1
+                else f"{label}, mean of {len(read)} read of {len(seeds)} seeds")
+        tasks[name] = pd.DataFrame.from_dict(read, orient="index", columns=list(claims)).astype(float).mean()
+    task = list(rows)[-1]
+    seeds = pd.DataFrame.from_dict(rows[task], orient="index", columns=list(claims)).astype(float)
+    return Ladder(what, claims, pd.DataFrame(tasks).T, task, seeds, steps[task], unread[task],
+                  pd.DataFrame.from_dict(beyond, orient="index", columns=list(claims)).astype(float),
+                  beyond_unread, apart or {},
+                  {f"{label} seed {seed}": trained_on(run.summary) for label, seeds in (runs or {}).items()
+                   for seed, run in seeds.items()})
 
 
-def _mean_of(seeds: int) -> str:
-    """How a task's ladder row says it is the mean of its ``seeds`` runs (its label's ending)."""
-    return f"mean of {seeds} seeds"
-
-
-def _rungs(tables: dict[str, pd.DataFrame]) -> dict[str, dict[str, float]]:
-    """Each task's ladder row from its ``seed_table``: its one run (labelled by it), or the mean of its seeds."""
-    rows = {}
-    for label, table in tables.items():
-        runs = seed_rows(table)
-        rows[f"{label}, {runs[0]}" if len(runs) == 1 else f"{label}, {_mean_of(len(runs))}"] = \
-            table.loc["mean"].to_dict()
-    return rows
-
-
-def drop_seeds(runs: dict[int, Run]) -> pd.DataFrame:
-    """``seed_table`` of the sudden drop's key numbers on one task's ``runs`` (seed -> run): the plateau
-    against the copying level E[X²] (r/9), the drop step, and how far below its plateau each ends
-    (``DEPTH``)."""
-    return seed_table({seed_label(seed, run.last_step): {
-        "plateau / E[X²]": run.drop.plateau / second_moment(run.config.data),
-        "drop step": float("nan") if run.drop.half_step is None else float(run.drop.half_step),
-        DEPTH: run.drop.factor} for seed, run in runs.items()})
-
-
-def drop_ladder(runs: dict[str, dict[int, Run]]) -> pd.DataFrame:
-    """``ladder_table`` of the sudden drop (NeurIPS §3, Fig. 2) on ``runs`` (task label -> seed -> run,
-    smallest task first; a task of several seeds reads their mean, ``drop_seeds``), against the paper's run
-    (``DEPTH`` against ``paper_depth``)."""
-    return drop_ladders(runs)[0]
-
-
-def finding_seeds(finding: str, runs: dict[int, tuple[Run, Phases]], params: dict) -> pd.DataFrame:
-    """``seed_table`` of a one-model chapter's key numbers (``matcomp.analysis.key_numbers.FINDINGS``) on one
-    task's ``runs`` (seed -> run and its phases), read with the chapter's parameters ``params``, each run at
-    its own post-shift step; the first column is how far below its plateau each run ends (``DEPTH``)."""
-    return seed_table({seed_label(seed, shift.post): {DEPTH: run.drop.factor,
-                                                       **key_numbers(finding, run, shift, params)}
-                       for seed, (run, shift) in runs.items()})
-
-
-def finding_ladder(finding: str, runs: dict[str, dict[int, tuple[Run, Phases]]], params: dict) -> pd.DataFrame:
-    """``ladder_table`` of a one-model chapter's key numbers on ``runs`` (task label -> seed -> run and its
-    phases, smallest task first; a task of several seeds reads their mean, ``finding_seeds``); each run's
-    numbers are a stored derivation, shipped for the default build. The first column is how far below its
-    plateau each run ends (``DEPTH``): a number that holds on a deeper run and not on a shallower one points
-    to an unfinished model, not to the task."""
-    return finding_ladders(finding, runs, params)[0]
-
-
-def finding_ladders(finding: str, runs: dict[str, dict[int, tuple[Run, Phases]]], params: dict,
-                    beyond: dict[str, tuple[Run, Phases]] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """A one-model chapter's two tables for ``show_ladder``: ``finding_ladder`` on ``runs`` then on the single
-    runs of ``beyond`` (label -> run and phases: the paper-scale run, ``chapter.paper_scale_runs``), and
-    ``finding_seeds`` on the largest task of ``runs`` (each task's seeds read once)."""
+def finding_ladders(finding: str, runs: Mapping[str, Mapping[int, tuple[Run, Phases | None]]], params: dict,
+                    beyond: Mapping[str, tuple[Run, Phases]] | None = None) -> Ladder:
+    """A one-model chapter's ladder (``matcomp.analysis.key_numbers.FINDINGS``) on ``runs`` (task label -> seed
+    -> run and its phases, None where it was kept with its metrics alone; smallest task first) and the single
+    runs of ``beyond`` (the paper-scale run, ``chapter.paper_scale_runs``), read with the chapter's parameters
+    ``params``, each run at its own post-shift step (a stored derivation, shipped for the default build). The
+    first key number is how far below its plateau each run ends (``DEPTH``, judged on the sudden drop's page
+    only): a number that holds on a deeper run and not on a shallower one points to an unfinished model."""
     spec = finding_spec(finding)
-    tables = {label: finding_seeds(finding, seeds, params) for label, seeds in runs.items()}
-    seeds = list(tables.values())[-1]
-    tables.update({label: finding_seeds(finding, {run.config.train.seed: (run, shift)}, params)
-                   for label, (run, shift) in (beyond or {}).items()})
-    ladder = ladder_table(_rungs(tables), {DEPTH: paper_depth(), **spec.paper},
-                          references={DEPTH: 2.0, **spec.references})
-    return ladder, seeds
+    claims = {DEPTH: Claim(paper_depth(), 2.0),  # a run that ends below half its plateau has dropped
+              **{key: Claim(paper, spec.references.get(key)) for key, paper in spec.paper.items()}}
+
+    def read(run: Run, shift: Phases | None) -> tuple[dict[str, float], str | None]:
+        why = unread_reason(run, shift)
+        numbers = {} if why is not None or shift is None else key_numbers(finding, run, shift, params)
+        return {DEPTH: run.drop.factor, **numbers}, why
+
+    rows, steps, unread = {}, {}, {}
+    for label, seeds in runs.items():
+        read_seeds = {seed: read(run, shift) for seed, (run, shift) in seeds.items()}
+        rows[label] = {seed: numbers for seed, (numbers, _) in read_seeds.items()}
+        unread[label] = {seed: why for seed, (_, why) in read_seeds.items() if why is not None}
+        steps[label] = {seed: shift.post if shift is not None and seed not in unread[label] else run.last_step
+                        for seed, (run, shift) in seeds.items()}
+    above = {_single(label, run, shift.post): read(run, shift) for label, (run, shift) in (beyond or {}).items()}
+    return _ladder(f"the {finding.replace('_', ' ')} key numbers", claims, rows, steps, unread,
+                   {label: numbers for label, (numbers, _) in above.items()},
+                   {label: why for label, (_, why) in above.items() if why is not None},
+                   {DEPTH: FINISHED, **{key: CHECK for key in spec.checks}},
+                   {label: {seed: run for seed, (run, _) in seeds.items()} for label, seeds in runs.items()})
 
 
-def drop_ladders(runs: dict[str, dict[int, Run]], beyond: dict[str, Run] | None = None
-                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The sudden drop's two tables for ``show_ladder``: ``drop_ladder`` on ``runs`` then on the single runs
-    of ``beyond`` (label -> run: larger tasks read on their metrics alone, ``chapter.rank_search_drops``), and
-    ``drop_seeds`` on the largest task of ``runs`` (each task's seeds read once)."""
-    paper = {"plateau / E[X²]": SUDDEN_DROP["L_mask on the plateau"] / second_moment(preset("paper").data),
-             "drop step": float(SUDDEN_DROP["drop step"]), DEPTH: paper_depth()}
-    tables = {label: drop_seeds(seeds) for label, seeds in runs.items()}
-    seeds = list(tables.values())[-1]
-    tables.update({label: drop_seeds({run.config.train.seed: run}) for label, run in (beyond or {}).items()})
-    ladder = ladder_table(_rungs(tables), paper, references={DEPTH: 2.0})  # a run with the effect drops
-    return ladder, seeds
+def _single(label: str, run: Run, step: int) -> str:
+    """A single run's label above the ladder: its task and where it trained, its seed and the step read."""
+    return f"{label}, seed {run.config.train.seed}, step {step:,}"
 
 
-def ladder_text(table: pd.DataFrame) -> pd.DataFrame:
-    """A ladder table as text: numbers of 100 or more (steps) in full with thousands separators, others to
-    three significant digits, missing ones "—" (a run without a drop has no drop step, a 4×4 task no
-    ``separating_mask``); the verdicts and the paper's directions (``Side``) as they are.
-
-    >>> ladder_text(pd.DataFrame({"drop step": [16406.0, float("nan"), "reproduces"]})).iloc[:, 0].tolist()
-    ['16,406', '—', 'reproduces']
-    """
-    def text(value):
-        if isinstance(value, (str, Side)):
-            return str(value)
-        return "—" if pd.isna(value) else f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
-    return table.map(text)
+def drop_claims() -> dict[str, Claim]:
+    """The sudden drop's key numbers as the paper gives them (NeurIPS §3, Fig. 2): its plateau against the
+    copying level E[X²], its drop step and how far below its plateau it ends."""
+    return {"plateau / E[X²]": Claim(SUDDEN_DROP["L_mask on the plateau"] / second_moment(preset("paper").data)),
+            "drop step": Claim(float(SUDDEN_DROP["drop step"])),
+            DEPTH: Claim(paper_depth(), 2.0)}  # a run that ends below half its plateau has dropped
 
 
-def ladder_findings(table: pd.DataFrame, seeds: pd.DataFrame | None = None) -> list[str]:
-    """One sentence per key number of a ``ladder_table``: its verdict, and the largest task's value
-    against the paper's (as ``ladder_text`` writes them); with ``seeds``, the ``seed_table`` of the largest
-    task read on several seeds, the range over its seeds too (after its mean, where a single run above it
-    is the largest task).
-
-    >>> ladder_findings(ladder_table({"4×4": {"drop step": 5060.0}, "7×7": {"drop step": 16406.0}},
-    ...                              {"drop step": 15000.0}))
-    ['drop step: reproduces (7×7: 16,406; the paper: 15,000).']
-    >>> ladder_findings(ladder_table({"7×7, mean of 2 seeds": {"drop step": 13000.0}}, {"drop step": 15000.0}),
-    ...                 seed_table({"seed 0": {"drop step": 12000.0}, "seed 1": {"drop step": 14000.0}}))
-    ['drop step: reproduces (7×7, mean of 2 seeds: 13,000, seeds 12,000 to 14,000; the paper: 15,000).']
-    """
-    text = ladder_text(table)
-    spread = ladder_text(seeds) if seeds is not None and len(seed_rows(seeds)) > 1 else None
-    tasks = [label for label in table.index if label not in ("paper", "verdict")]
-    seeded = None if spread is None else next(  # the task the seeds are of: the largest, or one below a single run
-        (t for t in reversed(tasks) if t.endswith(_mean_of(len(seed_rows(seeds))))), tasks[-1])
-    sentences = []
-    for key in table.columns:
-        parts = [f"{tasks[-1]}: {text.loc[tasks[-1], key]}"]
-        if spread is not None and key in spread:
-            parts += [] if seeded == tasks[-1] else [f"{seeded}: {text.loc[seeded, key]}"]
-            parts[-1] += f", seeds {spread.loc['min', key]} to {spread.loc['max', key]}"
-        sentences.append(f"{key}: {table.loc['verdict', key]} ({'; '.join(parts)}; "
-                         f"the paper: {text.loc['paper', key]}).")
-    return sentences
+def _drop_numbers(run: Run) -> dict[str, float]:
+    return {"plateau / E[X²]": run.drop.plateau / second_moment(run.config.data),
+            "drop step": float("nan") if run.drop.half_step is None else float(run.drop.half_step),
+            DEPTH: run.drop.factor}
 
 
-def show_ladder(ladder: pd.DataFrame, seeds: pd.DataFrame, what: str = "the key numbers") -> None:
-    """A chapter's ladder section: the largest task's runs seed by seed with their mean, min and max (when it
-    has several), the ladder (``ladder_text``), then one sentence per key number (``ladder_findings``).
-    Both tables show one key number a row, so a finding reads across the sizes to its verdict, and a chapter
-    with many key numbers grows down the page, not off its side."""
-    if len(seed_rows(seeds)) > 1:
-        display(styled(ladder_text(seeds).T, "{}",
-                       f"{what} on each seed of the largest task read on several, their mean, min and max"))
-    display(styled(ladder_text(ladder).T, "{}", f"{what} on each task of the ladder, the paper's and the verdict"))
-    display(findings(*ladder_findings(ladder, seeds)))
+def drop_ladders(runs: Mapping[str, Mapping[int, Run]], beyond: Mapping[str, Run] | None = None) -> Ladder:
+    """The sudden drop's ladder on ``runs`` (task label -> seed -> run, smallest task first) and the single runs
+    of ``beyond`` (label -> run: larger tasks read on their metrics alone, ``chapter.rank_search_drops``). Every
+    seed can be read: a seed without a drop has no drop step, which counts against the claim."""
+    rows = {label: {seed: _drop_numbers(run) for seed, run in seeds.items()} for label, seeds in runs.items()}
+    steps = {label: {seed: run.last_step for seed, run in seeds.items()} for label, seeds in runs.items()}
+    return _ladder("the sudden drop", drop_claims(), rows, steps, {label: {} for label in runs},
+                   {_single(label, run, run.last_step): _drop_numbers(run) for label, run in (beyond or {}).items()},
+                   {}, runs=runs)
+
+
+def show_ladder(ladder: Ladder, chapter: str) -> None:
+    """A chapter's ladder section: the judged task seed by seed with each seed's mark, the mean and range of
+    those read, the paper's number and the verdict; then every task of the ladder; then one sentence per key
+    number. One key number a row, so a finding reads across the seeds to its verdict. The verdicts at a glance
+    (``Ladder.headline``) are glued as ``<chapter>_verdicts`` for the top of the page."""
+    from myst_nb import glue
+
+    legend = (f"{MARKS[MATCHES]} as the paper, {MARKS[DIRECTION]} its direction only, {MARKS[AGAINST]} neither, "
+              f"{MARKS[UNREAD]} cannot be read")
+    display(styled(ladder.seed_table(), "{}", f"{ladder.what} on each seed trained for {ladder.task}, judged seed by "
+                                              f"seed ({legend})"))
+    display(styled(ladder.task_table(), "{}", f"{ladder.what} on each task of the ladder and the paper's"))
+    display(findings(*ladder.sentences()))
+    glue(f"{chapter}_verdicts", ladder.headline(), display=False)

@@ -18,6 +18,7 @@ from matcomp.analysis.key_numbers import FINDINGS, key_numbers_derivation
 from matcomp.analysis.ood import default_axes, panel_derivations, rank_panel, rank_panel_training
 from matcomp.analysis.phases import Phases, phases
 from matcomp.book.chapter import DEFAULT_PRESET, ladder_runs, model_preset, paper_scale_runs, sizes
+from matcomp.book.ladder import unread_reason
 from matcomp.book.sweep import notebook_parameters
 from matcomp.config import RunConfig
 from matcomp.presets import preset as named_preset
@@ -77,20 +78,23 @@ def ood_derivations(preset: str = DEFAULT_PRESET) -> list[Derivation]:
 def finding_derivations(run: Run, shift: Phases, preset: str) -> list[Derivation]:
     """The key numbers of every one-model chapter (``FINDINGS``) on ``run`` at its phases ``shift``, with
     each chapter's default parameters at ``preset``."""
-    derivations = []
-    for finding in FINDINGS:
-        p = chapter_defaults(finding)
-        if finding == "nuclear_norm":  # the chapter's own default: the paper's 512, fewer at smoke
-            p["samples"] = p["samples"] or sizes(preset).completion_samples
-        derivations.append(key_numbers_derivation(finding, run, shift, p))
-    return derivations
+    return [key_numbers_derivation(finding, run, shift, finding_parameters(finding, preset)) for finding in FINDINGS]
+
+
+def finding_parameters(finding: str, preset: str) -> dict:
+    """The parameters a one-model chapter reads its key numbers with by default at ``preset``."""
+    p = chapter_defaults(finding)
+    if finding == "nuclear_norm":  # the chapter's own default: the paper's 512, fewer at smoke
+        p["samples"] = p["samples"] or sizes(preset).completion_samples
+    return p
 
 
 def ladder_derivations(preset: str = DEFAULT_PRESET) -> list[Derivation]:
     """The key numbers of every one-model chapter on each run of its size ladder at ``preset``
-    (``matcomp.book.ladder.finding_ladder``) and on its paper-scale run where one is shipped with checkpoints
+    (``matcomp.book.ladder.finding_ladders``) and on its paper-scale run where one is shipped with checkpoints
     (``chapter.paper_scale_runs``; recomputed here from its bf16 weights), with the chapter's default parameters."""
-    runs = [run_shift for seeds in ladder_runs(preset).values() for run_shift in seeds.values()]
+    runs = [(run, shift) for seeds in ladder_runs(preset).values() for run, shift in seeds.values()
+            if shift is not None and unread_reason(run, shift) is None]  # the seeds a post-shift finding can be read on
     by_run = [finding_derivations(run, shift, preset) for run, shift in [*runs, *paper_scale_runs(preset).values()]]
     return [per_run[i] for i in range(len(FINDINGS)) for per_run in by_run]  # finding by finding
 

@@ -1,0 +1,139 @@
+"""The book's one verdict rule. Each seed's number is judged against the paper's on its own (``Claim.mark``),
+and a finding's verdict says on how many of the seeds trained for its task it holds (``verdict``): a seed
+that never left its plateau is counted as one on which a post-shift finding cannot be read, never left out,
+and a mean is printed beside the seeds but never judged. The categories are defined once (``CATEGORIES``),
+shown on the book's first page, and every chapter's verdicts come from here, so the same numbers get the
+same verdict everywhere."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from matcomp.analysis.key_numbers import Side
+
+TOLERANCE = 0.25  # |log(ours / paper)| within which a number is as the paper's: within about ±28 %
+
+MATCHES, DIRECTION, AGAINST, UNREAD = "matches", "direction only", "against", "cannot be read"
+MARKS = {MATCHES: "✓", DIRECTION: "~", AGAINST: "✗", UNREAD: "·"}  # a seed's mark in the tables
+
+CATEGORIES = {
+    "reproduces": "the number is as the paper's (within the tolerance of its value, or on the side it names) on "
+                  "every seed that can be read, and on two seeds at least",
+    "consistent with": "it is as the paper's on the one seed that can be read: one seed cannot tell a finding from "
+                       "that seed's luck",
+    "direction only": "on every seed that can be read the effect is there (the number lies on the paper's side of "
+                      "its value without the effect: 1 for a ratio), but it is not as the paper's on all of them",
+    "mixed": "it is as the paper's, or in its direction, on some seeds that can be read, and neither on others",
+    "does not": "it is neither as the paper's nor in its direction on any seed that can be read",
+    "cannot be read": "no seed trained for the task can be read: none left its plateau, or none was kept with the "
+                      "checkpoints the finding reads",
+}
+CHECK = "check of the method"  # a number that holds by construction: shown apart, never a finding's verdict
+
+
+def _distance(value: float, paper: float) -> float:
+    """How far ``value`` is from ``paper``: |log ratio| when both are positive, else the relative gap."""
+    if value > 0 and paper > 0:
+        return abs(math.log(value / paper))
+    return abs(value - paper) / abs(paper) if paper else abs(value)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What the paper says of one key number: a value (``paper``), with the value the number has without
+    the effect (``reference``: 1 for a ratio, 0 for a difference; None where there is none), or a direction
+    only (a ``Side``)."""
+
+    paper: float | Side
+    reference: float | None = None
+    tolerance: float = TOLERANCE
+
+    def mark(self, value: float) -> str:
+        """One seed's number judged: ``MATCHES`` (within ``tolerance`` of the paper's in log ratio, or on the
+        side a ``Side`` names), ``DIRECTION`` (not, but on the paper's side of ``reference``), else
+        ``AGAINST``; a missing number (a seed without a drop has no drop step) is against the claim.
+
+        >>> Claim(15000.0).mark(16406.0), Claim(17.0, reference=1).mark(4.3), Claim(3.0, 1).mark(0.5)
+        ('matches', 'direction only', 'against')
+        >>> Claim(Side(1)).mark(2.0), Claim(Side(1)).mark(0.0), Claim(15000.0).mark(float("nan"))
+        ('matches', 'against', 'against')
+        """
+        if pd.isna(value):
+            return AGAINST
+        if isinstance(self.paper, Side):
+            return MATCHES if self.paper.holds(value) else AGAINST
+        if _distance(value, self.paper) <= self.tolerance:
+            return MATCHES
+        if self.reference is not None and (value - self.reference) * (self.paper - self.reference) > 0:
+            return DIRECTION
+        return AGAINST
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A finding judged seed by seed: every seed trained for its task with its mark (``marks``), and why a
+    seed cannot be read (``unread``: seed -> reason)."""
+
+    marks: dict[Hashable, str]
+    unread: dict[Hashable, str] = field(default_factory=dict)
+
+    def count(self, mark: str) -> int:
+        return sum(m == mark for m in self.marks.values())
+
+    @property
+    def category(self) -> str:
+        """The finding's category (``CATEGORIES``) from its seeds' marks."""
+        read = [m for m in self.marks.values() if m != UNREAD]
+        if not read:
+            return "cannot be read"
+        if all(m == MATCHES for m in read):
+            return "reproduces" if len(read) >= 2 else "consistent with"
+        if all(m in (MATCHES, DIRECTION) for m in read):
+            return "direction only"
+        return "does not" if all(m == AGAINST for m in read) else "mixed"
+
+    def __str__(self) -> str:
+        """The category and its count over every seed trained, e.g. "mixed: as the paper on 1 of 7 seeds, its
+        direction only on 1 more, neither on 1; 4 cannot be read (seeds 1, 2, 5: no drop; 4: ...)"."""
+        n, size, direction, against = len(self.marks), self.count(MATCHES), self.count(DIRECTION), self.count(AGAINST)
+        parts = [f"as the paper on {size} of {n} seed{'s' * (n != 1)}"]
+        parts += [f"its direction only on {direction} more"] if direction else []
+        parts += [f"neither on {against}"] if against and (size or direction) else []
+        text = f"{self.category}: {', '.join(parts)}"
+        if self.unread:
+            reasons: dict[str, list[str]] = {}
+            for seed, reason in self.unread.items():
+                reasons.setdefault(reason, []).append(str(seed))
+            text += (f"; {len(self.unread)} cannot be read ("
+                     + "; ".join(f"seed{'s' * (len(s) > 1)} {', '.join(s)}: {r}" for r, s in reasons.items()) + ")")
+        return text
+
+
+def verdict(values: Mapping[Hashable, float], claim: Claim, unread: Mapping[Hashable, str] | None = None) -> Verdict:
+    """The verdict on one key number over every seed trained for its task: ``values`` (seed -> its number)
+    and ``unread`` (seed -> why the number cannot be read on it: no drop, no checkpoints kept), which
+    together must name every seed trained; a seed in both is unread.
+
+    >>> str(verdict({0: 20.0, 3: 4.3, 6: 5.0}, Claim(17.0, reference=1), {1: "no drop", 2: "no drop"}))
+    'direction only: as the paper on 1 of 5 seeds, its direction only on 2 more; 2 cannot be read (seeds 1, 2: no drop)'
+    >>> verdict({0: 2.0, 3: 0.0, 6: 0.0}, Claim(Side(1))).category, verdict({0: 2.0}, Claim(Side(1))).category
+    ('mixed', 'consistent with')
+    """
+    unread = dict(unread or {})
+    marks = {seed: UNREAD if seed in unread else claim.mark(value) for seed, value in values.items()}
+    marks.update({seed: UNREAD for seed in unread if seed not in marks})
+    return Verdict(marks, unread)
+
+
+def holds(seeds: Mapping[Hashable, bool]) -> Verdict:
+    """The verdict on a claim the paper makes with no number (a group has no plateau), read on each seed as
+    holding or not.
+
+    >>> holds({0: True}).category, holds({0: True, 1: False}).category
+    ('consistent with', 'mixed')
+    """
+    return verdict({seed: float(held) for seed, held in seeds.items()}, Claim(Side(1)))
