@@ -119,7 +119,9 @@ def middle_row_z(run: Run, step: int) -> float:
     (d) number, read seed by seed."""
     d = run.config.data
     norms = position_embeddings(run.bert(step), d.n_rows, d.n_cols).norm(dim=1)
-    return float(position_norm_profile(norms, d.n_rows, d.n_cols)["middle row z"])
+    z = position_norm_profile(norms, d.n_rows, d.n_cols)["middle row z"]
+    assert isinstance(z, float)
+    return z
 
 
 def cluster_score(points: torch.Tensor, labels) -> float:

@@ -222,7 +222,7 @@ def rank_search_drops(preset: str | None = None) -> dict[str, Run]:
 def paper_scale_runs(preset: str | None = None) -> dict[str, tuple[Run, Phases]]:
     """The run of the paper's scale (``ChapterSizes.paper_scale``) and its phases, labelled by task and
     device, where it is shipped with its checkpoints (trained on a lent GPU and brought home by
-    ``matcomp.remote``): the one-model chapters' "paper scale (ours)" rung. Empty where it is not: it is
+    ``matcomp.remote``): the one-model chapters' last rung, judged as one seed. Empty where it is not: it is
     never trained here."""
     spec = sizes(preset).paper_scale
     run = None if spec is None else find_reference(chapter_config(spec[0], overrides=spec[1]))

@@ -54,6 +54,22 @@ def number_text(value) -> str:
     return "—" if pd.isna(value) else f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
+def _spread(values: pd.Series) -> str:
+    """The mean and range of the seeds read, as the seed table writes them; no mean where a seed has no value
+    (a seed without a drop has no drop step), since a mean of the others would hide it.
+
+    >>> _spread(pd.Series([12542.0, float("nan"), 15305.0])), _spread(pd.Series([1.0, 3.0]))
+    ('— (1 without one; the others 12,542 to 15,305)', '2 (1 to 3)')
+    """
+    present = values.dropna()
+    if present.empty:
+        return "—"
+    span = f"{number_text(present.min())} to {number_text(present.max())}"
+    if len(present) < len(values):
+        return f"— ({len(values) - len(present)} without one; the others {span})"
+    return f"{number_text(values.mean())} ({span})"
+
+
 @dataclass(frozen=True)
 class Ladder:
     """One finding's key numbers up the ladder. ``tasks``: one row per task, smallest first (a task read on
@@ -109,9 +125,7 @@ class Ladder:
             label = f"seed{'s' * (len(seeds) > 1)} {', '.join(seeds)}: {why}"
             columns[label] = dict.fromkeys(self.claims, MARKS[UNREAD])
         read = self.seeds.drop(index=list(self.unread))
-        columns[f"mean of {len(read)} read (range)"] = {
-            key: f"{number_text(read[key].mean())} ({number_text(read[key].min())} to {number_text(read[key].max())})"
-            for key in self.claims}
+        columns[f"mean of {len(read)} read (range)"] = {key: _spread(read[key]) for key in self.claims}
         columns["the paper"] = {key: number_text(claim.paper) for key, claim in self.claims.items()}
         columns["verdict"] = {key: self.apart.get(key) or verdicts[key].category for key in self.claims}
         return pd.DataFrame(columns)
@@ -172,7 +186,8 @@ def _ladder(what: str, claims: dict[str, Claim], rows: dict[str, dict[int, dict[
         read = {s: v for s, v in seeds.items() if s not in unread[label]}
         name = (f"{label}, seed {next(iter(seeds))}, step {steps[label][next(iter(seeds))]:,}" if len(seeds) == 1
                 else f"{label}, mean of {len(read)} read of {len(seeds)} seeds")
-        tasks[name] = pd.DataFrame.from_dict(read, orient="index", columns=list(claims)).astype(float).mean()
+        table = pd.DataFrame.from_dict(read, orient="index", columns=list(claims)).astype(float)
+        tasks[name] = table.mean(skipna=False)  # a seed without the number: no mean of the others
     task = list(rows)[-1]
     seeds = pd.DataFrame.from_dict(rows[task], orient="index", columns=list(claims)).astype(float)
     return Ladder(what, claims, pd.DataFrame(tasks).T, task, seeds, steps[task], unread[task],
@@ -247,14 +262,18 @@ def drop_ladders(runs: Mapping[str, Mapping[int, Run]], beyond: Mapping[str, Run
 def show_ladder(ladder: Ladder, chapter: str) -> None:
     """A chapter's ladder section: the judged task seed by seed with each seed's mark, the mean and range of
     those read, the paper's number and the verdict; then every task of the ladder; then one sentence per key
-    number. One key number a row, so a finding reads across the seeds to its verdict. The verdicts at a glance
+    number. One key number a row where they are many, so a finding reads across the seeds to its verdict, and
+    one seed a row where the seeds outnumber them, so the table fits the page. The verdicts at a glance
     (``Ladder.headline``) are glued as ``<chapter>_verdicts`` for the top of the page."""
     from myst_nb import glue
 
     legend = (f"{MARKS[MATCHES]} as the paper, {MARKS[DIRECTION]} its direction only, {MARKS[AGAINST]} neither, "
               f"{MARKS[UNREAD]} cannot be read")
-    display(styled(ladder.seed_table(), "{}", f"{ladder.what} on each seed trained for {ladder.task}, judged seed by "
-                                              f"seed ({legend})"))
-    display(styled(ladder.task_table(), "{}", f"{ladder.what} on each task of the ladder and the paper's"))
+    seeds = ladder.seed_table()
+    if seeds.shape[1] > seeds.shape[0] + 3:  # many seeds and few key numbers: one seed a row, so it fits the page
+        seeds = seeds.T
+    caption = f"{ladder.task}, every seed trained: {legend}"
+    display(styled(seeds, "{}", caption))
+    display(styled(ladder.task_table(), "{}", f"{ladder.what}: each task of the ladder, and the paper's"))
     display(findings(*ladder.sentences()))
     glue(f"{chapter}_verdicts", ladder.headline(), display=False)

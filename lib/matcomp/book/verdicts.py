@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
@@ -113,7 +114,7 @@ class Verdict:
         return text
 
 
-def verdict(values: Mapping[Hashable, float], claim: Claim, unread: Mapping[Hashable, str] | None = None) -> Verdict:
+def verdict(values: Mapping[Any, float], claim: Claim, unread: Mapping[Any, str] | None = None) -> Verdict:
     """The verdict on one key number over every seed trained for its task: ``values`` (seed -> its number)
     and ``unread`` (seed -> why the number cannot be read on it: no drop, no checkpoints kept), which
     together must name every seed trained; a seed in both is unread.
@@ -129,7 +130,7 @@ def verdict(values: Mapping[Hashable, float], claim: Claim, unread: Mapping[Hash
     return Verdict(marks, unread)
 
 
-def holds(seeds: Mapping[Hashable, bool]) -> Verdict:
+def holds(seeds: Mapping[Any, bool]) -> Verdict:
     """The verdict on a claim the paper makes with no number (a group has no plateau), read on each seed as
     holding or not.
 
