@@ -23,10 +23,12 @@ import pandas as pd
 import torch
 
 from matcomp.analysis.baselines import (
+    completion_metrics,
+)
+from matcomp.analysis.solvers import (
     SOLVER,
     SOLVER_OPTIONS,
     als_complete,
-    completion_metrics,
     nuclear_norm_min,
     nuclear_norm_regularised,
     soft_impute,

@@ -42,7 +42,7 @@ def test_the_alarm_reads_only_the_past():
     (4000, 5000, "hit", 1000), (2000, 5000, "false alarm (early)", None), (5100, 5000, "miss", None),
     (None, 5000, "miss", None), (3000, None, "false alarm (no drop)", None), (None, None, "quiet (no drop)", None)])
 def test_outcomes(alarm_at, drop, verdict, lead):
-    out = alarm.Outcome(alarm_at, drop)
+    out = alarm.ScoredRun(alarm_at, drop)
     assert (out.verdict, out.lead) == (verdict, lead)
 
 

@@ -6,15 +6,17 @@ import pytest
 import torch
 
 from matcomp.analysis.baselines import (
-    als_complete,
     complete_all,
     completion_metrics,
     lambda_table,
-    nuclear_norm_min,
-    nuclear_norm_regularised,
     paired_se,
     pooled_with_se,
     regularised_objective,
+)
+from matcomp.analysis.solvers import (
+    als_complete,
+    nuclear_norm_min,
+    nuclear_norm_regularised,
     soft_impute,
 )
 from matcomp.config import DataConfig, ModelConfig

@@ -9,7 +9,7 @@ from matcomp.analysis.components import component_config, plateau_table
 from matcomp.book.sizes import chapter_sizes
 from matcomp.config import ModelConfig
 from matcomp.models.factory import build_model
-from matcomp.models.recipe import COMPONENT_PATTERNS, component_names, start_from
+from matcomp.models.recipe import COMPONENT_PATTERNS, component_names, freeze_all_but
 from matcomp.presets import preset
 from matcomp.runs.store import get_or_train
 
@@ -30,18 +30,18 @@ def test_groups_split_the_trainable_parameters():
         component_names(model, "readout")
 
 
-def test_start_from_copies_and_freezes_everything_else():
+def test_freeze_all_but_copies_and_freezes_everything_else():
     cfg = ModelConfig(hidden=16, layers=1, heads=2)
     trained = build_model(cfg, seed=1).state_dict()
     fresh = build_model(cfg, seed=2)
-    start_from(fresh, trained, "position")
+    freeze_all_but(fresh, trained, "position")
     for name, param in fresh.named_parameters():
         if name == "bert.embeddings.position_embeddings.weight":
             assert param.requires_grad and not torch.equal(param, trained[name])
         else:
             assert not param.requires_grad and torch.equal(param, trained[name])
     with pytest.raises(ValueError, match="different model shape|has shape"):
-        start_from(build_model(ModelConfig(hidden=32, layers=1, heads=2), seed=0), trained, "mlp")
+        freeze_all_but(build_model(ModelConfig(hidden=32, layers=1, heads=2), seed=0), trained, "mlp")
 
 
 def test_a_component_run_moves_only_its_component(micro, store):

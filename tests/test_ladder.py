@@ -7,9 +7,10 @@ import pandas as pd
 import pytest
 
 from matcomp.analysis.interventions import attention_interventions
-from matcomp.analysis.key_numbers import Side, key_numbers_derivation
+from matcomp.analysis.key_numbers import BEST_LAMBDA, Side, key_numbers_derivation
 from matcomp.book.chapter import ladder_runs
 from matcomp.book.ladder import DEPTH, drop_ladders, finding_ladders, unread_reason
+from matcomp.book.stored import chapter_defaults
 from matcomp.book.verdicts import Claim
 from matcomp.data import sample_batch
 from matcomp.presets import preset
@@ -141,3 +142,7 @@ def test_a_bad_finding_or_a_missing_parameter_is_named(runs):
         finding_ladders("sudden_drop", runs, {})
     with pytest.raises(ValueError, match=r"parameters \['eval_seed'\]"):
         key_numbers_derivation("observed_entries", run, shift, {"samples": 256, "permutations": 5})
+
+
+def test_the_regularised_key_number_is_read_at_the_chapters_default_lambda_the_papers_best():
+    assert BEST_LAMBDA == chapter_defaults("nuclear_norm")["lam"] == 0.001  # App. B's lowest L

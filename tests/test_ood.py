@@ -80,13 +80,13 @@ def _fake_run(rank: int, l_mask: list[float], distribution: str = "uniform", nam
 
 
 def test_the_rank_panel_reads_a_rank_2_model_only_if_it_dropped():
-    from matcomp.analysis.ood import rank_panel, rank_panel_training
+    from matcomp.analysis.ood import rank_panel, rank_panel_config
     from matcomp.presets import preset
 
     cfg = preset("cpu")
-    assert rank_panel_training(cfg, 5000, 2000).data.rank == 2
-    assert rank_panel_training(cfg, 5000, 2000).train.stop_after_drop == 2000
-    assert rank_panel_training(cfg.override({"data.rank": 2}), 5000) is None  # trained on rank 2 already
+    assert rank_panel_config(cfg, 5000, 2000).data.rank == 2
+    assert rank_panel_config(cfg, 5000, 2000).train.stop_after_drop == 2000
+    assert rank_panel_config(cfg.override({"data.rank": 2}), 5000) is None  # trained on rank 2 already
     own = _fake_run(1, [0.11] * 3000)
     dropped = _fake_run(2, [0.22] * 1500 + [0.02] * 1500)
     flat = _fake_run(2, [0.22] * 3000)

@@ -34,6 +34,22 @@ def test_loss_goes_down_and_run_has_everything(micro, store):
     assert run.nearest_step(12) == 10 and run.nearest_step(3) == 0 and run.nearest_step(3, trained=True) == 10
 
 
+def test_a_checkpoint_sealed_into_the_wrong_run_is_named(micro, store):
+    """A checkpoint of another model written into a run, and sealed (complete.json re-fingerprinted), passes
+    every size and SHA-256 check: its own metadata is what catches it."""
+    from matcomp.runs.run import verify
+
+    run = get_or_train(micro, progress=False)
+    other = micro.override({"model.hidden": micro.model.hidden * 2})
+    from matcomp.models.factory import build_model
+
+    run.folder.write_checkpoint(20, build_model(other.model, seed=0).state_dict(), other)
+    run.folder.write_complete({**run.summary, **run.folder.fingerprint()})
+    name = run.folder.checkpoint_path(20).name
+    assert verify(run.folder, micro) == (f"{name} holds the weights of another model, task or step than the run's "
+                                         f"(its metadata: step 20, {other.model}, {other.data})")
+
+
 def test_a_checkpoint_file_alone_says_which_model_it_holds(micro, store, tmp_path):
     import shutil
 

@@ -25,6 +25,9 @@ FINAL_STEPS = 200  # a run's final losses are means over its last this many step
 ON_PLATEAU = 0.9  # a smoothed loss at or above this fraction of its plateau level is still on the plateau
 SMOOTHING = 101  # steps of the centred mean every drop reading smooths a loss over
 PLATEAU_FROM = 100  # the steps before which no plateau is read: the loss is still falling to it
+PLATEAU_STEPS = 400  # steps after PLATEAU_FROM whose smoothed median is the plateau
+HALF_WINDOW = SMOOTHING // 2  # steps on either side of a smoothed value that it reads
+PLATEAU_SETTLED = PLATEAU_FROM + PLATEAU_STEPS + HALF_WINDOW  # the last step the plateau's estimate reads: 550
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,7 @@ def final_losses(metrics: pd.DataFrame, steps: int = FINAL_STEPS) -> pd.Series:
 
 
 def detect_drop(metrics: pd.DataFrame, column: str = "L_mask", window: int = SMOOTHING, skip: int = PLATEAU_FROM,
-                plateau_steps: int = 400) -> Drop:
+                plateau_steps: int = PLATEAU_STEPS) -> Drop:
     """The plateau and drop of ``column`` in a metrics table with a ``step`` column. ``column`` must be
     one of the BERT's mean-squared errors (``L``, ``L_obs``, ``L_mask`` or their ``eval_`` columns):
     a cross-entropy or an accuracy neither sits at r/9 nor halves when the model learns."""
@@ -99,20 +102,20 @@ def detect_drop(metrics: pd.DataFrame, column: str = "L_mask", window: int = SMO
 
 
 def drop_settled(metrics: pd.DataFrame, after: int, level: float | None = None) -> bool:
-    """Whether the table's L_mask drop step (``detect_drop``'s defaults) is at least ``after`` (> 50) steps
+    """Whether the table's L_mask drop step (``detect_drop``'s defaults) is at least ``after`` (> ``HALF_WINDOW``) steps
     before its last step, and so the same in any longer table: the smoothing window then lies whole
     inside the table at the drop and at every step of the plateau's estimate. With ``level`` (the
     copying level, ``data.second_moment``), a run whose plateau is already below half of it has no
-    plateau to leave, and is settled ``after`` steps after its plateau's estimate (step 550). Training
+    plateau to leave, and is settled ``after`` steps after its plateau's estimate (``PLATEAU_SETTLED``). Training
     stops on it (``train.stop_after_drop``)."""
-    if after <= 50:
-        raise ValueError(f"after must be > 50 (half the smoothing window); got {after}")
+    if after <= HALF_WINDOW:
+        raise ValueError(f"after must be > {HALF_WINDOW} (half the smoothing window); got {after}")
     last = int(metrics["step"].max())
-    if last <= 550:  # the plateau is read over steps 101-500, smoothed over +-50 steps
+    if last <= PLATEAU_SETTLED:  # the plateau's estimate reads up to here
         return False
     drop = detect_drop(metrics)
     if level is not None and drop.plateau < level / 2:
-        return last >= 550 + after
+        return last >= PLATEAU_SETTLED + after
     return drop.half_step is not None and last >= drop.half_step + after
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import torch
 
-METRICS = ("L", "L_obs", "L_mask", "mask_value")
+LOSSES = ("L", "L_obs", "L_mask")  # the three pooled losses
+PAPER_ORDER = ("L_obs", "L_mask", "L")  # the order of the paper's loss tables (Tables 1-2, App. B)
+METRICS = (*LOSSES, "mask_value")
 
 
 def pooled_mean(values: torch.Tensor, where: torch.Tensor) -> torch.Tensor:

@@ -4,7 +4,8 @@ A run of seed s initialises its model from ``torch.manual_seed(s)`` (``seeded``)
 batches from stream s·1000 + 1, its evaluation batches from s·1000 + 2 and, with the grid
 position initialisation, that grid from s·1000 + 3 (``stream``). Analyses of a trained model draw
 from 10⁶ + s (``analysis_generator``), apart from every training stream of seeds below 1000;
-position permutations from their own seed (``permutation_generator``).
+position permutations from their own seed (``permutation_generator``), and the random masks of the
+identifiability count (``matcomp.analysis.variants``) from theirs (``mask_generator``).
 
 >>> stream(2, TRAIN).initial_seed(), analysis_generator(2).initial_seed()
 (2001, 1000002)
@@ -36,6 +37,12 @@ def analysis_generator(seed: int) -> torch.Generator:
 
 def permutation_generator(seed: int) -> torch.Generator:
     """The CPU generator of the position permutation of seed ``seed``."""
+    return torch.Generator().manual_seed(seed)
+
+
+def mask_generator(seed: int) -> torch.Generator:
+    """The CPU generator of the random masks (and the random factors at which their identifiability is read)
+    of seed ``seed``: a task's masks alone, apart from any model's."""
     return torch.Generator().manual_seed(seed)
 
 

@@ -70,7 +70,7 @@ def fit_threshold(signals: list[tuple[pd.Series, int]]) -> float:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class ScoredRun:
     """One run scored by one rule: the alarm, the drop (None: none within the budget) and the verdict."""
 
     alarm: int | None
@@ -99,7 +99,7 @@ def score(tables: dict[int, tuple[pd.DataFrame, int | None]], n_rows: int, n_col
     rows = []
     for seed, (table, drop) in tables.items():
         for name in SIGNALS:
-            out = Outcome(alarm_step(signal(table, name, n_rows, n_cols, level), thresholds[name]), drop)
+            out = ScoredRun(alarm_step(signal(table, name, n_rows, n_cols, level), thresholds[name]), drop)
             rows.append({"seed": seed, "signal": name, "alarm step": out.alarm, "drop step": drop,
                          "verdict": out.verdict, "lead (steps)": out.lead,
                          "lead / plateau": None if out.lead is None or drop is None else out.lead / drop})

@@ -8,7 +8,7 @@ import torch
 
 from matcomp.analysis.phases import phases
 from matcomp.data import Batch, second_moment
-from matcomp.metrics import masked_mse
+from matcomp.metrics import LOSSES, masked_mse
 from matcomp.models.gpt import MatrixGPT, sequences
 from matcomp.runs.run import Run
 from matcomp.tokenizer import GPT_TOKENS
@@ -29,7 +29,7 @@ def completion_scores(model: MatrixGPT, batch: Batch) -> pd.DataFrame:
     for name, pred in (("greedy token", GPT_TOKENS.decode(tokens)), ("softmax mean", means)):
         mse = masked_mse(pred.reshape(batch.values.shape), batch.values, batch.observed)
         rows[name] = {"acc_obs": accuracy[name][0], "acc_mask": accuracy[name][1],
-                      **{k: mse[k].item() for k in ("L", "L_obs", "L_mask")}}
+                      **{k: mse[k].item() for k in LOSSES}}
     return pd.DataFrame.from_dict(rows, orient="index")
 
 

@@ -44,6 +44,7 @@ import torch
 from matcomp.analysis.evaluation import losses
 from matcomp.analysis.interventions import ablate_heads
 from matcomp.data import Batch, structured_mask
+from matcomp.metrics import LOSSES
 from matcomp.models.bert import MatrixBert
 from matcomp.models.hooks import attention_hooks, explicit_attention, run_with_cache, stacked
 from matcomp.runs.run import Run
@@ -54,7 +55,6 @@ FAMILY_SCORE = {"identity": "self_observed", "row": "row", "column": "column", "
                 "longest-contiguous-column": "longest_column"}
 ABOVE_NEIGHBOURS = 1.25  # an identity head gives itself this much more than each other key of its row or column
 NO_FAMILY = "other"  # the label of a head that meets no family's criterion
-GROUP_METRICS = ("L", "L_obs", "L_mask")
 
 
 def longest_runs(observed: torch.Tensor) -> torch.Tensor:
@@ -139,15 +139,24 @@ def map_scores(maps: torch.Tensor, observed: torch.Tensor) -> pd.DataFrame:
                         index=pd.RangeIndex(maps.shape[1], name="head"))
 
 
+def uniform_row_column(m: int, n: int) -> tuple[float, float]:
+    """The row and column scores of uniform attention 1/S on m × n matrices: (n − 1)/S and (m − 1)/S.
+
+    >>> uniform_row_column(4, 4)
+    (0.1875, 0.1875)
+    """
+    return (n - 1) / (m * n), (m - 1) / (m * n)
+
+
 def score_baselines(observed: torch.Tensor) -> dict[str, float]:
     """Each score of uniform attention 1/S on masks (N, m, n) or (m, n) (see the module's table)."""
     observed = observed.bool().reshape(-1, *observed.shape[-2:])
     m, n = observed.shape[-2:]
     S = m * n
     seen = observed.float().sum((1, 2)).mean().item() / S
-    return {"row": (n - 1) / S, "column": (m - 1) / S, "self": 1 / S, "self_observed": 1 / S, "observed": seen,
-            "mask": 1 - seen,
-            "masked_row": 1 / S, "longest_column": m / S}
+    row, column = uniform_row_column(m, n)
+    return {"row": row, "column": column, "self": 1 / S, "self_observed": 1 / S, "observed": seen,
+            "mask": 1 - seen, "masked_row": 1 / S, "longest_column": m / S}
 
 
 def mean_maps(model: MatrixBert, batch: Batch) -> torch.Tensor:
@@ -316,7 +325,7 @@ def group_ablation(model: MatrixBert, batch: Batch, groups: dict[str, Iterable[t
         with ablate_heads(model, heads, mode=mode):
             ablated = losses(model, batch)
         row: dict[str, float] = {"heads": len(heads)}
-        for metric in GROUP_METRICS:
+        for metric in LOSSES:
             row |= {metric: base[metric], f"{metric} ablated": ablated[metric],
                     f"{metric} ratio": ablated[metric] / base[metric]}
         rows[name] = row

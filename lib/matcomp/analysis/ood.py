@@ -13,10 +13,14 @@ import dataclasses
 import pandas as pd
 
 from matcomp.analysis.baselines import (
+    BERT,
+    NN,
     bert_completion,
     completion_metrics,
-    nuclear_norm_min,
     with_observed_entries,
+)
+from matcomp.analysis.solvers import (
+    nuclear_norm_min,
 )
 from matcomp.config import DataConfig, RunConfig
 from matcomp.data import sample_batch, second_moment
@@ -58,9 +62,9 @@ def shifted_losses(model: MatrixBert, variants: dict, samples: int = 256, seed: 
         batch = sample_batch(data, samples, analysis_generator(seed))
         keep, _ = with_observed_entries(batch)
         values, observed = batch.values[keep], batch.observed[keep]
-        completions = {"BERT": bert_completion(model, batch)[keep]}
+        completions = {BERT: bert_completion(model, batch)[keep]}
         if baseline:
-            completions["nuclear norm min"] = nuclear_norm_min(values, observed, workers=workers)
+            completions[NN] = nuclear_norm_min(values, observed, workers=workers)
         table = completion_metrics(completions, values, observed)
         table["E[X²]"] = second_moment(data)
         table["L_mask / E[X²]"] = table["L_mask"] / table["E[X²]"]
@@ -122,14 +126,14 @@ def default_axes(data: DataConfig, reach: int = 2) -> dict[str, list[int]]:
             "columns": around(data.n_cols)}
 
 
-def gaussian_training(cfg: RunConfig, steps: int, after_drop: int = 0) -> RunConfig:
+def gaussian_config(cfg: RunConfig, steps: int, after_drop: int = 0) -> RunConfig:
     """``cfg`` trained on N(0, 1) factors instead (App. J.1), clipped to the tokens' range, for
     ``steps`` steps, or until ``after_drop`` steps past its drop (``train.stop_after_drop``)."""
     return cfg.override({"data.distribution": "gaussian", "data.scale": 1.0, "data.clamp": True, "train.steps": steps,
                          "train.stop_after_drop": after_drop})
 
 
-def rank_panel_training(cfg: RunConfig, steps: int, after_drop: int = 0) -> RunConfig | None:
+def rank_panel_config(cfg: RunConfig, steps: int, after_drop: int = 0) -> RunConfig | None:
     """The run whose model Fig. 19's rank panel reads: None when ``cfg`` itself is trained on rank 2
     or more, else ``cfg`` on rank-2 matrices (for ``steps`` steps, or until ``after_drop`` past its
     drop), so that the panel tests the paper's claim rather than extrapolating from rank 1."""

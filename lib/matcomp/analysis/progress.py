@@ -36,7 +36,7 @@ import pandas as pd
 import torch
 
 from matcomp.analysis.embeddings import cluster_score, position_groups
-from matcomp.analysis.heads import head_scores
+from matcomp.analysis.heads import head_scores, uniform_row_column
 from matcomp.analysis.seeds import seed_configs
 from matcomp.config import RunConfig
 from matcomp.data import Batch, sample_batch, second_moment
@@ -144,10 +144,10 @@ def progress_table(run: Run, samples: int = 256, seed: int = 0) -> pd.DataFrame:
 
 def heads_over_uniform(table: pd.DataFrame, n_rows: int, n_cols: int) -> pd.DataFrame:
     """The best row and column head of a ``progress_table`` over uniform attention's scores on
-    n_rows × n_cols matrices ((n − 1)/mn and (m − 1)/mn, ``heads.score_baselines``; 1 = uniform)."""
-    cells = n_rows * n_cols
-    return pd.DataFrame({"best row head / uniform": table["row attention"] / ((n_cols - 1) / cells),
-                         "best column head / uniform": table["column attention"] / ((n_rows - 1) / cells)})
+    n_rows × n_cols matrices (``heads.uniform_row_column``; 1 = uniform)."""
+    row, column = uniform_row_column(n_rows, n_cols)
+    return pd.DataFrame({"best row head / uniform": table["row attention"] / row,
+                         "best column head / uniform": table["column attention"] / column})
 
 
 def against_uniform(run: Run, table: pd.DataFrame) -> pd.DataFrame:

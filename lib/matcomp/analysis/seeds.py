@@ -28,6 +28,16 @@ def seeds_at(cfg: RunConfig, offsets) -> list[int]:
     return [cfg.train.seed + offset for offset in offsets]
 
 
+def censored(steps: pd.Series, budget: int) -> pd.Series:
+    """Drop steps (missing where a run has none within ``budget``) as floats, a missing one counted as
+    ``budget`` + 1: later than any drop within the budget, so that runs with and without a drop compare.
+
+    >>> censored(pd.Series([5060, None], dtype="Int64"), 20000).tolist()
+    [5060.0, 20001.0]
+    """
+    return steps.astype("Float64").fillna(budget + 1).astype(float)
+
+
 def seed_configs(cfg: RunConfig, seeds) -> dict[int, RunConfig]:
     """``cfg`` at each of ``seeds``: the runs of every chapter that reads several seeds."""
     return {seed: cfg.override({"train.seed": seed}) for seed in seeds}

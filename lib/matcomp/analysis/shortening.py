@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from matcomp.analysis.seeds import censored
 from matcomp.config import RunConfig
 from matcomp.drop import final_losses
 from matcomp.runs.run import Run
@@ -50,7 +51,7 @@ def arm_summary(plain: pd.DataFrame, arms: dict[str, pd.DataFrame], budget: int)
         steps = table["drop step"].astype("Float64")
         dropped = steps.dropna().astype(float)
         base = plain_steps.reindex(steps.index)
-        mine, theirs = steps.fillna(budget + 1), base.fillna(budget + 1)  # no drop: later than any within the budget
+        mine, theirs = censored(steps, budget), censored(base, budget)  # no drop: later than any within the budget
         earlier, later = int((mine < theirs).sum()), int((mine > theirs).sum())
         both = (steps - base).dropna().astype(float)
         row = {"dropped": f"{len(dropped)}/{len(steps)}", "mean": dropped.mean(), "sd": dropped.std(),

@@ -13,12 +13,13 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
-from matcomp.analysis.seeds import seed_configs
+from matcomp.analysis.seeds import censored, seed_configs
 from matcomp.config import RunConfig
 from matcomp.data import random_mask
 from matcomp.drop import detect_drop, final_losses, leave_step
 from matcomp.models.factory import build_model, count_parameters
 from matcomp.runs.run import Run
+from matcomp.seeding import mask_generator
 
 FIELDS = {"width": ("model.hidden",), "depth": ("model.layers",), "rank": ("data.rank",),
           "size": ("data.n_rows", "data.n_cols")}
@@ -115,8 +116,8 @@ def variant_summary(table: pd.DataFrame, own: dict[str, int], budget: int) -> pd
                              "first": dropped.min(), "last": dropped.max(),
                              "L_mask after drop": group["L_mask after drop"].mean()}
     summary = pd.DataFrame.from_dict(rows, orient="index").rename_axis(["axis", "value"])
-    censored = table["drop step"].astype("Float64").fillna(budget + 1).astype(float)
-    points = {key: group.to_numpy() for key, group in censored.groupby(level=["axis", "value"])}
+    late = censored(table["drop step"], budget)  # a seed without a drop: after the budget
+    points = {key: group.to_numpy() for key, group in late.groupby(level=["axis", "value"])}
     verdicts = []
     for axis, value in summary.index:
         if value == own[axis]:
@@ -218,7 +219,7 @@ def undetermined(observed: torch.Tensor, rank: int = 1, seed: int = 0, chunk: in
     [[[False, False], [False, True]]]
     """
     N, m, n = observed.shape
-    generator = torch.Generator().manual_seed(seed)
+    generator = mask_generator(seed)
     eye_m, eye_n = torch.eye(m, dtype=torch.float64), torch.eye(n, dtype=torch.float64)
     parts = []
     for seen in observed.split(chunk):
@@ -243,7 +244,7 @@ def undetermined_fraction(n_rows: int, n_cols: int, p_mask: float, rank: int = 1
     """The share of missing entries that are ``undetermined`` for a rank-``rank`` matrix, over ``samples``
     random masks of m × n at ``p_mask``: a floor under what any model can complete (the same masks, and so
     the same number, as ``identifiability``'s at its defaults)."""
-    observed = random_mask(samples, n_rows, n_cols, p_mask, torch.Generator().manual_seed(seed))
+    observed = random_mask(samples, n_rows, n_cols, p_mask, mask_generator(seed))
     return (undetermined(observed, rank).sum() / (~observed).sum()).item()
 
 
@@ -259,7 +260,7 @@ def identifiability(tasks, p_mask: float, samples: int = MASK_SAMPLES) -> pd.Dat
     """
     rows = {}
     for m, n, r in tasks:
-        observed = random_mask(samples, m, n, p_mask, torch.Generator().manual_seed(0))
+        observed = random_mask(samples, m, n, p_mask, mask_generator(0))
         free = undetermined(observed, r)
         missing = (~observed).sum().item()
         rows[f"{m}×{n} rank {r}"] = {

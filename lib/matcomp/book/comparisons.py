@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from matcomp.analysis.baselines import NN, TRUTH
+from matcomp.analysis.baselines import BERT, NN, TRUTH
 from matcomp.book.verdicts import holds
+from matcomp.metrics import PAPER_ORDER
 
-BERT = "BERT"
 MISS = 0.5  # L_mask / E[X²] at or above this is a miss: the completion recovers less than half of E[X²]
 
 
@@ -104,7 +104,7 @@ def lambda_findings(ours: pd.DataFrame, theirs: pd.DataFrame, draws: pd.DataFram
                     paper_L: float) -> str:
     """The λ table against the paper's: each loss's relative difference across λ, the shape of L over λ,
     where the chapter's draw (``seed``) falls among ``draws`` and their mean against the paper's L."""
-    metrics = ["L_obs", "L_mask", "L"]
+    metrics = list(PAPER_ORDER)
     ratio = ours[metrics] / theirs.loc[ours.index, metrics] - 1
     error = (ours[[f"{m} se" for m in metrics]].to_numpy() / ours[metrics]).max()
     best = ours["L"].min()

@@ -3,8 +3,8 @@
 
 Each chapter's runs come from one function here, built from the library functions the chapter
 itself calls with its default parameters: ``seed_configs``, ``component_config``,
-``progress_configs``, ``shortening_defaults``, ``variant_overrides``, ``mixture_overrides``, ``gaussian_training``,
-``rank_panel_training`` and the preset's ``ChapterSizes``. A test executes every chapter at the
+``progress_configs``, ``shortening_defaults``, ``variant_overrides``, ``mixture_overrides``, ``gaussian_config``,
+``rank_panel_config`` and the preset's ``ChapterSizes``. A test executes every chapter at the
 ``smoke`` preset after ``prepare`` and checks that none of them trains, so the plan and the
 chapters cannot drift apart.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from matcomp.analysis.components import component_config
-from matcomp.analysis.ood import gaussian_training, rank_panel_training
+from matcomp.analysis.ood import gaussian_config, rank_panel_config
 from matcomp.analysis.progress import progress_configs
 from matcomp.analysis.seeds import seed_configs, seeds_from
 from matcomp.analysis.shortening import shortening_defaults
@@ -112,8 +112,8 @@ def _sizes_ranks(preset: str) -> list[RunConfig]:
 
 def _ood(preset: str) -> list[RunConfig]:
     cfg, size, uniform = chapter_config(preset), sizes(preset), _seeds(preset)
-    gaussian = [gaussian_training(seed_cfg, size.steps("gaussian_steps", cfg), size.after_drop) for seed_cfg in uniform]
-    rank_run = rank_panel_training(cfg, cfg.train.steps, size.after_drop)
+    gaussian = [gaussian_config(seed_cfg, size.steps("gaussian_steps", cfg), size.after_drop) for seed_cfg in uniform]
+    rank_run = rank_panel_config(cfg, cfg.train.steps, size.after_drop)
     return [*uniform, *gaussian, *([rank_run] if rank_run else [])]
 
 

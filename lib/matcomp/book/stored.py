@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from matcomp.analysis.baselines import draws_derivation, lambda_derivation, sweep_derivation
 from matcomp.analysis.key_numbers import FINDINGS, key_numbers_derivation
-from matcomp.analysis.ood import default_axes, panel_derivations, rank_panel, rank_panel_training
+from matcomp.analysis.ood import default_axes, panel_derivations, rank_panel, rank_panel_config
 from matcomp.analysis.phases import Phases, phases
 from matcomp.book.chapter import DEFAULT_PRESET, ladder_runs, model_preset, paper_scale_runs, sizes
 from matcomp.book.ladder import unread_reason
@@ -68,7 +68,7 @@ def ood_derivations(preset: str = DEFAULT_PRESET) -> list[Derivation]:
     run = _shipped(cfg)
     post = phases(run, paper_steps=size.paper_steps).post
     after_drop = size.after_drop if p["after_drop"] is None else p["after_drop"]
-    rank_cfg = rank_panel_training(cfg, cfg.train.steps, after_drop)
+    rank_cfg = rank_panel_config(cfg, cfg.train.steps, after_drop)
     rank_run, rank_step, _ = rank_panel(run, post, None if rank_cfg is None else _shipped(rank_cfg))
     axes = default_axes(cfg.data, p["reach"])
     return list(panel_derivations(run, post, rank_run, rank_step, cfg.data, axes, p["samples"],

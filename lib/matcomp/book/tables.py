@@ -8,6 +8,7 @@ import pandas as pd
 from IPython.display import Markdown
 
 from matcomp.analysis.embeddings import position_grouping
+from matcomp.metrics import PAPER_ORDER
 
 CELL_CSS = [{"selector": "td, th", "props": "padding: 3px 6px; text-align: right; white-space: nowrap;"},
             {"selector": "th.col_heading", "props": "white-space: normal; max-width: 10em;"},  # long labels wrap
@@ -32,7 +33,7 @@ def styled(table: pd.DataFrame, fmt: str = "{:.3g}", caption: str | None = None)
     return style.set_caption(caption) if caption else style
 
 
-def beside(ours: pd.DataFrame, reference: pd.DataFrame, label: str, metrics=("L_obs", "L_mask", "L"),
+def beside(ours: pd.DataFrame, reference: pd.DataFrame, label: str, metrics=PAPER_ORDER,
            show_reference: bool = True, no_difference=(), caption: str | None = None,
            fmt: str = "{:.3g}") -> pd.io.formats.style.Styler:
     """Our numbers beside a reference's, per metric: a column group of ours, its relative standard error

@@ -3,7 +3,7 @@ default (the training-dynamics chapters):
 
 - **component training** (``train.component``, the paper's Fig. 8): a group of parameters, named by
   a regular expression on ``MatrixBert`` state-dict names, starts from its initialisation while every
-  other parameter is copied from a trained run and frozen (``start_from``). The token group carries
+  other parameter is copied from a trained run and frozen (``freeze_all_but``). The token group carries
   the embedding LayerNorm with it, as the authors' ``train_embed.py`` does; the read-out and the
   (zero) token-type row stay frozen in every variant.
 - **grid positions** (``train.position_init = "grid"``): position (i, j) of an m × n matrix starts at
@@ -53,7 +53,7 @@ def component_names(model: MatrixBert, component: str) -> list[str]:
 
 
 @torch.no_grad()
-def start_from(model: MatrixBert, trained: dict[str, torch.Tensor], component: str) -> MatrixBert:
+def freeze_all_but(model: MatrixBert, trained: dict[str, torch.Tensor], component: str) -> MatrixBert:
     """Copy every parameter outside ``component`` from ``trained`` into ``model`` and freeze it;
     the component keeps its fresh values and stays trainable. Returns ``model``."""
     own = set(component_names(model, component))

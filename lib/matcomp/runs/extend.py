@@ -70,7 +70,7 @@ def state_problem(folder: RunFolder) -> str | None:
     return None
 
 
-def start_from(base: RunFolder, cfg: RunConfig, folder: RunFolder) -> None:
+def continue_from(base: RunFolder, cfg: RunConfig, folder: RunFolder) -> None:
     """Make ``folder`` the unfinished run of ``cfg`` at ``base``'s last step: its checkpoints (linked,
     never written in place), metrics and training state, under ``cfg``'s config. Built aside and
     moved into place, so a crash leaves no half-copied run."""

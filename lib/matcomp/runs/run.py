@@ -15,7 +15,7 @@ from matcomp.drop import Drop, detect_drop
 from matcomp.models.bert import MatrixBert
 from matcomp.models.factory import Model, build_model, metric_names
 from matcomp.models.gpt import MatrixGPT
-from matcomp.runs.folder import RunFolder, sha256_file
+from matcomp.runs.folder import RunFolder, checkpoint_metadata, sha256_file
 
 
 class Run:
@@ -108,7 +108,8 @@ class Run:
 
 def verify(folder: RunFolder, cfg: RunConfig | None = None) -> str | None:
     """Why a finished run folder cannot be trusted, or None if it can: complete.json must list every
-    file with its size and SHA-256, and every byte must still match."""
+    file with its size and SHA-256, every byte must still match, and every checkpoint must say it holds
+    this run's model and task at its own step (``checkpoint_metadata``: a file sealed into the wrong run)."""
     summary = folder.read_complete()
     if summary is None:
         return "complete.json is missing"
@@ -130,6 +131,11 @@ def verify(folder: RunFolder, cfg: RunConfig | None = None) -> str | None:
     for name, digest in recorded.items():
         if sha256_file(folder.path / name) != digest:
             return f"{name} has changed since the run finished (its SHA-256 differs)"
+    for step in folder.checkpoint_steps():  # a checkpoint file also says what it holds: it must be this run's
+        carried = checkpoint_metadata(folder.checkpoint_path(step))
+        if carried is not None and carried != (stored.model, stored.data, step):
+            return (f"{folder.checkpoint_path(step).name} holds the weights of another model, task or step than the "
+                    f"run's (its metadata: step {carried[2]}, {carried[0]}, {carried[1]})")
     try:
         last = folder.last_step()
     except ValueError as err:

@@ -29,7 +29,7 @@ from filelock import FileLock
 
 from matcomp.config import RunConfig
 from matcomp.runs.cost import check_budget
-from matcomp.runs.extend import extendable, start_from
+from matcomp.runs.extend import continue_from, extendable
 from matcomp.runs.folder import RunFolder, sha256_file
 from matcomp.runs.machine import machine
 from matcomp.runs.run import Run, open_run, table_problem, verify
@@ -114,7 +114,7 @@ def get_or_train(cfg: RunConfig, device: str | torch.device | None = None, progr
             check_budget(cfg, resolve_device(device), root, int(resume["step"]) if resume is not None else 0)
         base = None if folder.path.exists() else extendable(cfg, root)
         if base is not None:
-            start_from(base, cfg, folder)
+            continue_from(base, cfg, folder)
         started = time.perf_counter()
         metrics = train(cfg, folder, device=device, progress=progress, trained=_initial_weights(cfg, root),
                         limit_s=limit_s)

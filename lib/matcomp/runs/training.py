@@ -34,7 +34,7 @@ from matcomp.data import sample_batch, second_moment
 from matcomp.drop import drop_settled
 from matcomp.models.bert import MatrixBert
 from matcomp.models.factory import Model, build_model, metric_names, trainable_parameters
-from matcomp.models.recipe import attention_targets, grid_positions, recipe_hooks, start_from
+from matcomp.models.recipe import attention_targets, freeze_all_but, grid_positions, recipe_hooks
 from matcomp.runs.folder import RunFolder
 from matcomp.seeding import EVAL, TRAIN, stream
 
@@ -115,7 +115,7 @@ def init_training(cfg: RunConfig, device: torch.device, attention: str | None = 
         if tc.component != "all":
             if trained is None:
                 raise ValueError(f"train.component {tc.component!r} needs the weights of run {tc.init_from!r}")
-            start_from(model, trained, tc.component)
+            freeze_all_but(model, trained, tc.component)
     optimizer = torch.optim.Adam(trainable_parameters(model), lr=tc.lr)  # constant lr, no weight decay
     return model, optimizer, stream(tc.seed, TRAIN), stream(tc.seed, EVAL)
 

@@ -7,11 +7,12 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.ticker import FormatStrFormatter, MaxNLocator, NullLocator
 
+from matcomp.analysis.baselines import BERT, NN
 from matcomp.analysis.evaluation import TRUTH
 
 # p_mask sweep (the paper's Fig. 3): a style per method, matched by a key contained in the method's name
-SWEEP_STYLES = {"BERT": dict(color="black", lw=2.2, marker="o", ms=4),
-                "nuclear norm min": dict(color="tab:red", marker="s", ms=4),
+SWEEP_STYLES = {BERT: dict(color="black", lw=2.2, marker="o", ms=4),
+                NN: dict(color="tab:red", marker="s", ms=4),
                 "regularised": dict(color="tab:orange", marker="^", ms=4),
                 "soft-impute": dict(color="tab:green", ls="--", marker="v", ms=4),
                 "ALS": dict(color="tab:blue", ls="-.", marker="D", ms=3.5),
@@ -67,7 +68,7 @@ def ood_panels(tables: dict[str, pd.DataFrame], trained: dict[str, int],
             ax = axes[i, j]
             for method, rows in table[column].groupby(level="method", sort=False):
                 values = rows.droplevel("method")
-                color = "black" if method == "BERT" else None
+                color = "black" if method == BERT else None
                 ax.plot(values.index, values.to_numpy(), "o-", label=method, color=color)
             ax.axvline(trained[axis], color="gray", ls="--", lw=1)
             if column.startswith("L_mask /"):
