@@ -8,11 +8,11 @@ import pandas as pd
 import pytest
 import torch
 
-from matcomp.book.plan import CHAPTER_RUNS, plan, plan_table, run_state
+from matcomp.book.plan import CHAPTER_RUNS, plan, plan_table
 from matcomp.cli import main
 from matcomp.runs.cost import CostBook
 from matcomp.runs.parallel import train_all
-from matcomp.runs.store import ENV_NO_TRAINING, get_or_train, runs_root
+from matcomp.runs.store import ENV_NO_TRAINING, get_or_train, run_state, runs_root
 
 ray = pytest.importorskip("ray")
 

@@ -21,10 +21,9 @@ from matcomp.drop import PLATEAU_FROM
 from matcomp.presets import PRESETS
 from matcomp.presets import preset as named_preset
 from matcomp.runs.cost import CostBook, duration
-from matcomp.runs.folder import RunFolder
 from matcomp.runs.run import Run
 from matcomp.runs.shipped import REPO, find_reference
-from matcomp.runs.store import ENV_NO_TRAINING, get_or_train, runs_root
+from matcomp.runs.store import ENV_NO_TRAINING, get_or_train, run_state, runs_root
 from matcomp.runs.training import resolve_device
 
 ENV_PRESET, ENV_SEED, ENV_SET = "MATCOMP_PRESET", "MATCOMP_SEED", "MATCOMP_SET"
@@ -165,16 +164,15 @@ def open_run(cfg: RunConfig, preset: str | None = None) -> tuple[Run, Phases]:
 
 def announce_training(cfg: RunConfig, preset: str | None = None, shipped: bool = True) -> bool:
     """Say, before it starts, that ``cfg`` must train here: which run, why, about how long by the plan's
-    cost model (``matcomp.runs.cost``), and the alternatives. False if it is shipped (and ``shipped``
-    may be used) or stored (or training is forbidden, which ``get_or_train`` then reports)."""
-    folder = RunFolder(runs_root() / cfg.run_id)
-    reference = find_reference(cfg)
-    if (shipped and reference is not None) or folder.complete_path.exists() or os.environ.get(ENV_NO_TRAINING):
+    cost model (``matcomp.runs.cost``) for the steps ``run_state`` says are left (after a resume, or a
+    shorter finished run it continues), and the alternatives. False if it is shipped (and ``shipped`` may
+    be used) or stored (or training is forbidden, which ``get_or_train`` then reports)."""
+    state, done = run_state(cfg, runs_root(), shipped)
+    if state in ("shipped", "stored") or os.environ.get(ENV_NO_TRAINING):
         return False
+    reference = find_reference(cfg)
     why = ("it is shipped with its metrics alone (no checkpoint to analyse) and is not" if reference is not None
            else "it is neither shipped nor")
-    resume = folder.read_resume() if folder.resume_path.exists() else None
-    done = int(resume["step"]) if resume is not None else 0
     device = resolve_device(None)
     seconds = CostBook(runs_root(), device, torch.get_num_threads()).cost(cfg).seconds * (cfg.train.steps - done)
     name = preset_name(preset)

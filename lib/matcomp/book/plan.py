@@ -34,9 +34,7 @@ from matcomp.book.chapter import (
 from matcomp.config import RunConfig
 from matcomp.models.recipe import COMPONENT_PATTERNS
 from matcomp.runs.cost import CostBook
-from matcomp.runs.extend import extendable
-from matcomp.runs.folder import RunFolder
-from matcomp.runs.shipped import find_reference
+from matcomp.runs.store import run_state
 
 
 def _model(preset: str) -> list[RunConfig]:
@@ -161,20 +159,6 @@ def plan(preset: str | None = None, chapters: list[str] | None = None) -> list[P
             if chapter not in users.setdefault(cfg.run_id, []):
                 users[cfg.run_id].append(chapter)
     return [PlannedRun(configs[run_id], tuple(users[run_id])) for run_id in configs]
-
-
-def run_state(cfg: RunConfig, root: Path) -> tuple[str, int]:
-    """Where a run stands: ("shipped" | "stored" | "partial" | "missing", steps trained)."""
-    if find_reference(cfg) is not None:
-        return "shipped", cfg.train.steps
-    folder = RunFolder(Path(root) / cfg.run_id)
-    if folder.complete_path.exists():
-        return "stored", cfg.train.steps
-    resume = folder.read_resume() if folder.resume_path.exists() else None
-    if resume is not None:
-        return "partial", int(resume["step"])
-    base = extendable(cfg, Path(root))  # a shorter finished run that this one continues
-    return ("partial", base.last_step()) if base is not None else ("missing", 0)
 
 
 def plan_table(planned: list[PlannedRun], root: Path, costs: CostBook) -> pd.DataFrame:

@@ -22,7 +22,7 @@ from matcomp.analysis.variants import (
     variant_overrides,
     variant_table,
 )
-from matcomp.book.chapter import DEFAULT_PRESET, rank_search_drops, trained_runs
+from matcomp.book.chapter import DEFAULT_PRESET, rank_search_drops, trained_run, trained_runs
 from matcomp.book.sizes import chapter_sizes
 from matcomp.book.tables import and_text, span_text
 from matcomp.config import RunConfig
@@ -31,7 +31,6 @@ from matcomp.drop import final_losses
 from matcomp.presets import preset
 from matcomp.runs.cost import duration
 from matcomp.runs.run import Run
-from matcomp.runs.store import get_or_train
 from matcomp.seeding import analysis_generator
 
 
@@ -120,9 +119,9 @@ def default_twins(seeds) -> dict[str, str]:
     twins = progress_configs(cfg, seeds, size.after_drop)
     rows = {}
     for seed in seeds:
-        plain, changed = (get_or_train(c.override({"train.seed": seed}), progress=False) for c in (cfg, arm))
+        plain, changed = (trained_run(c.override({"train.seed": seed})) for c in (cfg, arm))
         rows[seed] = {"plain": trained_on(plain.summary), "arms": trained_on(changed.summary),
-                      "twin": trained_on((twin := get_or_train(twins[seed], progress=False)).summary),
+                      "twin": trained_on((twin := trained_run(twins[seed])).summary),
                       "twin drop": twin.drop.half_step, "plain drop": plain.drop.half_step}
     table = pd.DataFrame.from_dict(rows, orient="index")
     other = table[table["plain"] != table["arms"]]
@@ -249,7 +248,7 @@ def progress_numbers(by_seed: pd.DataFrame, spacing: int) -> dict[str, str]:
 def default_gpt(samples: int) -> tuple[Run, dict[str, float], pd.DataFrame]:
     """The default preset's GPT run, the ``greedy_reading`` of its last checkpoint and its ``completion_table``
     beside the default BERT, on ``samples`` matrices drawn as the gpt chapter draws them."""
-    gpt, bert = (get_or_train(preset(name), progress=False) for name in (f"{DEFAULT_PRESET}_gpt", DEFAULT_PRESET))
+    gpt, bert = (trained_run(preset(name)) for name in (f"{DEFAULT_PRESET}_gpt", DEFAULT_PRESET))
     batch = sample_batch(gpt.config.data, samples, analysis_generator(gpt.config.train.seed))
     return gpt, greedy_reading(gpt.gpt(gpt.steps[-1]), batch), completion_table(gpt, bert, batch)
 

@@ -123,6 +123,23 @@ def get_or_train(cfg: RunConfig, device: str | torch.device | None = None, progr
     return Run(folder.path)
 
 
+def run_state(cfg: RunConfig, root: Path, shipped: bool = True) -> tuple[str, int]:
+    """Where a run stands, as ``get_or_train`` will find it (shipped, stored, resumed, or continued from a
+    shorter finished run): ("shipped" | "stored" | "partial" | "missing", steps already trained). The one
+    prediction the plan and a chapter's training announcement read; with ``shipped`` False, as
+    ``get_or_train(shipped=False)`` finds it (a run shipped with its metrics alone, read for its checkpoints)."""
+    if shipped and find_reference(cfg) is not None:
+        return "shipped", cfg.train.steps
+    folder = RunFolder(Path(root) / cfg.run_id)
+    if folder.complete_path.exists():
+        return "stored", cfg.train.steps
+    resume = folder.read_resume() if folder.resume_path.exists() else None
+    if resume is not None:
+        return "partial", int(resume["step"])
+    base = extendable(cfg, Path(root))  # a shorter finished run that this one continues
+    return ("partial", base.last_step()) if base is not None else ("missing", 0)
+
+
 def _initial_weights(cfg: RunConfig, root: Path) -> dict[str, torch.Tensor] | None:
     """The final weights of run ``train.init_from`` (shipped or in ``root``), for component training."""
     run_id = cfg.train.init_from
