@@ -16,7 +16,19 @@ from matcomp.analysis.key_numbers import Side, finding_spec, key_numbers
 from matcomp.analysis.phases import Phases
 from matcomp.analysis.seeds import trained_on
 from matcomp.book.tables import findings, styled
-from matcomp.book.verdicts import AGAINST, CHECK, DIRECTION, MARKS, MATCHES, UNREAD, Claim, Verdict, verdict
+from matcomp.book.verdicts import (
+    AGAINST,
+    CHECK,
+    DIRECTION,
+    MARKS,
+    MATCHES,
+    UNREAD,
+    Claim,
+    Verdict,
+    by_reason,
+    seed_list,
+    verdict,
+)
 from matcomp.data import second_moment
 from matcomp.paper import SUDDEN_DROP
 from matcomp.presets import preset
@@ -118,12 +130,8 @@ class Ladder:
             columns[f"seed {seed}, step {self.steps[seed]:,}"] = {
                 key: f"{number_text(self.seeds.loc[seed, key])} {MARKS[verdicts[key].marks[seed]]}"
                 for key in self.claims}
-        reasons: dict[str, list[str]] = {}
-        for seed, why in self.unread.items():
-            reasons.setdefault(why, []).append(str(seed))
-        for why, seeds in reasons.items():
-            label = f"seed{'s' * (len(seeds) > 1)} {', '.join(seeds)}: {why}"
-            columns[label] = dict.fromkeys(self.claims, MARKS[UNREAD])
+        for why, seeds in by_reason(self.unread).items():
+            columns[f"{seed_list(seeds)}: {why}"] = dict.fromkeys(self.claims, MARKS[UNREAD])
         read = self.seeds.drop(index=list(self.unread))
         columns[f"mean of {len(read)} read (range)"] = {key: _spread(read[key]) for key in self.claims}
         columns["the paper"] = {key: number_text(claim.paper) for key, claim in self.claims.items()}
@@ -148,8 +156,8 @@ class Ladder:
         verdicts, beyond, sentences = self.verdicts(), self.beyond_verdicts(), []
         read = [seed for seed in self.seeds.index if seed not in self.unread]
         for key, claim in self.claims.items():
-            values = (f"seed{'s' * (len(read) > 1)} {', '.join(map(str, read))}: "
-                      + ", ".join(number_text(self.seeds.loc[seed, key]) for seed in read)) if read else "no seed read"
+            values = (f"{seed_list(read)}: " + ", ".join(number_text(self.seeds.loc[seed, key]) for seed in read)
+                      if read else "no seed read")
             if key in self.apart:
                 sentences.append(f"{key}: {self.apart[key]}, not judged here ({values}).")
                 continue
@@ -206,7 +214,7 @@ def finding_ladders(finding: str, runs: Mapping[str, Mapping[int, tuple[Run, Pha
     first key number is how far below its plateau each run ends (``DEPTH``, judged on the sudden drop's page
     only): a number that holds on a deeper run and not on a shallower one points to an unfinished model."""
     spec = finding_spec(finding)
-    claims = {DEPTH: Claim(paper_depth(), 2.0),  # a run that ends below half its plateau has dropped
+    claims = {DEPTH: drop_claims()[DEPTH],  # shown as how finished each run is; judged with the drop
               **{key: Claim(paper, spec.references.get(key)) for key, paper in spec.paper.items()}}
 
     def read(run: Run, shift: Phases | None) -> tuple[dict[str, float], str | None]:

@@ -106,12 +106,31 @@ class Verdict:
         parts += [f"neither on {against}"] if against and (size or direction) else []
         text = f"{self.category}: {', '.join(parts)}"
         if self.unread:
-            reasons: dict[str, list[str]] = {}
-            for seed, reason in self.unread.items():
-                reasons.setdefault(reason, []).append(str(seed))
             text += (f"; {len(self.unread)} cannot be read ("
-                     + "; ".join(f"seed{'s' * (len(s) > 1)} {', '.join(s)}: {r}" for r, s in reasons.items()) + ")")
+                     + "; ".join(f"{seed_list(seeds)}: {why}" for why, seeds in by_reason(self.unread).items()) + ")")
         return text
+
+
+def seed_list(seeds) -> str:
+    """Seeds as a text names them: "seed 3", "seeds 1, 2".
+
+    >>> seed_list([3]), seed_list([1, 2])
+    ('seed 3', 'seeds 1, 2')
+    """
+    seeds = list(seeds)
+    return f"seed{'s' * (len(seeds) > 1)} {', '.join(map(str, seeds))}"
+
+
+def by_reason(unread: Mapping[Any, str]) -> dict[str, list]:
+    """The seeds that cannot be read (seed -> why), grouped by why, in their order.
+
+    >>> by_reason({1: "no drop", 2: "no drop", 4: "stopped"})
+    {'no drop': [1, 2], 'stopped': [4]}
+    """
+    reasons: dict[str, list] = {}
+    for seed, why in unread.items():
+        reasons.setdefault(why, []).append(seed)
+    return reasons
 
 
 def verdict(values: Mapping[Any, float], claim: Claim, unread: Mapping[Any, str] | None = None) -> Verdict:
