@@ -5,6 +5,7 @@ README's build (``-W``), but for references to the glued numbers and figures of 
 here, which exist only once its cells run. Every chapter is executed on its own by
 nbmake (``book/*.ipynb`` in the test paths), but for those this build executes, so none runs twice."""
 
+import ast
 import re
 import shutil
 import subprocess
@@ -114,3 +115,39 @@ def test_code_cells_are_short():
     lengths = code_cell_lengths()
     median, p90 = lengths[len(lengths) // 2], lengths[int(0.9 * len(lengths))]
     assert median <= 5 and p90 <= 12, f"code cells: median {median}, 90th percentile {p90} non-blank lines"
+
+
+def code_cells(path: Path) -> list[str]:
+    import nbformat
+
+    return [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+
+
+def test_each_chapter_has_its_module_in_the_book_s_order():
+    from matcomp.book.chapters import CHAPTERS
+
+    notebooks = [name.removeprefix("book/") for name in toc_files() if (ROOT / f"{name}.ipynb").exists()]
+    assert list(CHAPTERS) == notebooks
+
+
+@pytest.mark.parametrize("chapter", sorted(p.stem for p in (ROOT / "book").glob("*.ipynb")))
+def test_a_notebook_imports_its_own_module_alone_apart_from_plots_and_widgets(chapter):
+    """What a chapter computes or says lives in ``matcomp.book.chapters.<chapter>``; the notebook reaches the
+    library only through it, besides the shared figures and explorers."""
+    imported = {node.module if isinstance(node, ast.ImportFrom) else alias.name
+                for source in code_cells(ROOT / "book" / f"{chapter}.ipynb")
+                for node in ast.walk(ast.parse(source)) if isinstance(node, (ast.Import, ast.ImportFrom))
+                for alias in node.names}
+    library = {m for m in imported if m and m.split(".")[0] == "matcomp"}
+    others = {m for m in library if not m.startswith(("matcomp.book.plots", "matcomp.book.widgets"))}
+    assert others == {"matcomp.book.chapters"}, f"{chapter} imports {sorted(others)}"
+
+
+@pytest.mark.parametrize("chapter", sorted(p.stem for p in (ROOT / "book").glob("*.ipynb")))
+def test_a_chapter_opens_in_a_short_cell(chapter):
+    """The cells up to the one that opens the chapter's runs (``setup``, else the first after the check of
+    its parameters) are short: the opening lives in the chapter's module."""
+    cells = code_cells(ROOT / "book" / f"{chapter}.ipynb")[1:]
+    opening = next((i for i, source in enumerate(cells) if "chapter.setup(" in source), min(2, len(cells) - 1))
+    for source in cells[:opening + 1]:
+        assert sum(1 for line in source.splitlines() if line.strip()) < 8, f"{chapter}:\n{source}"

@@ -1,5 +1,5 @@
-"""The numbers the chapters' closing prose quotes (``matcomp.book.prose``), on small tables whose answers
-are known, and the GPT's sign-or-magnitude reading."""
+"""The numbers the chapters' closing prose quotes (each in its chapter's module, ``matcomp.book.chapters``),
+on small tables whose answers are known, and the GPT's sign-or-magnitude reading."""
 
 import pandas as pd
 import pytest
@@ -8,8 +8,11 @@ import torch
 from matcomp.analysis.gpt import sign_and_magnitude
 from matcomp.analysis.shortening import arm_summary
 from matcomp.analysis.variants import identifiability
-from matcomp.book.prose import gpt_numbers, progress_numbers, seeds_text, shortening_numbers, sizes_numbers
-from matcomp.book.tables import and_text, span_text
+from matcomp.book.chapters.gpt import gpt_numbers
+from matcomp.book.chapters.progress import progress_numbers
+from matcomp.book.chapters.shortening import shortening_numbers
+from matcomp.book.chapters.sizes_ranks import sizes_numbers
+from matcomp.book.tables import and_text, seeds_text, span_text
 from matcomp.presets import preset
 from matcomp.runs.shipped import find_reference
 
@@ -133,7 +136,7 @@ def test_the_answer_at_missing_entries_is_read_rising_before_the_loss_leaves_its
 
 
 def test_rank_search_findings_read_each_run_and_the_tasks_no_less_determined_than_one_that_drops():
-    from matcomp.book.prose import rank_search_findings
+    from matcomp.book.chapters.sizes_ranks import rank_search_findings
 
     reading = pd.DataFrame({"best row head / uniform": [1.01, 1.049, 1.039],
                             "best column head / uniform": [1.0, 1.02, 1.03],
@@ -154,7 +157,7 @@ def test_rank_search_findings_read_each_run_and_the_tasks_no_less_determined_tha
 
 
 def test_rank_drop_numbers_read_the_shipped_gpu_run_around_its_drop():
-    from matcomp.book.prose import rank_drop_numbers
+    from matcomp.book.chapters.sizes_ranks import rank_drop_numbers
 
     numbers = rank_drop_numbers()  # the paper's run, shipped with its metrics and head measures alone
     run = find_reference(preset("paper", {"train.precision": "tf32", "train.steps": 32000}))

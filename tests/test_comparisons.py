@@ -1,21 +1,18 @@
-"""What the nuclear_norm and ood chapters say about their tables (``matcomp.book.comparisons``)."""
+"""What the nuclear_norm and ood chapters say about their tables (``matcomp.book.chapters.nuclear_norm``
+and ``matcomp.book.chapters.ood``)."""
 
 import pandas as pd
 import pytest
 
 from matcomp.analysis.baselines import NN, TRUTH
-from matcomp.book.comparisons import (
+from matcomp.book.chapters.nuclear_norm import (
     agreement_text,
     als_findings,
-    axis_verdicts,
-    distribution_findings,
     lambda_findings,
     matched_norms,
     norm_findings,
-    rank_note,
-    rows_summary,
-    twin_findings,
 )
+from matcomp.book.chapters.ood import axis_verdicts, distribution_findings, rank_note, rows_summary, twin_findings
 
 ALS = "rank-1 ALS (oracle)"
 

@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 import torch
 
-from matcomp.book.plan import CHAPTER_RUNS, plan, plan_table
+from matcomp.book.chapters import chapter_runs
+from matcomp.book.plan import plan, plan_table
 from matcomp.cli import main
 from matcomp.runs.cost import CostBook
 from matcomp.runs.parallel import train_all
@@ -100,7 +101,7 @@ def test_after_prepare_the_smoke_chapters_train_nothing(local_ray, monkeypatch, 
     monkeypatch.setenv(ENV_NO_TRAINING, "1")
     book = os.path.join(os.path.dirname(__file__), "..", "book")
     for chapter in ("components", "sudden_drop"):
-        assert CHAPTER_RUNS[chapter]("smoke")
+        assert chapter_runs(chapter, "smoke")
         papermill.execute_notebook(f"{book}/{chapter}.ipynb", str(tmp_path / f"{chapter}.ipynb"),
                                    parameters={"preset": "smoke"}, cwd=book, progress_bar=False)
 

@@ -4,7 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from matcomp.book.tables import silhouette_findings, styled
+from matcomp.book.chapters.embeddings import silhouette_findings
+from matcomp.book.tables import styled
 
 
 def test_styled_formats_numbers_leaves_missing_cells_blank_and_captions():
@@ -98,7 +99,7 @@ def test_moves_text_says_which_way_and_by_how_much_and_refuses_what_it_cannot_sa
 
 
 def test_versus_findings_says_no_p_mask_when_the_bert_is_behind_everywhere():
-    from matcomp.book.tables import versus_findings
+    from matcomp.book.chapters.nuclear_norm import versus_findings
 
     versus = pd.DataFrame({"L gap (NN − BERT)": [-0.002, -0.004], "gap / s.e.": [-14.2, -1.5],
                            "norm, BERT": [2.0, 2.0], "norm, nuclear norm min": [1.0, 3.0]}, index=[0.3, 0.6])

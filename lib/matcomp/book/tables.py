@@ -7,7 +7,6 @@ from __future__ import annotations
 import pandas as pd
 from IPython.display import Markdown
 
-from matcomp.analysis.embeddings import position_grouping
 from matcomp.metrics import PAPER_ORDER
 
 CELL_CSS = [{"selector": "td, th", "props": "padding: 3px 6px; text-align: right; white-space: nowrap;"},
@@ -139,49 +138,6 @@ def variant_findings(summary: pd.DataFrame, budget: int, after_drop: int) -> lis
     return sentences
 
 
-def family_findings(counts: pd.DataFrame, label: str) -> list[str]:
-    """One sentence per family of a ``matcomp.analysis.heads.family_counts`` table (families x seeds): in how
-    many of the seeds it has heads, and how many in each.
-
-    >>> family_findings(pd.DataFrame({0: [2, 0], 1: [1, 0]}, index=["row", "masked-row"]), "random masks")
-    ['row heads on random masks: in 2 of 2 seeds (2, 1 heads).', 'masked-row heads on random masks: in 0 of 2 seeds.']
-    """
-    sentences = []
-    for family, row in counts.iterrows():
-        heads = f" ({', '.join(str(int(n)) for n in row)} heads)" if row.any() else ""
-        sentences.append(f"{family} heads on {label}: in {int((row > 0).sum())} of {len(row)} seeds{heads}.")
-    return sentences
-
-
-def versus_findings(versus: pd.DataFrame, at: float, method: str = "nuclear-norm minimisation") -> str:
-    """The sentence that reads a ``matcomp.analysis.baselines.versus_table``: where the BERT's L is below
-    ``method``'s and where that is resolved (more than 2 paired s.e.), which way it goes at the training
-    p_mask ``at``, where it is behind by more than 2 s.e., and at how many p_mask its nuclear norm is the
-    larger. Resolution is said only where it is true; "no p_mask" rather than an empty list.
-
-    >>> v = pd.DataFrame({"L gap (NN − BERT)": [0.002, -0.001, -0.004], "gap / s.e.": [3.0, -1.0, -5.0],
-    ...                   "norm, BERT": [2.0, 2.0, 2.0], "norm, x": [1.0, 1.0, 3.0]}, index=[0.1, 0.3, 0.5])
-    >>> for clause in versus_findings(v, at=0.3).split("; "): print(clause)
-    The BERT's L is below nuclear-norm minimisation's at p_mask 0.1 (by more than 2 paired s.e. at 0.1)
-    at its training p_mask 0.3 it is behind by 1.0 s.e.
-    it is behind by more than 2 s.e. at 0.5
-    its nuclear norm is the larger at 2 of 3 values of p_mask.
-    """
-    def listed(index) -> str:
-        return ", ".join(f"{p:g}" for p in index)
-
-    gap, z = versus["L gap (NN − BERT)"], versus["gap / s.e."]
-    ahead, resolved, behind = versus.index[gap > 0], versus.index[z > 2], versus.index[z < -2]
-    where = (f"at p_mask {listed(ahead)} (by more than 2 paired s.e. at {listed(resolved) or 'none of them'})"
-             if len(ahead) else "at no p_mask")
-    other = next(column for column in versus if column.startswith("norm, ") and column != "norm, BERT")
-    larger = int((versus["norm, BERT"] > versus[other]).sum())
-    side = "ahead" if gap.loc[at] > 0 else "behind"
-    return (f"The BERT's L is below {method}'s {where}; at its training p_mask {at:g} it is {side} by "
-            f"{abs(z.loc[at]):.1f} s.e.; it is behind by more than 2 s.e. at {listed(behind) or 'no p_mask'}; "
-            f"its nuclear norm is the larger at {larger} of {len(versus)} values of p_mask.")
-
-
 def span_text(values, fmt: str = "{:,.0f}") -> str:
     """The smallest and largest of ``values`` (missing ones left out) as "3,804–6,488", one value alone if
     they are equal, "none" if there is none: a range a sentence quotes.
@@ -215,62 +171,13 @@ def glue_texts(texts: dict[str, object]) -> None:
         glue(key, str(value), display=False)
 
 
-def component_findings(table: pd.DataFrame, min_plateau: int) -> list[str]:
-    """One sentence per group of a ``matcomp.analysis.components.plateau_table``: whether it has a plateau
-    (and how long, against the ``min_plateau`` threshold; "only just" when under twice it), where it
-    falls below half, in how many steps and whether suddenly, and its final L_mask.
+def seeds_text(seeds) -> str:
+    """Seeds as "0–3" (consecutive) or "0, 2 and 5".
 
-    >>> t = pd.DataFrame({"plateau": ["yes"], "leaves the plateau": [561], "below half": [2703],
-    ...                   "fall (steps)": [2142], "fall": ["gradual"], "final L_mask": [0.02]}, index=["attention"])
-    >>> for part in component_findings(t, 500)[0].split("; "): print(part)
-    attention: a plateau of 561 steps, only just above the 500-step threshold
-    it then falls to half the plateau in 2,142 steps (gradual: longer than the plateau), at step 2,703
-    L_mask 0.020 at its last step.
-    >>> short = t.assign(plateau="no", **{"leaves the plateau": None, "below half": None})
-    >>> for part in component_findings(short, 500)[0].split(", "): print(part)
-    attention: on the copying level for the whole of its run
-    which is shorter than the 500-step threshold
-    so not counted as a plateau; it does not fall below half within its run; L_mask 0.020 at its last step.
+    >>> seeds_text(range(4)), seeds_text([0, 2, 5]), seeds_text([3])
+    ('0–3', '0, 2 and 5', '3')
     """
-    sentences = []
-    for name, row in table.iterrows():
-        leaves = row["leaves the plateau"]
-        if row["plateau"] == "yes":
-            close = ", only just above" if pd.notna(leaves) and leaves < 2 * min_plateau else ", against"
-            text = (f"{name}: a plateau of {int(leaves):,} steps{close} the {min_plateau:,}-step threshold"
-                    if pd.notna(leaves) else f"{name}: a plateau to the end of its run")
-        elif pd.isna(leaves):
-            text = (f"{name}: on the copying level for the whole of its run, which is shorter than the "
-                    f"{min_plateau:,}-step threshold, so not counted as a plateau")
-        else:
-            text = f"{name}: no plateau (it leaves the copying level {at_step(leaves)})"
-        if pd.notna(row["below half"]):
-            kind = "longer than" if row["fall"] == "gradual" else "shorter than"
-            fall = (f"; it then falls to half the plateau in {int(row['fall (steps)']):,} steps ({row['fall']}: {kind} "
-                    f"the plateau), {at_step(row['below half'])}" if row["plateau"] == "yes" and pd.notna(leaves)
-                    else f"; below half {at_step(row['below half'])}")
-            text += fall
-        else:
-            text += "; it does not fall below half within its run"
-        sentences.append(text + f"; L_mask {row['final L_mask']:.3f} at its last step.")
-    return sentences
-
-
-def silhouette_findings(by_seed: pd.DataFrame) -> list[str]:
-    """One sentence per seed of ``matcomp.analysis.embeddings.silhouettes_by_seed``: its silhouette by column
-    and by row at its first and last saved checkpoint, and how its final position embeddings group
-    (``position_grouping``)."""
-    sentences = []
-    for seed, table in by_seed.groupby(level="seed"):
-        first, last = table.iloc[0], table.iloc[-1]
-        steps = table.index.get_level_values("step")
-        if pd.isna(first["from drop"]):
-            around = "; it has no drop"
-        else:
-            around = (f" ({abs(first['from drop']):,.0f} steps {'before' if first['from drop'] < 0 else 'after'} its "
-                      f"drop to {abs(last['from drop']):,.0f} {'before' if last['from drop'] < 0 else 'after'})")
-        grouping = position_grouping(table.iloc[[-1]]).iloc[0]
-        sentences.append(f"Seed {seed}: by column {first['by column']:+.2f} → {last['by column']:+.2f} and by row "
-                         f"{first['by row']:+.2f} → {last['by row']:+.2f} from step {steps[0]:,} to {steps[-1]:,}"
-                         f"{around}; it ends grouped by {grouping}.")
-    return sentences
+    seeds = list(seeds)
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"{seeds[0]}–{seeds[-1]}"
+    return and_text(seeds)

@@ -1,0 +1,40 @@
+"""One module per chapter of the book, named as its notebook: the notebook imports that module alone
+(apart from plots), and the module holds what belongs to that chapter only.
+
+Each module declares ``runs_read(preset)``, the runs its chapter reads with its default parameters,
+built from the same library calls the chapter makes, which ``python -m matcomp plan`` and ``prepare``
+read (``matcomp.book.plan``); most have a ``setup`` that opens the chapter's runs and prints what they
+are; and each holds the sentences and glued numbers only its chapter says. What several chapters share
+stays in ``matcomp.book`` (the chapter's opening, tables, the ladder, plots by family).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from matcomp.analysis.seeds import seed_configs, seeds_from
+from matcomp.book.chapter import chapter_config, one_model_configs, sizes
+from matcomp.config import RunConfig
+
+# the chapters in the book's order (``_toc.yml``; ``tests/test_book.py`` holds the two together)
+CHAPTERS = ("intro", "task", "sudden_drop", "copying_phase", "nuclear_norm", "observed_entries", "attention_patching",
+            "head_taxonomy", "embeddings", "probing", "components", "progress", "shortening", "gpt", "width_depth",
+            "sizes_ranks", "ood")
+
+
+def chapter_runs(chapter: str, preset: str) -> list[RunConfig]:
+    """The runs ``chapter`` reads at ``preset`` (its module's ``runs_read``)."""
+    if chapter not in CHAPTERS:
+        raise ValueError(f"chapter must be one of {list(CHAPTERS)}; got {chapter!r}")
+    return importlib.import_module(f"{__name__}.{chapter}").runs_read(preset)
+
+
+def model_runs(preset: str) -> list[RunConfig]:
+    """The one-model preset's runs at its seeds: what a one-model chapter and its ladder read."""
+    return list(one_model_configs(preset).values())
+
+
+def seed_runs(preset: str, count: str = "seeds") -> list[RunConfig]:
+    """The scale's own run at the seeds of ``ChapterSizes.<count>``: a several-seed part's runs."""
+    cfg = chapter_config(preset)
+    return list(seed_configs(cfg, seeds_from(cfg, getattr(sizes(preset), count))).values())

@@ -1,0 +1,85 @@
+"""The components chapter (NeurIPS Fig. 8): each group of parameters trained alone from the same start,
+and how its loss leaves the copying plateau; the sentences it says of each group."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from matcomp.analysis.components import component_config, fig8_checks, plateau_table
+from matcomp.book.chapter import chapter_config, checked_parameters, preset_name, sizes, trained_run
+from matcomp.book.tables import at_step, findings, styled
+from matcomp.book.verdicts import holds
+from matcomp.config import RunConfig
+from matcomp.models.recipe import COMPONENT_PATTERNS
+from matcomp.paper import COMPONENT_DYNAMICS
+
+__all__ = [  # the names its notebook uses
+    "COMPONENT_DYNAMICS", "at_step", "checked_parameters", "component_findings", "fig8_checks", "findings",
+    "holds", "plateau_table", "preset_name", "setup", "styled",
+]
+
+
+def runs_read(preset: str) -> list[RunConfig]:
+    """The chapter's run, then each group's run from its start, at the preset's budget."""
+    cfg, size = chapter_config(preset), sizes(preset)
+    steps = size.steps("component_steps", cfg)
+    return [cfg] + [component_config(cfg, c, cfg.run_id, steps, size.after_drop) for c in COMPONENT_PATTERNS]
+
+
+def setup(preset: str | None, seed: int | None, overrides: str, steps: int | None, after_drop: int | None):
+    """The chapter's config, its trained run, the budget of each group's run (``steps``, None: the preset's)
+    and the group -> run of each group trained alone from the run's start, printed as it goes."""
+    cfg = chapter_config(preset, seed, overrides)
+    base = trained_run(cfg, preset)
+    steps = steps or sizes(preset).steps("component_steps", cfg)
+    after_drop = sizes(preset).after_drop if after_drop is None else after_drop
+    print(f"trained model: {base.config.run_id} ({preset_name(preset)} preset), final checkpoint step "
+          f"{base.steps[-1]}; its own drop: {base.drop}")
+
+    runs = {c: trained_run(component_config(cfg, c, base.config.run_id, steps, after_drop), preset)
+            for c in COMPONENT_PATTERNS}
+    for c, run in runs.items():
+        print(f"{c:>9} alone: run {run.config.run_id}, stopped at step {run.last_step:,} of {steps:,}")
+    return cfg, base, steps, runs
+
+
+
+def component_findings(table: pd.DataFrame, min_plateau: int) -> list[str]:
+    """One sentence per group of a ``matcomp.analysis.components.plateau_table``: whether it has a plateau
+    (and how long, against the ``min_plateau`` threshold; "only just" when under twice it), where it
+    falls below half, in how many steps and whether suddenly, and its final L_mask.
+
+    >>> t = pd.DataFrame({"plateau": ["yes"], "leaves the plateau": [561], "below half": [2703],
+    ...                   "fall (steps)": [2142], "fall": ["gradual"], "final L_mask": [0.02]}, index=["attention"])
+    >>> for part in component_findings(t, 500)[0].split("; "): print(part)
+    attention: a plateau of 561 steps, only just above the 500-step threshold
+    it then falls to half the plateau in 2,142 steps (gradual: longer than the plateau), at step 2,703
+    L_mask 0.020 at its last step.
+    >>> short = t.assign(plateau="no", **{"leaves the plateau": None, "below half": None})
+    >>> for part in component_findings(short, 500)[0].split(", "): print(part)
+    attention: on the copying level for the whole of its run
+    which is shorter than the 500-step threshold
+    so not counted as a plateau; it does not fall below half within its run; L_mask 0.020 at its last step.
+    """
+    sentences = []
+    for name, row in table.iterrows():
+        leaves = row["leaves the plateau"]
+        if row["plateau"] == "yes":
+            close = ", only just above" if pd.notna(leaves) and leaves < 2 * min_plateau else ", against"
+            text = (f"{name}: a plateau of {int(leaves):,} steps{close} the {min_plateau:,}-step threshold"
+                    if pd.notna(leaves) else f"{name}: a plateau to the end of its run")
+        elif pd.isna(leaves):
+            text = (f"{name}: on the copying level for the whole of its run, which is shorter than the "
+                    f"{min_plateau:,}-step threshold, so not counted as a plateau")
+        else:
+            text = f"{name}: no plateau (it leaves the copying level {at_step(leaves)})"
+        if pd.notna(row["below half"]):
+            kind = "longer than" if row["fall"] == "gradual" else "shorter than"
+            fall = (f"; it then falls to half the plateau in {int(row['fall (steps)']):,} steps ({row['fall']}: {kind} "
+                    f"the plateau), {at_step(row['below half'])}" if row["plateau"] == "yes" and pd.notna(leaves)
+                    else f"; below half {at_step(row['below half'])}")
+            text += fall
+        else:
+            text += "; it does not fall below half within its run"
+        sentences.append(text + f"; L_mask {row['final L_mask']:.3f} at its last step.")
+    return sentences

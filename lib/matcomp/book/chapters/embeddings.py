@@ -1,0 +1,120 @@
+"""The embeddings chapter (NeurIPS Fig. 7): the value tokens' and the positions' embeddings of the
+trained model, how the positions group over training and over seeds, and its sentences on them."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from matcomp.analysis.embeddings import (
+    component_correlations,
+    middle_row_z,
+    norm_symmetry,
+    on_top_components,
+    position_embeddings,
+    position_grouping,
+    position_groups,
+    position_norm_profile,
+    position_silhouettes,
+    principal_components,
+    silhouettes_by_seed,
+    silhouettes_over_seeds,
+    task_values,
+    tsne_layout,
+    value_embeddings,
+)
+from matcomp.analysis.key_numbers import Side
+from matcomp.analysis.seeds import seed_configs, seeds_from
+from matcomp.book.chapter import (
+    chapter_config,
+    checked_parameters,
+    ladder_runs,
+    model_preset,
+    open_chapter,
+    open_seeds,
+    paper_scale_runs,
+    sizes,
+    trained_runs,
+)
+from matcomp.book.chapters import model_runs, seed_runs
+from matcomp.book.ladder import finding_ladders, show_ladder, unread_reason
+from matcomp.book.tables import at_step, findings, styled
+from matcomp.book.verdicts import Claim, verdict
+from matcomp.config import RunConfig
+from matcomp.paper import WS_POSITION_NORM_DIP
+
+__all__ = [  # the names its notebook uses
+    "WS_POSITION_NORM_DIP", "Claim", "Side", "chapter_config", "checked_parameters", "closing_findings",
+    "component_correlations", "finding_ladders", "findings", "ladder_runs", "middle_row_z", "model_preset",
+    "norm_symmetry", "on_top_components", "open_seeds", "paper_scale_runs", "position_embeddings",
+    "position_grouping", "position_norm_profile", "position_silhouettes", "principal_components", "seed_configs",
+    "seeds_from", "setup", "show_ladder", "silhouette_findings", "silhouettes_by_seed", "silhouettes_over_seeds",
+    "sizes", "styled", "trained_runs", "tsne_layout", "unread_reason", "value_embeddings", "verdict",
+]
+
+
+def runs_read(preset: str) -> list[RunConfig]:
+    """The one-model runs (the chapter's model and its ladder), then the scale's seeds."""
+    return model_runs(preset) + seed_runs(preset)
+
+
+def setup(preset: str | None, model: str | None, seed: int | None, overrides: str, value_samples: int,
+          seeds: int | None):
+    """The chapter's config, run and phases, its post-shift model, every value token of the task, the
+    positions grouped by row and by column, and the seeds of the several-seed part (None: the preset's)."""
+    cfg, run, shift = open_chapter(model_preset(preset, model), seed, overrides)
+    seeds = seeds or sizes(preset).seeds
+    d = cfg.data
+
+    S = d.n_rows * d.n_cols
+    values = task_values(d, value_samples)  # every value token the task uses
+    rows, cols = position_groups(d.n_rows, d.n_cols)
+    post = run.checkpoint(shift.post)
+    print(f"value tokens from {values[0]:.2f} to {values[-1]:.2f} ({len(values)} tokens); {S} positions")
+    return cfg, run, shift, post, values, rows, cols, seeds
+
+
+def silhouette_findings(by_seed: pd.DataFrame) -> list[str]:
+    """One sentence per seed of ``matcomp.analysis.embeddings.silhouettes_by_seed``: its silhouette by column
+    and by row at its first and last saved checkpoint, and how its final position embeddings group
+    (``position_grouping``)."""
+    sentences = []
+    for seed, table in by_seed.groupby(level="seed"):
+        first, last = table.iloc[0], table.iloc[-1]
+        steps = table.index.get_level_values("step")
+        if pd.isna(first["from drop"]):
+            around = "; it has no drop"
+        else:
+            around = (f" ({abs(first['from drop']):,.0f} steps {'before' if first['from drop'] < 0 else 'after'} its "
+                      f"drop to {abs(last['from drop']):,.0f} {'before' if last['from drop'] < 0 else 'after'})")
+        grouping = position_grouping(table.iloc[[-1]]).iloc[0]
+        sentences.append(f"Seed {seed}: by column {first['by column']:+.2f} → {last['by column']:+.2f} and by row "
+                         f"{first['by row']:+.2f} → {last['by row']:+.2f} from step {steps[0]:,} to {steps[-1]:,}"
+                         f"{around}; it ends grouped by {grouping}.")
+    return sentences
+
+
+def closing_findings(values, norms, correlations: pd.DataFrame, scores: pd.DataFrame, silhouettes: pd.DataFrame,
+                     shift, run, by_seed: pd.DataFrame, seed_task: str) -> list[str]:
+    """The chapter's closing sentences: the value tokens' norm curve (``values``, ``norms``) and which principal
+    component reads sign and magnitude (``component_correlations``); the final position embeddings' silhouettes
+    (``scores``) and their path from the pre- to the post-shift checkpoint (``silhouettes`` by step, ``shift``
+    the run's phases); and how the seeds of ``seed_task`` ("4×4") group them (``silhouettes_over_seeds``)."""
+    sign_pc, size_pc = (correlations.loc[feature].abs().idxmax() for feature in ("sign(x)", "|x|"))
+    pre, post = silhouettes.loc[shift.pre], silhouettes.loc[shift.post]
+    final = scores.iloc[0]
+    return [f"The norm curve has symmetry error {norm_symmetry(values, norms):.2f}; the sign is read by {sign_pc} "
+            f"(correlation {correlations.loc['sign(x)', sign_pc]:+.2f}) and the magnitude by {size_pc} "
+            f"({correlations.loc['|x|', size_pc]:+.2f}).",
+            f"The norm is lowest at |x| = {values[norms.argmin()].abs():.2f} and highest at |x| = "
+            f"{values[norms.argmax()].abs():.2f}.",
+            f"This model's final position embeddings ({run.config.data.n_rows}×{run.config.data.n_cols}): silhouette "
+            f"{final['by column']:+.2f} by column and {final['by row']:+.2f} by row: it groups them by "
+            f"{position_grouping(scores).iloc[0]}.",
+            f"Across its training the silhouette goes by column from {pre['by column']:+.2f} and by row from "
+            f"{pre['by row']:+.2f} at the pre-shift step {shift.pre:,} to {post['by column']:+.2f} and "
+            f"{post['by row']:+.2f} at step {shift.post:,} (the drop: {at_step(run.drop.half_step)}).",
+            f"The {seed_task} seeds' silhouette by column / by row: "
+            + "; ".join(f"seed {s}: {row['by column']:+.2f} / {row['by row']:+.2f}" for s, row in by_seed.iterrows())
+            + ".",
+            f"Of {len(by_seed)} seeds, " + ", ".join(f"{(by_seed['groups by'] == g).sum()} group their positions by {g}"
+                                               for g in ("column", "row", "neither")) + "."]

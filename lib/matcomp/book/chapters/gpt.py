@@ -1,0 +1,114 @@
+"""The GPT chapter (NeurIPS App. F): a decoder trained on the task as a sequence, its curves, attention and
+greedy completions beside the BERT's; and the numbers its prose quotes of the default preset's run."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from matcomp.analysis.gpt import (
+    attention_maps,
+    attention_scores,
+    completion_table,
+    copy_onset,
+    greedy_reading,
+    late_gain,
+)
+from matcomp.analysis.seeds import trained_on
+from matcomp.book.chapter import DEFAULT_PRESET, chapter_config, checked_parameters, trained_run
+from matcomp.book.sweep import record
+from matcomp.book.tables import at_step, findings, glue_texts, span_text, styled
+from matcomp.config import RunConfig
+from matcomp.data import sample_batch
+from matcomp.drop import FINAL_STEPS, final_losses
+from matcomp.presets import preset as named_preset
+from matcomp.runs.cost import duration
+from matcomp.runs.run import Run
+from matcomp.seeding import analysis_generator
+
+__all__ = [  # the names its notebook uses
+    "FINAL_STEPS", "analysis_generator", "attention_maps", "attention_scores", "chapter_config",
+    "checked_parameters", "completion_table", "copy_onset", "default_gpt", "final_losses", "findings",
+    "glue_texts", "gpt_numbers", "gpt_run_numbers", "greedy_reading", "late_gain", "named_preset", "record",
+    "run_findings", "sample_batch", "styled", "trained_run",
+]
+
+
+def default_gpt(samples: int) -> tuple[Run, dict[str, float], pd.DataFrame]:
+    """The default preset's GPT run, the ``greedy_reading`` of its last checkpoint and its ``completion_table``
+    beside the default BERT, on ``samples`` matrices drawn as the gpt chapter draws them."""
+    gpt, bert = (trained_run(named_preset(name)) for name in (f"{DEFAULT_PRESET}_gpt", DEFAULT_PRESET))
+    batch = sample_batch(gpt.config.data, samples, analysis_generator(gpt.config.train.seed))
+    return gpt, greedy_reading(gpt.gpt(gpt.steps[-1]), batch), completion_table(gpt, bert, batch)
+
+
+def gpt_run_numbers(run: Run) -> dict[str, str]:
+    """How long a run trained and where (keys ``gpt_time``, ``gpt_machine``), from its ``complete.json``."""
+    return {"gpt_time": duration(run.summary.get("train_s", float("nan"))), "gpt_machine": trained_on(run.summary)}
+
+
+def gpt_numbers(metrics: pd.DataFrame, reading: dict[str, float], table: pd.DataFrame,
+                marks=(0.15, 0.45)) -> dict[str, str]:
+    """What the gpt chapter's closing prose quotes (keys ``gpt_*``): the greedy accuracy at missing entries
+    (a mean over a fortieth of the run) at the fractions ``marks`` of the run and over its last quarter, with
+    ``late_gain``'s verdict, and at its end (``drop.final_losses``); the greedy reading of the missing entries
+    (``sign_and_magnitude``); and the
+    completion table of the chapter (GPT greedy and softmax-mean rows first, then BERT's, then answering 0)."""
+    evals = metrics.dropna(subset=["eval_acc_mask"]).set_index("step")["eval_acc_mask"]
+    last = int(evals.index.max())
+    gain = late_gain(metrics)
+    late = evals[evals.index > last - gain["window"]].rolling(20, min_periods=1).mean()
+
+    steps = [int(evals.index[abs(evals.index - mark * last).argmin()]) for mark in marks]
+    accuracy = [evals[abs(evals.index - step) <= last / 80].mean() for step in steps]  # ±250 steps at 20,000
+
+    bert = table.loc[[name for name in table.index if name.startswith("BERT")], "L_mask"].min()
+    zero = table["L_mask"].iloc[-1]
+    return {
+        "gpt_steps": f"{last:,}", "gpt_mark_1": f"{steps[0]:,}", "gpt_mark_2": f"{steps[1]:,}",
+        "gpt_acc_1": f"{accuracy[0]:.2f}", "gpt_acc_2": f"{accuracy[1]:.2f}",
+        "gpt_acc_late": span_text(late, "{:.2f}"), "gpt_late_window": f"{gain['window']:,.0f}",
+        "gpt_late_gain": f"{gain['gain']:+.3f} ± {gain['se']:.3f}", "gpt_late_flat": "flat" if gain["flat"] else
+        "still moving",
+        "gpt_acc_mask": f"{final_losses(metrics)['eval_acc_mask']:.2f}", "gpt_greedy": f"{table['L_mask'].iloc[0]:.3f}",
+        "gpt_greedy_ratio": f"{table['L_mask'].iloc[0] / zero:.1f}", "gpt_mean": f"{table['L_mask'].iloc[1]:.3f}",
+        "gpt_zero": f"{zero:.3f}", "gpt_bert": f"{bert:.3g}", "gpt_bert_ratio": f"{zero / bert:.1f}",
+        "gpt_sign": f"{reading['sign right']:.2f}", "gpt_abs": f"{reading['|x| MSE']:.3f}",
+        "gpt_abs_const": f"{reading['|x| MSE of E|x|']:.3f}", "gpt_random_sign": f"{reading['MSE, random sign']:.3f}",
+        "gpt_reading_mse": f"{reading['MSE']:.3f}",
+    }
+
+
+def runs_read(preset: str) -> list[RunConfig]:
+    """The GPT run of the scale, then the BERT run it is set beside."""
+    return [chapter_config(preset, variant="gpt"), chapter_config(preset)]
+
+
+def run_findings(run: Run, onset: int | None, scores: pd.DataFrame, before: int, after: int, gains: pd.DataFrame,
+                 table: pd.DataFrame) -> list[str]:
+    """The chapter's sentences on its run: greedy accuracy from the first evaluation to the last (``onset``: where
+    it copies), the layer-1 heads' attention to the matching input entry at the checkpoints ``after`` and
+    ``before`` (``attention_scores`` by checkpoint), whether accuracy and loss have flattened (``late_gain``
+    by measure), and the completions' L_mask (``completion_table``)."""
+    evals = run.metrics.dropna(subset=["eval_acc_obs"])
+    final = final_losses(run.metrics)
+    entry, last_input = scores["to_entry"], scores.loc[f"step {before}", "to_last_input"]
+
+    def moved(measure: str) -> str:
+        row = gains.loc[measure]
+        return f"{row['gain']:+.3f} ± {row['se']:.3f} ({'flat' if row['flat'] else 'still moving'})"
+
+    return [f"Greedy accuracy at observed entries: {evals.eval_acc_obs.iloc[0]:.2f} at step {evals.step.iloc[0]:,}, "
+            f"half {at_step(onset)}, 0.9 {at_step(copy_onset(run.metrics, 0.9))}, {final.eval_acc_obs:.2f} over the "
+            f"last {FINAL_STEPS} steps; at missing entries {evals.eval_acc_mask.iloc[0]:.2f}, then "
+            f"{final.eval_acc_mask:.2f}.",
+            f"Attention of the layer-1 heads to the matching input entry: "
+            f"{', '.join(f'{v:.2f}' for v in entry[f'step {after}', 1])} at step {after:,}, against "
+            f"{', '.join(f'{v:.2f}' for v in entry[f'step {before}', 1])} at step {before:,}; at step {before:,} head "
+            f"{last_input.idxmax()[1]} of layer {last_input.idxmax()[0]} puts {last_input.max():.2f} on the last input "
+            f"entry.",
+            f"Over the last {int(gains.window.iloc[0]):,} steps accuracy at missing entries moved by "
+            f"{moved('eval_acc_mask')} and L_full by {moved('L_full')}.",
+            f"At missing entries the GPT's greedy tokens have L_mask {table['L_mask'].iloc[0]:.3g} and the means of "
+            f"its distributions {table['L_mask'].iloc[1]:.3g}; answering 0 has {table['L_mask'].iloc[-1]:.3g}, BERT "
+            + ", ".join(f"{table.loc[name, 'L_mask']:.3g} {name.split(' (')[0].removeprefix('BERT, ')}"
+                        for name in table.index if name.startswith("BERT")) + "."]

@@ -1,0 +1,131 @@
+"""The head taxonomy chapter (NeurIPS §3.2, Fig. 5): each attention head of the trained model classed
+into the paper's families, under random and structured masks and over seeds, and its sentences on them."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from matcomp.analysis.heads import (
+    NO_FAMILY,
+    classify_model,
+    family_counts,
+    fig5_mask,
+    group_ablation,
+    heads_by_family,
+    longest_column_margin,
+    mean_maps,
+    scores_over_training,
+    separating_mask,
+    strongest,
+    with_baselines,
+)
+from matcomp.book.chapter import (
+    chapter_config,
+    checked_parameters,
+    ladder_runs,
+    model_preset,
+    open_chapter,
+    open_seeds,
+    paper_scale_runs,
+    sizes,
+)
+from matcomp.book.chapters import model_runs, seed_runs
+from matcomp.book.ladder import finding_ladders, show_ladder
+from matcomp.book.tables import findings, glue_texts, span_text, styled
+from matcomp.book.verdicts import TOLERANCE
+from matcomp.config import RunConfig
+from matcomp.data import sample_batch
+from matcomp.paper import FAMILIES, UNINTERPRETABLE_ABLATION
+from matcomp.seeding import analysis_generator
+
+__all__ = [  # the names its notebook uses
+    "FAMILIES", "UNINTERPRETABLE_ABLATION", "analysis_generator", "chapter_config", "checked_parameters",
+    "classify_model", "family_counts", "family_findings", "fig5_mask", "finding_ladders", "findings",
+    "glue_texts", "group_ablation", "heads_by_family", "identity_text", "ladder_runs", "leftover_text",
+    "longest_column_margin", "longest_column_verdict", "mean_maps", "open_seeds", "paper_scale_runs",
+    "sample_batch", "scores_over_training", "separating_mask", "setup", "show_ladder", "sizes", "strongest",
+    "styled", "with_baselines",
+]
+
+
+def runs_read(preset: str) -> list[RunConfig]:
+    """The one-model runs (the chapter's model and its ladder), then the scale's seeds."""
+    return model_runs(preset) + seed_runs(preset)
+
+
+def setup(preset: str | None, model: str | None, seed: int | None, overrides: str, samples: int, eval_seed: int):
+    """The chapter's config, its task, its run and phases, ``samples`` evaluation matrices with random masks
+    (drawn from ``eval_seed``), and the post-shift model."""
+    cfg, run, shift = open_chapter(model_preset(preset, model), seed, overrides)
+    batch = sample_batch(cfg.data, samples, analysis_generator(eval_seed))
+    return cfg, cfg.data, run, shift, batch, run.bert(shift.post)
+
+
+
+def longest_column_verdict(margin: dict) -> str:
+    """Whether a structured mask can test the longest-contiguous-column family, from its
+    ``longest_column_margin``: only if the column stands out and holds none of the masked rows' kept
+    entries (else a head attending there cannot be told from a masked-row head).
+
+    >>> longest_column_verdict({"column": 1, "run": 6, "next run": 3, "shared with masked rows": [(3, 1)]})[:61]
+    'its longest column (column 1, a run of 6 against 3) holds the'
+    """
+    where = f"its longest column (column {margin['column']}, a run of {margin['run']} against {margin['next run']})"
+    shared = ", ".join(f"({i},{j})" for i, j in margin["shared with masked rows"])
+    if shared:
+        return (f"{where} holds the masked rows' kept entries {shared}, so a head attending there cannot be told "
+                f"from a masked-row head: the longest-contiguous-column family is not testable on it")
+    if margin["run"] <= margin["next run"]:
+        return f"{where} does not stand out, so the longest-contiguous-column family is not testable on it"
+    return f"{where} stands out and holds no masked row's kept entry, so the family is testable on it"
+
+
+def identity_text(families: pd.DataFrame, positions: int, identity_enrichment: float) -> str:
+    """How much the identity family's threshold decides: the mass it asks of a head on itself at observed
+    queries (``identity_enrichment`` × uniform, 1/``positions``), the range the identity heads of
+    ``families`` (a ``classify_heads`` table) reach, and how many keep the label at twice the threshold."""
+    uniform = 1 / positions
+    threshold = identity_enrichment * uniform
+    identity = families.loc[families["families"].str.contains("identity"), "self_observed"]
+    if identity.empty:
+        return (f"Identity asks {identity_enrichment:g}× uniform on itself at observed queries "
+                f"({threshold:.2f} of the mass; uniform is 1/{positions} = {uniform:.3f}); no head reaches it here.")
+    return (f"Identity asks {identity_enrichment:g}× uniform on itself at observed queries ({threshold:.2f} of the "
+            f"mass; uniform is 1/{positions} = {uniform:.3f}), and more than it gives any other key of its row or "
+            f"column. The {len(identity)} identity heads here put {span_text(identity, '{:.2f}')} on themselves; at "
+            f"twice the threshold ({2 * threshold:.2f}) {int((identity >= 2 * threshold).sum())} of them would keep "
+            f"the label. A head at the threshold gives itself {identity_enrichment:g} times what a key gets under "
+            f"uniform attention: a weak but specific diagonal, not a strong one.")
+
+
+def family_findings(counts: pd.DataFrame, label: str) -> list[str]:
+    """One sentence per family of a ``matcomp.analysis.heads.family_counts`` table (families x seeds): in how
+    many of the seeds it has heads, and how many in each.
+
+    >>> family_findings(pd.DataFrame({0: [2, 0], 1: [1, 0]}, index=["row", "masked-row"]), "random masks")
+    ['row heads on random masks: in 2 of 2 seeds (2, 1 heads).', 'masked-row heads on random masks: in 0 of 2 seeds.']
+    """
+    sentences = []
+    for family, row in counts.iterrows():
+        heads = f" ({', '.join(str(int(n)) for n in row)} heads)" if row.any() else ""
+        sentences.append(f"{family} heads on {label}: in {int((row > 0).sum())} of {len(row)} seeds{heads}.")
+    return sentences
+
+
+def leftover_text(ablation: pd.DataFrame) -> str:
+    """The heads no family claims beside the paper's "uninterpretable" ones (§3.2.2): how much ablating them
+    multiplies L_mask here (a ``group_ablation`` table) against the paper's ratio, "about the same" within
+    the book's tolerance (``verdicts.TOLERANCE``)."""
+    without, with_ = UNINTERPRETABLE_ABLATION["without"], UNINTERPRETABLE_ABLATION["with"]
+    paper_ratio = with_[1] / without[1]
+    if NO_FAMILY not in ablation.index:
+        return (f"Every head of this model belongs to a family, so none is left to set beside the paper's leftover "
+                f"heads (their ablation: L_mask ×{paper_ratio:.2f}, §3.2.2).")
+    ours = ablation.loc[NO_FAMILY, "L_mask ratio"]
+    gap = ("about the same effect" if abs(math.log(ours / paper_ratio)) <= TOLERANCE else
+           "a larger effect than there, so here they carry part of the completion the families leave unexplained"
+           if ours > paper_ratio else "a smaller effect than there")
+    return (f"Ablating the heads no family claims ({ablation.loc[NO_FAMILY, 'heads']:.0f} heads) multiplies L_mask "
+            f"by {ours:.3g} here and by {paper_ratio:.2f} in the paper (§3.2.2): {gap}.")

@@ -1,0 +1,207 @@
+"""The nuclear-norm chapter (NeurIPS §2, Fig. 2, Table 2): the model beside nuclear-norm minimisation and
+ALS over p_mask and λ, and what it says of their tables."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from matcomp.analysis.baselines import (
+    BERT,
+    NN,
+    TRUTH,
+    headline_table,
+    stored_lambda_draws,
+    stored_lambda_table,
+    stored_sweep,
+    versus_table,
+)
+from matcomp.analysis.solvers import SOLVER
+from matcomp.book.chapter import (
+    checked_parameters,
+    ladder_runs,
+    model_preset,
+    open_chapter,
+    paper_scale_runs,
+    rank_search_drops,
+    sizes,
+)
+from matcomp.book.chapters import model_runs
+from matcomp.book.ladder import finding_ladders, show_ladder
+from matcomp.book.tables import beside, findings, styled
+from matcomp.config import RunConfig
+from matcomp.drop import FINAL_STEPS, final_losses
+from matcomp.metrics import PAPER_ORDER
+from matcomp.paper import LAMBDA_TABLE, POST_SHIFT, SUDDEN_DROP
+from matcomp.presets import preset as named_preset
+
+__all__ = [  # the names its notebook uses
+    "FINAL_STEPS", "LAMBDA_TABLE", "NN", "POST_SHIFT", "SUDDEN_DROP", "agreement_text", "als_findings", "beside",
+    "checked_parameters", "final_losses", "finding_ladders", "findings", "headline_table", "ladder_runs",
+    "lambda_findings", "matched_norms", "named_preset", "norm_findings", "paper_scale_runs", "rank_search_drops",
+    "setup", "show_ladder", "stored_lambda_draws", "stored_lambda_table", "stored_sweep", "styled",
+    "versus_findings", "versus_table",
+]
+
+
+def runs_read(preset: str) -> list[RunConfig]:
+    """The one-model runs: the chapter's model and its ladder."""
+    return model_runs(preset)
+
+
+def setup(preset: str | None, model: str | None, seed: int | None, overrides: str, samples: int | None,
+          lambda_samples: int | None):
+    """The chapter's config, run and phases, and its sample counts (None: the preset's, which are the
+    paper's 512 per p_mask and 256 per λ table at the full scales)."""
+    cfg, run, shift = open_chapter(model_preset(preset, model), seed, overrides)
+    samples = samples or sizes(preset).completion_samples
+    lambda_samples = lambda_samples or sizes(preset).lambda_samples
+    print(f"{cfg.run_id}: {cfg.data.n_rows}x{cfg.data.n_cols} rank {cfg.data.rank}, BERT trained at "
+          f"p_mask {cfg.data.p_mask}, post-shift step {shift.post}; {samples} matrices per p_mask, "
+          f"{lambda_samples} per lambda table; solver {SOLVER}")
+    return cfg, run, shift, samples, lambda_samples
+
+
+def agreement_text(agree: pd.Series, at: float, lam: float) -> str:
+    """How the regularised problem's two solvers agree at one p_mask (a ``by_p_mask`` row of
+    ``completion_sweep``), said at the precision that shows the difference.
+
+    >>> row = pd.Series({"gap max": 6.3e-12, "gap mean": -3.2e-10, "objective": 2.25e-3, "entry": 0.0213,
+    ...                  "L change": 3.1e-5})
+    >>> for clause in agreement_text(row, 0.3, 1e-3).split("; "): print(clause)  # doctest: +ELLIPSIS
+    At p_mask 0.3, λ = 0.001, soft-impute reaches ... to within 3.2e-10 (the objective: 2.25e-03)
+    their completions differ by up to 0.021 in an entry, and their pooled L by a relative +3.1e-05.
+    """
+    gap = max(abs(agree["gap max"]), abs(agree["gap mean"]))
+    return (f"At p_mask {at:g}, λ = {lam:g}, soft-impute reaches the interior-point solver's objective to within "
+            f"{gap:.1e} (the objective: {agree['objective']:.2e}); their completions differ by up to "
+            f"{agree['entry']:.2g} in an entry, and their pooled L by a relative {agree['L change']:+.1e}.")
+
+
+def matched_norms(sweep: pd.DataFrame, method: str = NN) -> pd.DataFrame:
+    """The BERT's mean nuclear norm beside ``method``'s at the same MSE: for each p_mask of the sweep
+    where the BERT's L lies within the range of ``method``'s L over the sweep, ``method``'s nuclear norm
+    interpolated (linearly in log L between its two sweep points that bracket it) at the BERT's L, and
+    the p_mask at which ``method`` has that L. Empty where the two losses do not overlap.
+
+    >>> s = pd.DataFrame({"method": ["BERT"] * 2 + ["nuclear norm min"] * 2, "p_mask": [0.1, 0.2] * 2,
+    ...                   "L": [0.02, 0.04, 0.01, 0.03], "nuclear_norm": [2.0, 2.2, 1.8, 1.6]})
+    >>> matched_norms(s).round(3).to_dict("index")  # doctest: +NORMALIZE_WHITESPACE
+    {0.1: {'L, BERT': 0.02, 'norm, BERT': 2.0, 'p_mask, nuclear norm min': 0.163,
+           'norm, nuclear norm min': 1.674, 'norm ratio': 1.195}}
+    """
+    L = sweep.pivot(index="p_mask", columns="method", values="L")
+    norm = sweep.pivot(index="p_mask", columns="method", values="nuclear_norm")
+    other = pd.DataFrame({"L": L[method], "norm": norm[method], "p": L.index}).sort_values("L")
+    rows = {}
+    for p in L.index:
+        loss = L.loc[p, BERT]
+        if not other["L"].min() <= loss <= other["L"].max():
+            continue
+        x = np.log(other["L"].to_numpy())
+        at = float(np.interp(np.log(loss), x, other["norm"].to_numpy()))
+        rows[p] = {"L, BERT": loss, "norm, BERT": norm.loc[p, BERT],
+                   f"p_mask, {method}": float(np.interp(np.log(loss), x, other["p"].to_numpy())),
+                   f"norm, {method}": at, "norm ratio": norm.loc[p, BERT] / at}
+    columns = ["L, BERT", "norm, BERT", f"p_mask, {method}", f"norm, {method}", "norm ratio"]
+    return pd.DataFrame.from_dict(rows, orient="index", columns=columns).rename_axis("p_mask")
+
+
+def norm_findings(sweep: pd.DataFrame, matched: pd.DataFrame, method: str = NN,
+                  label: str = "nuclear-norm minimisation") -> str:
+    """The nuclear-norm half of the paper's claim, read fairly: where the BERT's L is above ``method``'s
+    at every p_mask, a larger nuclear norm is what a worse completion tends to have, so the norms are
+    compared at matched MSE (``matched_norms``) where the losses overlap, and the verdict says so."""
+    L = sweep.pivot(index="p_mask", columns="method", values="L")
+    norm = sweep.pivot(index="p_mask", columns="method", values="nuclear_norm")
+    larger = int((norm[BERT] > norm[method]).sum())
+    worse = int((L[BERT] > L[method]).sum())
+    truth = norm[TRUTH].mean() if TRUTH in norm else float("nan")
+    text = (f"The BERT's mean nuclear norm is above {label}'s at {larger} of {len(norm)} values of p_mask "
+            f"({norm[BERT].min():.3g}–{norm[BERT].max():.3g} against {norm[method].min():.3g}–"
+            f"{norm[method].max():.3g}; the true matrices' {truth:.3g}), but its L is also the higher at {worse} of "
+            f"{len(L)}, and a worse completion tends to have the larger norm. ")
+    if TRUTH in norm:
+        text += (f"The true matrices' norm is a reference free of that: the BERT's is above it at "
+                 f"{int((norm[BERT] > norm[TRUTH]).sum())} of {len(norm)} values of p_mask, {label}'s at "
+                 f"{int((norm[method] > norm[TRUTH]).sum())}. ")
+    if matched.empty:
+        return text + (f"The two losses do not overlap (the BERT's L {L[BERT].min():.2e}–{L[BERT].max():.2e}, "
+                       f"{label}'s {L[method].min():.2e}–{L[method].max():.2e}), so on this run the norm half of the "
+                       "claim cannot be told apart from the MSE half.")
+    ratio = matched["norm ratio"]
+    side = ("larger" if (ratio > 1).all() else "smaller" if (ratio < 1).all()
+            else "sometimes larger, sometimes smaller")
+    return text + (f"At matched MSE (the BERT at p_mask {', '.join(f'{p:g}' for p in matched.index)}, where its L "
+                   f"lies within {label}'s range over the sweep), the BERT's norm is {side}: "
+                   f"{ratio.min():.3f}–{ratio.max():.3f} times {label}'s at the same L.")
+
+
+def als_findings(sweep: pd.DataFrame) -> str:
+    """How far below every other method (the truth aside) the rank-r ALS oracle's L is, and where most."""
+    L = sweep.pivot(index="p_mask", columns="method", values="L")
+    als = next(method for method in L if "ALS" in method)
+    beaten = L.drop(columns=[als, TRUTH]).min(axis=1) / L[als]
+    return (f"The ALS oracle's L is {beaten.min():.1f}–{beaten.max():.1f}× below the best other method's, most at "
+            f"p_mask {beaten.idxmax():g} and least at {beaten.idxmin():g}.")
+
+
+def lambda_findings(ours: pd.DataFrame, theirs: pd.DataFrame, draws: pd.DataFrame, lam: float, seed: int,
+                    paper_L: float) -> str:
+    """The λ table against the paper's: each loss's relative difference across λ, the shape of L over λ,
+    where the chapter's draw (``seed``) falls among ``draws`` and their mean against the paper's L."""
+    metrics = list(PAPER_ORDER)
+    ratio = ours[metrics] / theirs.loc[ours.index, metrics] - 1
+    error = (ours[[f"{m} se" for m in metrics]].to_numpy() / ours[metrics]).max()
+    best = ours["L"].min()
+    within = ours.index[ours["L"] <= best * (1 + error["L"])]
+    rank = int((draws["L"] < draws.loc[seed, "L"]).sum()) + 1 if seed in draws.index else None
+    spreads = (draws["L"].mean() - paper_L) / draws["L"].std()
+    return ("The 7x7 λ table against the paper's: "
+            + "; ".join(f"{m} {ratio[m].min():+.0%} to {ratio[m].max():+.0%} (s.e. ±{error[m]:.0%})" for m in metrics)
+            + f". Our L is within one s.e. of its best at {', '.join(within)} and {ours['L'].max() / best:.1f}× "
+            f"its best at {ours['L'].idxmax()}."
+            + (f" The chapter's draw (seed {seed}) has the {'' if rank == 1 else _ordinal(rank) + ' '}lowest L of "
+               f"{len(draws)} draws; "
+               if rank is not None else " ")
+            + f"averaged over them, L at λ = {lam:g} is {draws['L'].mean() / paper_L - 1:+.0%} from the paper's, "
+            f"{abs(spreads):.1f} draw-to-draw spreads {'below' if spreads < 0 else 'above'} it.")
+
+
+def _ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, ...
+
+    >>> [_ordinal(n) for n in (1, 2, 3, 4, 11, 12, 21)]
+    ['1st', '2nd', '3rd', '4th', '11th', '12th', '21st']
+    """
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def versus_findings(versus: pd.DataFrame, at: float, method: str = "nuclear-norm minimisation") -> str:
+    """The sentence that reads a ``matcomp.analysis.baselines.versus_table``: where the BERT's L is below
+    ``method``'s and where that is resolved (more than 2 paired s.e.), which way it goes at the training
+    p_mask ``at``, where it is behind by more than 2 s.e., and at how many p_mask its nuclear norm is the
+    larger. Resolution is said only where it is true; "no p_mask" rather than an empty list.
+
+    >>> v = pd.DataFrame({"L gap (NN − BERT)": [0.002, -0.001, -0.004], "gap / s.e.": [3.0, -1.0, -5.0],
+    ...                   "norm, BERT": [2.0, 2.0, 2.0], "norm, x": [1.0, 1.0, 3.0]}, index=[0.1, 0.3, 0.5])
+    >>> for clause in versus_findings(v, at=0.3).split("; "): print(clause)
+    The BERT's L is below nuclear-norm minimisation's at p_mask 0.1 (by more than 2 paired s.e. at 0.1)
+    at its training p_mask 0.3 it is behind by 1.0 s.e.
+    it is behind by more than 2 s.e. at 0.5
+    its nuclear norm is the larger at 2 of 3 values of p_mask.
+    """
+    def listed(index) -> str:
+        return ", ".join(f"{p:g}" for p in index)
+
+    gap, z = versus["L gap (NN − BERT)"], versus["gap / s.e."]
+    ahead, resolved, behind = versus.index[gap > 0], versus.index[z > 2], versus.index[z < -2]
+    where = (f"at p_mask {listed(ahead)} (by more than 2 paired s.e. at {listed(resolved) or 'none of them'})"
+             if len(ahead) else "at no p_mask")
+    other = next(column for column in versus if column.startswith("norm, ") and column != "norm, BERT")
+    larger = int((versus["norm, BERT"] > versus[other]).sum())
+    side = "ahead" if gap.loc[at] > 0 else "behind"
+    return (f"The BERT's L is below {method}'s {where}; at its training p_mask {at:g} it is {side} by "
+            f"{abs(z.loc[at]):.1f} s.e.; it is behind by more than 2 s.e. at {listed(behind) or 'no p_mask'}; "
+            f"its nuclear norm is the larger at {larger} of {len(versus)} values of p_mask.")

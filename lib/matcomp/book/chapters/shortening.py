@@ -1,0 +1,143 @@
+"""The shortening chapter (NeurIPS §4, App. I): interventions that shorten the plateau, each over the same
+seeds as plain training; and the numbers its prose quotes of the default preset's arms."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from matcomp.analysis.components import plateau_table
+from matcomp.analysis.progress import progress_configs
+from matcomp.analysis.seeds import drop_over_seeds, seed_configs, seeds_from, trained_on
+from matcomp.analysis.shortening import arm_summary, bias_ends, seed_curves, shortening_defaults, with_and_without
+from matcomp.book.chapter import (
+    DEFAULT_PRESET,
+    chapter_config,
+    checked_parameters,
+    preset_name,
+    sizes,
+    trained_run,
+    trained_runs,
+)
+from matcomp.book.chapters import seed_runs
+from matcomp.book.tables import and_text, at_step, findings, glue_texts, seeds_text, span_text, steps_text, styled
+from matcomp.config import RunConfig, parse_overrides
+from matcomp.data import second_moment
+from matcomp.presets import preset as named_preset
+
+__all__ = [  # the names its notebook uses
+    "DEFAULT_PRESET", "arm_summary", "at_step", "bias_ends", "checked_parameters", "default_shortening",
+    "default_twins", "findings", "glue_texts", "named_preset", "plateau_table", "preset_name", "second_moment",
+    "seed_curves", "setup", "shortening_numbers", "steps_text", "styled", "with_and_without",
+]
+
+
+def runs_read(preset: str) -> list[RunConfig]:
+    """Plain training at the chapter's seeds, then each arm at the same seeds."""
+    plain = seed_runs(preset, "shortening_seeds")
+    changes = shortening_defaults(plain[0], sizes(preset).after_drop).values()
+    return plain + [c.override(change) for change in changes for c in plain]
+
+
+def setup(preset: str | None, seed: int | None, overrides: str, seeds: int | None, intervention: str):
+    """The seeds (None: the preset's), each arm's config (the defaults, and ``intervention`` as "custom"),
+    every arm's runs (arm -> seed -> run), plain training's drops, each arm's, and the budget; the arms'
+    changes are printed."""
+    cfg, size = chapter_config(preset, seed, overrides), sizes(preset)
+    seeds = seeds or size.shortening_seeds
+    seed_list = seeds_from(cfg, seeds)
+    custom = {"custom": parse_overrides(intervention)} if intervention else {}
+    changes = shortening_defaults(cfg, size.after_drop) | custom
+
+    changed = {name: cfg.override(change) for name, change in changes.items()}
+    arms = {name: trained_runs(seed_configs(c, seed_list), preset) for name, c in ({"plain": cfg} | changed).items()}
+    plain = drop_over_seeds(arms["plain"])
+    drops = {name: drop_over_seeds(arms[name]) for name in changed}
+    budget = cfg.train.steps
+    for name, change in changes.items():
+        print(f"{name}: " + ", ".join(f"{k}={v}" for k, v in change.items()))
+    return seed_list, changed, arms, plain, drops, budget
+
+
+
+def default_shortening() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, int]:
+    """The shortening comparison on the default preset's runs: drop step by seed (seeds x arms), the
+    ``arm_summary``, the ``with_and_without`` ends, and the budget (steps)."""
+    cfg, size = named_preset(DEFAULT_PRESET), sizes(DEFAULT_PRESET)
+    seeds = seeds_from(cfg, size.shortening_seeds)
+    changed = {name: cfg.override(change) for name, change in shortening_defaults(cfg, size.after_drop).items()}
+    arms = {name: trained_runs(seed_configs(c, seeds), DEFAULT_PRESET)
+            for name, c in ({"plain": cfg} | changed).items()}
+    plain = drop_over_seeds(arms["plain"])
+    drops = {name: drop_over_seeds(arms[name]) for name in changed}
+    by_seed = pd.DataFrame({"plain": plain["drop step"], **{name: d["drop step"] for name, d in drops.items()}})
+    summary = arm_summary(plain, drops, cfg.train.steps)
+    return by_seed, summary, with_and_without(arms), cfg.train.steps
+
+
+KEPT_ON = ("attention × 10 (follow-up)", "bias, kept on", "bias, kept on, no diagonal")  # arms whose change stays
+
+
+def shortening_numbers(by_seed: pd.DataFrame, summary: pd.DataFrame, ends: pd.DataFrame,
+                       budget: int, plateau: float) -> dict[str, str]:
+    """What the shortening chapter's closing prose quotes (keys ``short_*``): each arm's drop-step range
+    and sd, how many seeds it is earlier than plain training on, the kept-on bias's L_mask without the
+    bias, the fading bias with and without it, and the seeds that drop with and without its diagonal;
+    ``plateau`` is the copying plateau r/9, which the kept-on arms' L_mask without their change is read against."""
+    def earlier(arm: str) -> str:
+        return summary.loc[arm, "earlier than plain"].split("/")[0]
+
+    def sd(arm: str) -> str:
+        value = summary.loc[arm, "sd"]
+        return "undefined" if pd.isna(value) else f"{value:,.0f}"
+
+    n = len(by_seed)
+    kept, fading, no_diagonal = "bias, kept on, no diagonal", "bias, fading", "bias, fading, no diagonal"
+    without = ends.loc[[arm for arm in KEPT_ON if arm in ends.index.get_level_values("arm")], "L_mask without it"]
+    fade_end = ends.xs(fading, level="arm").mean()
+    dropped = by_seed[no_diagonal].notna()
+    fading_vs_plain = by_seed[fading] - by_seed["plain"]
+    fading_steps = by_seed[fading].dropna()
+    return {
+        "short_seeds": seeds_text(by_seed.index), "short_n": str(n), "short_budget": f"{budget:,}",
+        "short_kept_earlier": earlier(kept), "short_kept_span": span_text(by_seed[kept]),
+        "short_plain_span": span_text(by_seed["plain"]), "short_plain_sd": sd("plain"),
+        "short_sign_p": f"1/{2 ** (n - 1)}",
+        "short_kept_win": span_text(without, "{:.2f}"), "short_plateau": f"{plateau:.3f}",
+        "short_kept_vs_plateau": "at or above" if without.min() >= plateau else "partly below",
+        "short_scale_earlier": earlier("attention × 10 (follow-up)"), "short_kepton_earlier": earlier("bias, kept on"),
+        "short_scale_span": span_text(by_seed["attention × 10 (follow-up)"]),
+        "short_scale_sd": sd("attention × 10 (follow-up)"),
+        "short_fading_span": span_text(by_seed[fading]), "short_fading_sd": sd(fading),
+        "short_fading_width": f"{fading_steps.max() - fading_steps.min():,.0f}" if len(fading_steps) else "no",
+        "short_fading_earlier_seeds": and_text(fading_vs_plain.index[fading_vs_plain < 0]),
+        "short_fading_later_seeds": and_text(fading_vs_plain.index[fading_vs_plain > 0]),
+        "short_fading_with": f"{fade_end['L_mask with the change']:.4f}",
+        "short_fading_without": f"{fade_end['L_mask without it']:.4f}",
+        "short_nodiag_stays": and_text(by_seed.index[~dropped]),
+        "short_nodiag_span": span_text(by_seed.loc[dropped, no_diagonal]),
+        "short_nodiag_with_span": span_text(by_seed.loc[dropped, fading]),
+        "short_nodiag_seeds": seeds_text(by_seed.index[dropped]),
+        "short_lr_span": span_text(by_seed["lr × 2"]), "short_lr_sd": sd("lr × 2"),
+    }
+
+
+def default_twins(seeds) -> dict[str, str]:
+    """Where the default preset's plain runs of ``seeds`` were trained on another machine than the
+    shortening arms (keys ``short_twin_*``): those seeds, both machines, and the drop steps of the same
+    seeds' progress runs, trained on the arms' machine (the same config but for its checkpoints)."""
+    cfg, size = named_preset(DEFAULT_PRESET), sizes(DEFAULT_PRESET)
+    arm = cfg.override(next(iter(shortening_defaults(cfg, size.after_drop).values())))
+    twins = progress_configs(cfg, seeds, size.after_drop)
+    rows = {}
+    for seed in seeds:
+        plain, changed = (trained_run(c.override({"train.seed": seed})) for c in (cfg, arm))
+        rows[seed] = {"plain": trained_on(plain.summary), "arms": trained_on(changed.summary),
+                      "twin": trained_on((twin := trained_run(twins[seed])).summary),
+                      "twin drop": twin.drop.half_step, "plain drop": plain.drop.half_step}
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    other = table[table["plain"] != table["arms"]]
+    return {"short_twin_seeds": seeds_text(other.index) if len(other) else "none",
+            "short_twin_plain": and_text(other["plain"].unique()), "short_twin_arms": and_text(table["arms"].unique()),
+            "short_twin_machine": and_text(other["twin"].unique()),
+            "short_twin_steps": and_text(f"{s:,}" if pd.notna(s) else "none" for s in other["twin drop"]),
+            "short_twin_plain_steps": and_text(f"{s:,}" if pd.notna(s) else "none" for s in other["plain drop"])}

@@ -1,0 +1,183 @@
+"""The sizes-and-ranks chapter (NeurIPS §4, App. G): a mixture of sizes, each size and rank alone, and the
+rank-2 search; and the sentences and numbers its prose quotes of the default preset's runs."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from matcomp.analysis.progress import against_uniform, progress_table
+from matcomp.analysis.seeds import seed_configs, seeds_from, trained_on
+from matcomp.analysis.variants import (
+    MASK_SAMPLES,
+    READ_AFTER_DROP,
+    identifiability,
+    mixture_orders,
+    mixture_overrides,
+    order_findings,
+    order_resolution,
+    undetermined_fraction,
+    variant_configs,
+    variant_overrides,
+    variant_summary,
+    variant_table,
+)
+from matcomp.book.chapter import (
+    DEFAULT_PRESET,
+    chapter_config,
+    checked_parameters,
+    open_run,
+    preset_name,
+    rank_search_configs,
+    rank_search_drops,
+    trained_run,
+    trained_runs,
+)
+from matcomp.book.chapter import sizes as chapter_sizes
+from matcomp.book.sweep import record
+from matcomp.book.tables import and_text, at_step, findings, glue_texts, span_text, styled, variant_findings
+from matcomp.config import RunConfig
+from matcomp.data import second_moment
+from matcomp.presets import preset as named_preset
+
+__all__ = [  # the names its notebook uses
+    "MASK_SAMPLES", "READ_AFTER_DROP", "against_uniform", "at_step", "chapter_config", "chapter_sizes",
+    "checked_parameters", "default_sizes", "findings", "glue_texts", "identifiability", "mixture_orders",
+    "named_preset", "open_run", "order_findings", "order_resolution", "preset_name", "progress_table",
+    "rank_drop_numbers", "rank_search_configs", "rank_search_findings", "record", "second_moment", "setup",
+    "sizes_numbers", "styled", "trained_on", "trained_run", "trained_runs", "undetermined_fraction",
+    "variant_configs", "variant_findings", "variant_overrides", "variant_summary", "variant_table",
+]
+
+
+def runs_read(preset: str) -> list[RunConfig]:
+    """The mixture of sizes at the scale's seeds, each size and rank alone, the rank-2 search, and the
+    one-model run the search is read beside."""
+    cfg, size = chapter_config(preset), chapter_sizes(preset)
+    mixture = cfg.override(mixture_overrides(list(size.mixture_sizes)))
+    mixtures = seed_configs(mixture, seeds_from(cfg, size.seeds)).values()
+    axes = {"size": list(size.mixture_sizes), "rank": list(size.ranks)}
+    alone = variant_overrides(cfg, axes, size.steps("size_steps", cfg)).values()
+    search = rank_search_configs(preset)
+    one_model = [chapter_config(size.one_model)] if size.one_model and search else []
+    return [*mixtures, *(cfg.override(change) for change in alone), *search, *one_model]
+
+
+def setup(preset: str | None, seed: int | None, overrides: str, seeds: int | None, sizes: list | None,
+          ranks: list | None, steps: int | None):
+    """The chapter's config and sizes, the separate runs' budget, the mixture's config and its runs at the
+    seeds, and the seeds, sizes and ranks (None: the preset's)."""
+    cfg = chapter_config(preset, seed, overrides)
+    size = chapter_sizes(preset)
+    seeds, sizes, ranks = seeds or size.seeds, sizes or list(size.mixture_sizes), ranks or list(size.ranks)
+    steps = steps or size.steps("size_steps", cfg)
+    mixture_cfg = cfg.override(mixture_overrides(sizes))
+    mixtures = trained_runs(seed_configs(mixture_cfg, seeds_from(cfg, seeds)), preset)
+    print(f"mixture of sizes {sizes}, rank 1, {mixture_cfg.train.steps:,} steps: "
+          + ", ".join(f"seed {s} {r.config.run_id}" for s, r in mixtures.items()))
+    return cfg, size, steps, mixture_cfg, mixtures, seeds, sizes, ranks
+
+
+
+def default_sizes() -> tuple[pd.DataFrame, pd.DataFrame, RunConfig]:
+    """The sizes-and-ranks chapter's two tables on the default preset's runs: the mixture's drop order
+    (``mixture_orders``) and the separate runs (``variant_table``), with the default config."""
+    cfg, size = named_preset(DEFAULT_PRESET), chapter_sizes(DEFAULT_PRESET)
+    sizes = list(size.mixture_sizes)
+    mixture = cfg.override(mixture_overrides(sizes))
+    mixtures = trained_runs(seed_configs(mixture, seeds_from(cfg, size.seeds)), DEFAULT_PRESET)
+    steps = size.steps("size_steps", cfg)
+    runs = trained_runs(variant_configs(cfg, variant_overrides(cfg, {"size": sizes, "rank": list(size.ranks)}, steps)),
+                        DEFAULT_PRESET)
+    return mixture_orders(mixtures, sizes), variant_table(runs, steps), cfg
+
+
+def sizes_numbers(orders: pd.DataFrame, table: pd.DataFrame, cfg: RunConfig) -> dict[str, str]:
+    """What the sizes-and-ranks chapter's closing prose quotes (keys ``sizes_*``): the mixture's drop steps,
+    how often its smallest size drops first and by how much, the order of the next two sizes seed by seed,
+    the floor of the smallest size, and the separate runs' order, fall times and the higher rank's fate."""
+    drops = orders["drop step"].astype("Float64").unstack("size")
+    names = sorted(drops.columns, key=lambda name: int(name.split("x")[0]))  # "3x3", "4x4", ...
+    small, middle, large = names[0], names[1], names[-1]
+    ns = [int(name.split("x")[0]) for name in names]
+    ahead = (drops[middle] - drops[small]).dropna()
+    later = (drops[large] - drops[middle]).dropna()
+    undetermined = undetermined_fraction(ns[0], ns[0], cfg.data.p_mask)
+    plateau = second_moment(cfg.data)
+    runs = table.droplevel("seed")
+    sizes, ranks = runs.loc["size"], runs.loc["rank"]
+    order = sizes["leaves plateau"].dropna().sort_values()
+    fall = (sizes["drop step"] - sizes["leaves plateau"]).dropna()
+    higher = ranks.drop(index=cfg.data.rank)
+    rank_fates = [f"rank {r} " + (f"drops at step {int(row['drop step']):,}" if pd.notna(row["drop step"]) else
+                                  f"stays on its plateau ({r}/9) for all {int(row['last step']):,} steps")
+                  for r, row in higher.iterrows()]
+    seen = (1 - cfg.data.p_mask) * cfg.data.n_rows * cfg.data.n_cols
+    rank = int(higher.index[0]) if len(higher) else cfg.data.rank
+    free = undetermined_fraction(cfg.data.n_rows, cfg.data.n_cols, cfg.data.p_mask, rank)
+    return {
+        "sizes_mix_span": span_text(drops.stack()), "sizes_seeds": str(len(drops)),
+        "sizes_small_first": str(int((drops.idxmin(axis=1) == small).sum())),
+        "sizes_small_ahead": span_text(ahead),
+        "sizes_resolution": f"{order_resolution(cfg.override(mixture_overrides(ns))):,}",
+        "sizes_large_last": str(int((later > 0).sum())),
+        "sizes_large_after": and_text(f"{v:,.0f}" for v in later[later > 0]) or "none",
+        "sizes_large_before": and_text(f"{-v:,.0f}" for v in later[later <= 0]),
+        "sizes_final": ", ".join(f"{name} {v:.3f}" for name, v in
+                                 orders["final L_mask"].groupby(level="size").mean().reindex(names).items()),
+        "sizes_undetermined": f"{undetermined:.2f}", "sizes_floor": f"{undetermined * plateau:.3f}",
+        "sizes_alone_order": " < ".join(f"{int(v)}×{int(v)} ({order[v]:,})" for v in order.index),
+        "sizes_alone_fall": ", ".join(f"{int(v)}×{int(v)} {fall[v]:,}" for v in fall.index),
+        "sizes_rank_fate": "; ".join(rank_fates) or "no other rank",
+        "sizes_dof": f"{rank * (cfg.data.n_rows + cfg.data.n_cols - rank)}", "sizes_seen": f"{seen:.0f}",
+        "sizes_entries": f"{cfg.data.n_rows * cfg.data.n_cols}",
+        "sizes_rank_undetermined": f"{free:.0%}",
+    }
+
+
+def rank_drop_numbers() -> dict[str, str]:
+    """What the sizes_ranks chapter's prose quotes of the rank-2 search's run that drops, at the default
+    preset (keys ``rank2_*``): its task, its drop step, where it ends against its plateau, and its best row
+    and column heads at its last checkpoint before the drop and its first after."""
+    runs = list(rank_search_drops(DEFAULT_PRESET).values())
+    if len(runs) != 1:
+        raise ValueError(f"the rank-2 search at the {DEFAULT_PRESET} preset has {len(runs)} runs that drop; "
+                         "its prose reads one")
+    run = runs[0]
+    drop, table = run.drop, against_uniform(run, progress_table(run))
+    before, after = table[table.index < drop.half_step].iloc[-1], table[table.index > drop.half_step].iloc[0]
+    heads = "best row head / uniform", "best column head / uniform"
+    data = run.config.data
+    return {"rank2_task": f"{data.n_rows}×{data.n_cols} rank {data.rank}", "rank2_drop": f"{drop.half_step:,}",
+            "rank2_below": f"{drop.factor:.1f}", "rank2_last": f"{run.last_step:,}",
+            "rank2_before_step": f"{int(before.name):,}", "rank2_after_step": f"{int(after.name):,}",
+            "rank2_heads_before": " and ".join(f"{before[h]:.2f}×" for h in heads),
+            "rank2_heads_after": " and ".join(f"{after[h]:.1f}×" for h in heads)}
+
+
+def rank_search_findings(readings: dict[str, pd.DataFrame], count: pd.DataFrame, reference: str,
+                         reference_drop: int | None, drops: dict[str, int] | None = None) -> list[str]:
+    """The sizes_ranks chapter's sentences on the rank-2 search: for each run of ``readings`` (label ->
+    ``analysis.progress.against_uniform`` table) how far its best heads left uniform attention, where its
+    L_mask and the collapse of its missing positions end, and its drop step where ``drops`` (label -> step)
+    has one; then the tasks of ``count`` (``analysis.variants.identifiability``) whose missing entries are no
+    less determined than those of the task ``reference``, whose run here drops at ``reference_drop`` (None:
+    no drop)."""
+    sentences, drops = [], drops or {}
+    for label, table in readings.items():
+        row, column, last = table["best row head / uniform"], table["best column head / uniform"], table.iloc[-1]
+        dropped = f" It drops at step {drops[label]:,}." if label in drops else ""
+        sentences.append(f"{label}, checkpoints {table.index[0]:,}–{table.index[-1]:,}: the best row head reaches "
+                         f"{row.max():.3f}× uniform attention at most ({row.iloc[-1]:.3f}× at the last), the best "
+                         f"column head {column.max():.3f}×; at the last checkpoint L_mask is "
+                         f"{last['L_mask / E[X²]']:.2f}× E[X²] and the collapse {last['collapse (missing)']:.2f}."
+                         + dropped)
+    free = count["missing undetermined"]
+    bar = free[reference]
+    fine, hard = free[free <= bar].drop(reference), free[free > bar]
+    fate = f"which drops at step {reference_drop:,} here" if reference_drop is not None else "which does not drop here"
+    sentences.append(f"Missing entries no completion recovers: {bar:.1%} at {reference}, {fate}; "
+                     + (f"no more at {and_text(f'{task} ({v:.1%})' for task, v in fine.items())}, so their masks do "
+                        "not stand in the way of a drop" if len(fine) else "every other task has more")
+                     + (f"; more at {and_text(f'{task} ({v:.1%})' for task, v in hard.items())}." if len(hard)
+                        else "."))
+    return sentences

@@ -1,0 +1,74 @@
+"""The sudden-drop chapter (NeurIPS §2, Fig. 1): the model's loss curves, its plateau and drop, and the
+drop step over many seeds."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from matcomp.analysis.phases import answer_rise
+from matcomp.analysis.seeds import drop_over_seeds, km_median, seed_configs, seeds_from, trained_on
+from matcomp.book.chapter import (
+    chapter_config,
+    checked_parameters,
+    ladder_trained,
+    model_preset,
+    rank_search_drops,
+    sizes,
+    trained_run,
+    trained_runs,
+)
+from matcomp.book.chapters import model_runs, seed_runs
+from matcomp.book.ladder import drop_ladders, show_ladder
+from matcomp.book.sweep import record
+from matcomp.book.tables import findings, glue_texts
+from matcomp.config import RunConfig
+from matcomp.data import second_moment
+from matcomp.drop import FINAL_STEPS, ON_PLATEAU, SMOOTHING, final_losses
+from matcomp.paper import SUDDEN_DROP
+from matcomp.presets import preset as named_preset
+from matcomp.runs.run import Run
+
+__all__ = [  # the names its notebook uses
+    "ON_PLATEAU", "SMOOTHING", "SUDDEN_DROP", "answer_rise", "checked_parameters", "drop_ladders",
+    "drop_over_seeds", "final_losses", "findings", "glue_texts", "km_median", "ladder_trained", "named_preset",
+    "paper_table", "rank_search_drops", "record", "seed_configs", "seeds_from", "setup", "show_ladder",
+    "trained_runs",
+]
+
+
+def runs_read(preset: str) -> list[RunConfig]:
+    """The one-model runs (the chapter's model and its ladder), then the scale's drop-step seeds."""
+    return model_runs(preset) + seed_runs(preset, "drop_seeds")
+
+
+def setup(preset: str | None, model: str | None, seed: int | None, overrides: str, seeds: int | None):
+    """The chapter's model config and run, printed; the config of its drop-step distribution (the scale's
+    own preset) and its seeds (None: the preset's); and the copying plateau r/9."""
+    cfg = chapter_config(model_preset(preset, model), seed, overrides)
+    seed_cfg = chapter_config(preset, seed, overrides)  # the drop-step distribution: the scale's own preset, many seeds
+    seeds = seeds or sizes(preset).drop_seeds
+    run = trained_run(cfg, preset)  # a shipped or stored run loads in a second; any other trains
+    d, m = cfg.data, cfg.model
+    plateau_level = second_moment(d)  # E[X_ij^2] = r/9 for uniform[-1, 1] factors
+    stopped = (f" of its budget of {cfg.train.steps:,} (it stops {cfg.train.stop_after_drop:,} after its drop)"
+               if run.last_step < cfg.train.steps else "")
+    print(f"{cfg.run_id}: {d.n_rows}x{d.n_cols} rank {d.rank}, p_mask {d.p_mask}; hidden {m.hidden}, {m.layers} "
+          f"layers, {m.heads} heads; batch {cfg.train.batch}, lr {cfg.train.lr:g}; trained on "
+          f"{trained_on(run.summary)} for {run.last_step:,} steps{stopped}")
+    return cfg, run, seed_cfg, seeds, plateau_level
+
+
+def paper_table(run: Run, larger: dict[str, Run]) -> pd.DataFrame:
+    """The paper's run (NeurIPS Fig. 2) beside ``run`` and the runs of ``larger`` (task -> run: at a scale that
+    ships one, the paper's own task trained on a lent GPU, ``rank_search_drops``): plateau, drop step, final
+    losses and steps."""
+    beside = {f"ours ({run.config.run_id})": run, **{f"{task}: {r.config.run_id}": r for task, r in larger.items()}}
+    ours = {label: [f"{r.drop.plateau:.4f} (r/9 = {second_moment(r.config.data):.4f})",
+                    f"{r.drop.half_step:,}" if r.drop.dropped else "none",
+                    "{0.L:.2g} (L_obs {0.L_obs:.2g}, L_mask {0.L_mask:.3g})".format(final_losses(r.metrics)),
+                    f"{r.last_step:,}"] for label, r in beside.items()}
+    paper = [f"{SUDDEN_DROP['L_mask on the plateau']} (2/9 = {2 / 9:.4f})", f"~{SUDDEN_DROP['drop step']:,}",
+             f"~{SUDDEN_DROP['final L']:g}", f"{named_preset('paper').train.steps:,}"]
+    return pd.DataFrame({"paper (7x7, rank 2)": paper, **ours},
+                        index=["L_mask on the plateau", "drop step (L_mask below half)",
+                               f"final L (last {FINAL_STEPS} steps)", "steps"])
