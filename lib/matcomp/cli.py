@@ -1,10 +1,6 @@
-"""Command line: ``python -m matcomp train --preset cpu [--set train.lr=3e-4 ...]``,
-``python -m matcomp bench [--preset cpu]``, ``python -m matcomp ship --preset cpu``,
-``python -m matcomp plan --preset cpu`` (every run the book needs), ``python -m matcomp prepare --preset cpu``
-(train them in parallel on Ray), ``python -m matcomp sweep book/X.ipynb --out DIR --param NAME V1 V2 ...``,
-``python -m matcomp presets``, ``python -m matcomp runs``, ``python -m matcomp derive`` (the shipped
-derived tables, ``matcomp.book.stored``), and ``python -m matcomp remote --out DIR`` / ``unpack DIR ...``
-(a run trained, measured and packed on a machine lent for minutes, then installed here: ``matcomp.remote``)."""
+"""Command line: ``python -m matcomp --help`` lists the commands: train, bench and ship a preset's run; plan
+and prepare every run the book needs; sweep a chapter with papermill; list presets and runs; derive the
+shipped tables (``matcomp.book.stored``); and remote / unpack, for a machine lent for minutes (``matcomp.remote``)."""
 
 from __future__ import annotations
 
@@ -115,20 +111,8 @@ def cmd_bench(args) -> None:
     print(report(args.preset, cfg, figures), flush=True)
 
 
-def _phase_steps(run, preset_name: str) -> list[int]:
-    """The checkpoints a chapter reads as pre-shift and copy-table models (``analysis.phases``), kept when
-    a run is shipped; none for a GPT or a run without a drop."""
-    from matcomp.analysis.phases import phases
-    from matcomp.book.sizes import CHAPTER_SIZES
-
-    if run.config.model.arch != "bert" or run.drop.half_step is None:
-        return []
-    sizes = CHAPTER_SIZES.get(preset_name)
-    shift = phases(run, paper_steps=sizes is not None and sizes.paper_steps)
-    return sorted({shift.pre, *shift.copy_steps})
-
-
 def cmd_ship(args) -> None:
+    from matcomp.book.chapter import phase_steps
     from matcomp.runs.run import Run, verify
     from matcomp.runs.shipped import export_reference, find_reference, narrow_reference, reference_steps
     from matcomp.runs.store import RunFolder, runs_root
@@ -136,10 +120,7 @@ def cmd_ship(args) -> None:
     cfg = _config(args)
     shipped = find_reference(cfg)
     if shipped is not None and args.steps is not None:  # keep fewer of its checkpoints
-        try:
-            shipped = narrow_reference(shipped, args.steps)
-        except ValueError as error:
-            raise SystemExit(f"error: {error}") from None
+        shipped = narrow_reference(shipped, args.steps)  # a step it lacks: a ValueError, one line (main)
         print(f"narrowed {shipped.path} to {len(shipped.steps)} checkpoints, "
               f"{sum(shipped.summary['files'].values()) / 2**20:.1f} MiB")
         return
@@ -166,7 +147,7 @@ def cmd_ship(args) -> None:
                f"python -m matcomp ship --preset {args.preset}{sets} --max-mb {args.max_mb:g}{chosen}")
     try:
         steps = args.steps if args.steps is not None else reference_steps(
-            run, int(args.max_mb * 2**20), keep=_phase_steps(run, args.preset))
+            run, int(args.max_mb * 2**20), keep=phase_steps(run, args.preset))
         shipped = export_reference(run, steps, command)
     except ValueError as error:  # a budget too small for the checkpoints kept, or --steps without a checkpoint
         raise SystemExit(f"error: {error} (raise --max-mb, or name the checkpoints with --steps)") from None
@@ -219,28 +200,14 @@ def _plan(args):
     return planned, plan_table(planned, runs_root(), costs), device
 
 
-def _short(chapters: str, shown: int = 2) -> str:
-    names = chapters.split(", ")
-    return chapters if len(names) <= shown + 1 else f"{', '.join(names[:shown])} and {len(names) - shown} more"
-
-
 def cmd_plan(args) -> None:
+    from matcomp.book.plan import plan_text
+
     planned, table, device = _plan(args)
     if table.empty:
         print(f"no runs: {', '.join(args.chapter) or 'the book'} trains nothing at preset {args.preset}")
         return
-    shown = table.assign(**{"chapters": table.chapters.map(_short), "s/step": table["s/step"].map("{:.3g}".format),
-                            "seconds left": table["seconds left"].map("{:,.0f}".format)})
-    print(shown.to_string())
-    todo = table[table.state.isin(["missing", "partial"])]
-    print(f"\n{len(table)} runs at preset {args.preset}: " + ", ".join(
-        f"{n} {state}" for state, n in table.state.value_counts().items()))
-    whole = (table.steps * table["s/step"]).sum()
-    print(f"the whole plan from scratch: {int(table.steps.sum()):,} steps, about {duration(whole)}")
-    print(f"to train: {len(todo)} runs, {int((todo.steps - todo.done).sum()):,} steps, about "
-          f"{duration(todo['seconds left'].sum())} on one {device.type} process with {torch.get_num_threads()} "
-          f"threads ({(table['s/step is'] == 'measured').sum()} of {len(table)} step costs measured, the others "
-          f"estimated from FLOPs; --measure measures them)")
+    print(plan_text(table, args.preset, f"one {device.type} process with {torch.get_num_threads()} threads"))
 
 
 def cmd_prepare(args) -> None:
@@ -329,18 +296,26 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n({self.prog} --help lists the options)\n")
 
 
+def _run_options(parser: argparse.ArgumentParser, device: str, threads: str) -> argparse.ArgumentParser:
+    """The options of every command that trains or costs a preset's runs: its preset, device and threads."""
+    parser.add_argument("--preset", default=None, choices=sorted(PRESETS), help=PRESET_HELP)
+    parser.add_argument("--device", default="auto", help=device)
+    parser.add_argument("--threads", type=THREADS, default=None, help=threads)
+    return parser
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = _Parser(prog="python -m matcomp", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name, helptext in (("train", "train a preset (or load it from the run store)"),
                            ("bench", "time the training step against the paper-equivalent loop"),
-                           ("ship", "copy a trained run into runs/reference/, shipped with the book")):
-        p = sub.add_parser(name, help=helptext)
-        p.add_argument("--preset", default=None, choices=sorted(PRESETS), help=PRESET_HELP)
+                           ("ship", "copy a trained run into runs/reference/, shipped with the book"),
+                           ("remote", "train, derive and pack a run on a machine lent for minutes, a little more "
+                                      "each call (matcomp.remote)")):
+        p = _run_options(sub.add_parser(name, help=helptext), "auto (CUDA if present), cpu, cuda, cuda:1, ...",
+                         "CPU threads (default: PyTorch's choice)")
         p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                        help="override a config field, e.g. --set train.lr=3e-4 (repeatable)")
-        p.add_argument("--device", default="auto", help="auto (CUDA if present), cpu, cuda, cuda:1, ...")
-        p.add_argument("--threads", type=THREADS, default=None, help="CPU threads (default: PyTorch's choice)")
     sub.choices["train"].add_argument("--quiet", action="store_true", help="no progress bar")
     sub.choices["train"].add_argument("--force", action="store_true",
                                       help="train even a run estimated beyond this machine's memory, disk or a day")
@@ -370,11 +345,9 @@ def main(argv: list[str] | None = None) -> None:
     sweep.add_argument("--address", default=None, help="a running Ray cluster (HOST:PORT) to execute the points on")
     for name, helptext in (("plan", "list every run the book's chapters need at a preset, its state and cost"),
                            ("prepare", "train every missing run of the plan in parallel on Ray")):
-        p = sub.add_parser(name, help=helptext)
-        p.add_argument("--preset", default=None, choices=sorted(PRESETS), help=PRESET_HELP)
+        p = _run_options(sub.add_parser(name, help=helptext), "where step costs are measured: auto, cpu, cuda, ...",
+                         "CPU threads of this process")
         p.add_argument("--chapter", action="append", default=[], help="only this chapter's runs (repeatable)")
-        p.add_argument("--device", default="auto", help="where step costs are measured: auto, cpu, cuda, ...")
-        p.add_argument("--threads", type=THREADS, default=None, help="CPU threads of this process")
     sub.choices["plan"].add_argument("--measure", action="store_true",
                                      help="time a few steps of every shape not measured yet (cached)")
     prepare = sub.choices["prepare"]
@@ -385,13 +358,7 @@ def main(argv: list[str] | None = None) -> None:
     prepare.add_argument("--gpus-per-run", type=_at_least(0, float), default=None,
                          help="GPUs of each run (default: 1 where CUDA is present, else 0)")
     prepare.add_argument("--quiet", action="store_true", help="no progress bar")
-    remote = sub.add_parser("remote", help="train, derive and pack a run on a machine lent for minutes, "
-                                           "a little more each call (matcomp.remote)")
-    remote.add_argument("--preset", default=None, choices=sorted(PRESETS), help=PRESET_HELP)
-    remote.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                        help="override a config field, e.g. --set train.precision=tf32 (repeatable)")
-    remote.add_argument("--device", default="auto", help="auto (CUDA if present), cpu, cuda, cuda:1, ...")
-    remote.add_argument("--threads", type=THREADS, default=None, help="CPU threads (default: PyTorch's choice)")
+    remote = sub.choices["remote"]
     remote.add_argument("--out", required=True, help="folder for the packed parts (what comes back)")
     remote.add_argument("--limit-s", type=_at_least(0, float), default=None,
                         help="wall-clock seconds this call may train and derive; it stops cleanly before")

@@ -15,7 +15,7 @@ import torch
 
 from matcomp.analysis.phases import Phases, phases
 from matcomp.analysis.seeds import seed_configs, seeds_at, trained_on
-from matcomp.book.sizes import ChapterSizes, chapter_sizes
+from matcomp.book.sizes import CHAPTER_SIZES, ChapterSizes, chapter_sizes
 from matcomp.config import RunConfig, parse_overrides
 from matcomp.drop import PLATEAU_FROM
 from matcomp.presets import PRESETS
@@ -270,3 +270,13 @@ def open_chapter(preset: str | None = None, seed: int | None = None, overrides: 
     run, shift = open_run(cfg, preset)
     print(shift.note)
     return cfg, run, shift
+
+
+def phase_steps(run: Run, preset: str) -> list[int]:
+    """The checkpoints the chapters read as pre-shift and copy-table models (``analysis.phases``), kept when
+    a run is shipped; none for a GPT or a run without a drop."""
+    if run.config.model.arch != "bert" or run.drop.half_step is None:
+        return []
+    sizes = CHAPTER_SIZES.get(preset)
+    shift = phases(run, paper_steps=sizes is not None and sizes.paper_steps)
+    return sorted({shift.pre, *shift.copy_steps})
