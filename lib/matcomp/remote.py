@@ -52,8 +52,8 @@ class Progress:
 def kept_steps(run: Run, preset: str) -> list[int]:
     """The checkpoints the bf16 copy keeps: the pre- and post-shift models (``analysis.phases``), or every
     checkpoint after step 0 of a run without a drop (its phases are read from the middle of them)."""
-    shift = phases(run, paper_steps=sizes(preset).paper_steps)
-    return sorted({shift.pre, shift.post}) if shift.dropped else [s for s in run.steps if s > 0] or run.steps
+    read = phases(run, paper_steps=sizes(preset).paper_steps)
+    return sorted({read.pre, read.post}) if read.dropped else [s for s in run.steps if s > 0] or run.steps
 
 
 def bf16_copy(run: Run, preset: str, command: str, root: Path) -> Run:

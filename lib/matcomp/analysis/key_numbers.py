@@ -79,16 +79,16 @@ def _ratio(table: pd.DataFrame, row: str, base: str = "no intervention", column:
     return float(table.loc[row, column] / table.loc[base, column])
 
 
-def _copying(run: Run, shift: Phases, p: dict) -> dict[str, float]:
+def _copying(run: Run, phases: Phases, p: dict) -> dict[str, float]:
     batch = _batch(run, p["ablation_samples"], p["eval_seed"])
-    table = attention_interventions(run.bert(shift.pre), run.bert(shift.post), batch, "post-shift")
+    table = attention_interventions(run.bert(phases.pre), run.bert(phases.post), batch, "post-shift")
     return {"uniform attention, pre-shift: L_obs ×": _ratio(table, "all heads uniform"),
             "Q, K, V from post-shift: L_obs ×": _ratio(table, "Q, K, V from post-shift")}
 
 
-def _observed(run: Run, shift: Phases, p: dict) -> dict[str, float]:
-    batch, post = _batch(run, p["samples"], p["eval_seed"]), run.bert(shift.post)
-    table = attention_interventions(post, run.bert(shift.pre), batch, "pre-shift")
+def _observed(run: Run, phases: Phases, p: dict) -> dict[str, float]:
+    batch, post = _batch(run, p["samples"], p["eval_seed"]), run.bert(phases.post)
+    table = attention_interventions(post, run.bert(phases.pre), batch, "pre-shift")
     permuted = permuted_losses(post, batch, seeds=range(p["permutations"]))
     return {"uniform attention, post-shift: L_obs ×": _ratio(table, "all heads uniform"),
             "Q, K, V from pre-shift: L_obs ×": _ratio(table, "Q, K, V from pre-shift"),
@@ -96,8 +96,8 @@ def _observed(run: Run, shift: Phases, p: dict) -> dict[str, float]:
                 float(permuted.loc["L_mask", "mean"] / second_moment(run.config.data))}
 
 
-def _patching(run: Run, shift: Phases, p: dict) -> dict[str, float]:
-    model, m = run.bert(shift.post), run.config.model
+def _patching(run: Run, phases: Phases, p: dict) -> dict[str, float]:
+    model, m = run.bert(phases.post), run.config.model
     sites = cast(dict[Hashable, torch.Tensor], {**all_layers(m.layers, m.heads), **last_layer(m.layers, m.heads)})
     table = negation_patching(model, _batch(run, p["samples"], p["eval_seed"]), sites)
     restored = restored_fraction(table)
@@ -132,10 +132,10 @@ SEPARATED = ("masked-row", "longest-contiguous-column")  # the families fig5_mas
 THRESHOLDS = ("mass", "enrichment", "identity_enrichment", "mask_ratio")  # classify_heads's, set by the chapter
 
 
-def _taxonomy(run: Run, shift: Phases, p: dict) -> dict[str, float]:
+def _taxonomy(run: Run, phases: Phases, p: dict) -> dict[str, float]:
     """Heads of each family on random masks, and of the two that ``fig5_mask`` confounds on
     ``separating_mask`` (NaN on a task smaller than 5×5, which has none)."""
-    thresholds, d, model = {name: p[name] for name in THRESHOLDS}, run.config.data, run.bert(shift.post)
+    thresholds, d, model = {name: p[name] for name in THRESHOLDS}, run.config.data, run.bert(phases.post)
     masks: dict[str, torch.Tensor | None] = {"random": None}  # None: random masks
     if min(d.n_rows, d.n_cols) >= 5:
         masks["separating"] = separating_mask(d.n_rows, d.n_cols)
@@ -148,17 +148,17 @@ def _taxonomy(run: Run, shift: Phases, p: dict) -> dict[str, float]:
     return numbers
 
 
-def _embeddings(run: Run, shift: Phases, p: dict) -> dict[str, float]:
+def _embeddings(run: Run, phases: Phases, p: dict) -> dict[str, float]:
     d = run.config.data
     before, after = (position_silhouettes(position_embeddings(run.bert(step), d.n_rows, d.n_cols), d.n_rows, d.n_cols)
-                     for step in (shift.pre, shift.post))
+                     for step in (phases.pre, phases.post))
     return {"position silhouette by column": after["by column"],
             "by column − by row": after["by column"] - after["by row"],
             "by column: post − pre-shift": after["by column"] - before["by column"]}
 
 
-def _probing(run: Run, shift: Phases, p: dict) -> dict[str, float]:
-    model, d = run.bert(shift.post), run.config.data
+def _probing(run: Run, phases: Phases, p: dict) -> dict[str, float]:
+    model, d = run.bert(phases.post), run.config.data
     train = sample_batch(d, p["train_matrices"], analysis_generator(0))
     test = sample_batch(d, p["test_matrices"], analysis_generator(1))
     row = probe_layers(model, train, test, "row")["test MSE"].drop(0)
@@ -167,8 +167,8 @@ def _probing(run: Run, shift: Phases, p: dict) -> dict[str, float]:
             "element probe at missing entries: first / last layer MSE": float(missing.iloc[0] / missing.iloc[-1])}
 
 
-def _nuclear(run: Run, shift: Phases, p: dict) -> dict[str, float]:
-    sweep = stored_sweep(run, shift.post, p["p_masks"], p["samples"], p["lam"], p["eval_seed"], p["workers"])["sweep"]
+def _nuclear(run: Run, phases: Phases, p: dict) -> dict[str, float]:
+    sweep = stored_sweep(run, phases.post, p["p_masks"], p["samples"], p["lam"], p["eval_seed"], p["workers"])["sweep"]
     over_bert = headline_table(sweep, run.config.data.p_mask)["L / BERT's"]
     return {f"L: BERT / {NN}": float(1 / over_bert[NN]),
             "L: regularised / BERT": float(over_bert[REGULARISED.format(p["lam"])])}
@@ -220,7 +220,7 @@ def finding_spec(finding: str) -> KeyNumbers:
     return FINDINGS[finding]
 
 
-def key_numbers_derivation(finding: str, run: Run, shift: Phases, params: dict) -> Derivation:
+def key_numbers_derivation(finding: str, run: Run, phases: Phases, params: dict) -> Derivation:
     """The key numbers of ``finding`` (a chapter of ``FINDINGS``) on ``run``'s pre- and post-shift
     checkpoints with the chapter's parameters ``params`` (those it does not read are ignored), as a
     stored derivation with one table, "numbers" (one row)."""
@@ -231,14 +231,14 @@ def key_numbers_derivation(finding: str, run: Run, shift: Phases, params: dict) 
     read = {name: params[name] for name in spec.parameters}
 
     def compute() -> dict[str, pd.DataFrame]:
-        numbers = spec.read(run, shift, read)
+        numbers = spec.read(run, phases, read)
         return {"numbers": pd.DataFrame([numbers], index=pd.Index([run.path.name], name="run"))}
 
     key = {name: value for name, value in read.items() if name != "workers"}  # workers change the speed only
-    checkpoints = [(run, shift.pre), (run, shift.post)]
+    checkpoints = [(run, phases.pre), (run, phases.post)]
     return Derivation(f"key_numbers_{finding}_{run.path.name}", compute, checkpoints, key)
 
 
-def key_numbers(finding: str, run: Run, shift: Phases, params: dict) -> dict[str, float]:
+def key_numbers(finding: str, run: Run, phases: Phases, params: dict) -> dict[str, float]:
     """``finding``'s key numbers on ``run`` (shipped, stored, or computed and stored)."""
-    return load_or_compute(key_numbers_derivation(finding, run, shift, params))["numbers"].iloc[0].to_dict()
+    return load_or_compute(key_numbers_derivation(finding, run, phases, params))["numbers"].iloc[0].to_dict()

@@ -267,9 +267,9 @@ def open_chapter(preset: str | None = None, seed: int | None = None, overrides: 
     """A chapter's config, its run (shipped or stored; trained only if neither) and the run's
     phases; prints the phases' note, which says what "pre-" and "post-shift" mean for this run."""
     cfg = chapter_config(preset, seed, overrides, variant)
-    run, shift = open_run(cfg, preset)
-    print(shift.note)
-    return cfg, run, shift
+    run, phases = open_run(cfg, preset)
+    print(phases.note)
+    return cfg, run, phases
 
 
 def phase_steps(run: Run, preset: str) -> list[int]:
@@ -278,5 +278,5 @@ def phase_steps(run: Run, preset: str) -> list[int]:
     if run.config.model.arch != "bert" or run.drop.half_step is None:
         return []
     sizes = CHAPTER_SIZES.get(preset)
-    shift = phases(run, paper_steps=sizes is not None and sizes.paper_steps)
-    return sorted({shift.pre, *shift.copy_steps})
+    read = phases(run, paper_steps=sizes is not None and sizes.paper_steps)
+    return sorted({read.pre, *read.copy_steps})

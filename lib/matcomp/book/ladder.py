@@ -44,14 +44,14 @@ def paper_depth() -> float:
     return SUDDEN_DROP["L_mask on the plateau"] * preset("paper").data.p_mask / SUDDEN_DROP["final L"]
 
 
-def unread_reason(run: Run, shift: Phases | None) -> str | None:
+def unread_reason(run: Run, phases: Phases | None) -> str | None:
     """Why a post-shift finding cannot be read on ``run`` (None where it can): it has no drop, so no
-    post-shift model, or it was kept with its metrics alone (``shift`` None)."""
+    post-shift model, or it was kept with its metrics alone (``phases`` None)."""
     if run.drop.half_step is None:
         stopped = run.last_step < run.config.train.steps
         return f"no drop by step {run.last_step:,}, where it was stopped" if stopped else \
             f"no drop in {run.last_step:,} steps"
-    return "kept with its metrics alone" if shift is None else None
+    return "kept with its metrics alone" if phases is None else None
 
 
 def number_text(value) -> str:
@@ -217,19 +217,19 @@ def finding_ladders(finding: str, runs: Mapping[str, Mapping[int, tuple[Run, Pha
     claims = {DEPTH: drop_claims()[DEPTH],  # shown as how finished each run is; judged with the drop
               **{key: Claim(paper, spec.references.get(key)) for key, paper in spec.paper.items()}}
 
-    def read(run: Run, shift: Phases | None) -> tuple[dict[str, float], str | None]:
-        why = unread_reason(run, shift)
-        numbers = {} if why is not None or shift is None else key_numbers(finding, run, shift, params)
+    def read(run: Run, phases: Phases | None) -> tuple[dict[str, float], str | None]:
+        why = unread_reason(run, phases)
+        numbers = {} if why is not None or phases is None else key_numbers(finding, run, phases, params)
         return {DEPTH: run.drop.factor, **numbers}, why
 
     rows, steps, unread = {}, {}, {}
     for label, seeds in runs.items():
-        read_seeds = {seed: read(run, shift) for seed, (run, shift) in seeds.items()}
+        read_seeds = {seed: read(run, phases) for seed, (run, phases) in seeds.items()}
         rows[label] = {seed: numbers for seed, (numbers, _) in read_seeds.items()}
         unread[label] = {seed: why for seed, (_, why) in read_seeds.items() if why is not None}
-        steps[label] = {seed: shift.post if shift is not None and seed not in unread[label] else run.last_step
-                        for seed, (run, shift) in seeds.items()}
-    above = {_single(label, run, shift.post): read(run, shift) for label, (run, shift) in (beyond or {}).items()}
+        steps[label] = {seed: phases.post if phases is not None and seed not in unread[label] else run.last_step
+                        for seed, (run, phases) in seeds.items()}
+    above = {_single(label, run, phases.post): read(run, phases) for label, (run, phases) in (beyond or {}).items()}
     return _ladder(f"the {finding.replace('_', ' ')} key numbers", claims, rows, steps, unread,
                    {label: numbers for label, (numbers, _) in above.items()},
                    {label: why for label, (_, why) in above.items() if why is not None},

@@ -75,10 +75,10 @@ def ood_derivations(preset: str = DEFAULT_PRESET) -> list[Derivation]:
                                   cfg.train.seed).values())
 
 
-def finding_derivations(run: Run, shift: Phases, preset: str) -> list[Derivation]:
-    """The key numbers of every one-model chapter (``FINDINGS``) on ``run`` at its phases ``shift``, with
+def finding_derivations(run: Run, phases: Phases, preset: str) -> list[Derivation]:
+    """The key numbers of every one-model chapter (``FINDINGS``) on ``run`` at its ``phases``, with
     each chapter's default parameters at ``preset``."""
-    return [key_numbers_derivation(finding, run, shift, finding_parameters(finding, preset)) for finding in FINDINGS]
+    return [key_numbers_derivation(finding, run, phases, finding_parameters(finding, preset)) for finding in FINDINGS]
 
 
 def finding_parameters(finding: str, preset: str) -> dict:
@@ -93,9 +93,9 @@ def ladder_derivations(preset: str = DEFAULT_PRESET) -> list[Derivation]:
     """The key numbers of every one-model chapter on each run of its size ladder at ``preset``
     (``matcomp.book.ladder.finding_ladders``) and on its paper-scale run where one is shipped with checkpoints
     (``chapter.paper_scale_runs``; recomputed here from its bf16 weights), with the chapter's default parameters."""
-    runs = [(run, shift) for seeds in ladder_runs(preset).values() for run, shift in seeds.values()
-            if shift is not None and unread_reason(run, shift) is None]  # the seeds a post-shift finding can be read on
-    by_run = [finding_derivations(run, shift, preset) for run, shift in [*runs, *paper_scale_runs(preset).values()]]
+    runs = [(run, phases) for seeds in ladder_runs(preset).values() for run, phases in seeds.values()
+            if phases is not None and unread_reason(run, phases) is None]  # seeds a post-shift finding is read on
+    by_run = [finding_derivations(run, phases, preset) for run, phases in [*runs, *paper_scale_runs(preset).values()]]
     return [per_run[i] for i in range(len(FINDINGS)) for per_run in by_run]  # finding by finding
 
 

@@ -10,7 +10,7 @@ import pandas as pd
 
 from matcomp.analysis.key_numbers import FINDINGS
 from matcomp.book.chapter import ladder_runs, ladder_trained, paper_scale_runs, preset_name, rank_search_drops
-from matcomp.book.ladder import Ladder, drop_ladders, finding_ladders, number_text
+from matcomp.book.ladder import Ladder, drop_ladders, finding_ladders, number_text, show_ladder
 from matcomp.book.stored import BOOK, finding_parameters
 from matcomp.book.verdicts import CATEGORIES, MATCHES
 
@@ -23,6 +23,12 @@ def chapter_ladders(preset: str | None = None) -> dict[str, Ladder]:
     ladders.update({finding: finding_ladders(finding, runs, finding_parameters(finding, name), paper_scale_runs(name))
                     for finding in FINDINGS})
     return ladders
+
+
+def show_chapter_ladder(chapter: str, preset: str | None, params: dict) -> None:
+    """Show the ladder of a chapter that judges key numbers, read with the chapter's parameters ``params``
+    on every run of its ladder and the paper's scale (``show_ladder``: its tables and glued verdicts)."""
+    show_ladder(finding_ladders(chapter, ladder_runs(preset), params, paper_scale_runs(preset)), chapter)
 
 
 def chapter_title(chapter: str) -> str:

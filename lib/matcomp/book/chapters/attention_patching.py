@@ -6,9 +6,9 @@ from __future__ import annotations
 import pandas as pd
 
 from matcomp.analysis.patching import all_layers, last_layer, negation_patching, per_head, per_layer, restored_fraction
-from matcomp.book.chapter import checked_parameters, ladder_runs, model_preset, open_chapter, paper_scale_runs
+from matcomp.book.chapter import checked_parameters, model_preset, open_chapter
 from matcomp.book.chapters import model_runs
-from matcomp.book.ladder import finding_ladders, show_ladder
+from matcomp.book.summary import show_chapter_ladder
 from matcomp.book.tables import findings, styled
 from matcomp.config import RunConfig
 from matcomp.data import sample_batch
@@ -16,9 +16,9 @@ from matcomp.paper import PATCHING
 from matcomp.seeding import analysis_generator
 
 __all__ = [  # the names its notebook uses
-    "PATCHING", "all_layers", "analysis_generator", "checked_parameters", "finding_ladders", "findings",
-    "ladder_runs", "last_layer", "model_preset", "negation_patching", "open_chapter", "paper_scale_runs",
-    "patching_findings", "per_head", "per_layer", "restored_fraction", "sample_batch", "show_ladder", "styled",
+    "PATCHING", "all_layers", "analysis_generator", "checked_parameters", "findings", "last_layer",
+    "model_preset", "negation_patching", "open_chapter", "patching_findings", "per_head", "per_layer",
+    "restored_fraction", "sample_batch", "show_chapter_ladder", "styled",
 ]
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from matcomp.analysis.evaluation import copy_check, copy_label, losses
 from matcomp.analysis.interventions import attention_interventions
 from matcomp.analysis.phases import answer_rise
-from matcomp.book.chapter import checked_parameters, ladder_runs, model_preset, open_chapter, paper_scale_runs
+from matcomp.book.chapter import checked_parameters, model_preset, open_chapter
 from matcomp.book.chapters import model_runs
-from matcomp.book.ladder import finding_ladders, show_ladder
+from matcomp.book.summary import show_chapter_ladder
 from matcomp.book.tables import beside_paper, findings, moves_text, styled
 from matcomp.config import RunConfig
 from matcomp.data import sample_batch
@@ -18,9 +18,8 @@ from matcomp.seeding import analysis_generator
 
 __all__ = [  # the names its notebook uses
     "COPY_VALUES", "ON_PLATEAU", "PRE_SHIFT", "analysis_generator", "answer_rise", "attention_interventions",
-    "beside_paper", "checked_parameters", "copy_check", "copy_label", "copy_table", "finding_ladders", "findings",
-    "ladder_runs", "losses", "model_preset", "moves_text", "open_chapter", "paper_scale_runs", "sample_batch",
-    "show_ladder", "styled",
+    "beside_paper", "checked_parameters", "copy_check", "copy_label", "copy_table", "findings", "losses",
+    "model_preset", "moves_text", "open_chapter", "sample_batch", "show_chapter_ladder", "styled",
 ]
 
 

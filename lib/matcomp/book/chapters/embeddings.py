@@ -27,16 +27,15 @@ from matcomp.analysis.seeds import seed_configs, seeds_from
 from matcomp.book.chapter import (
     chapter_config,
     checked_parameters,
-    ladder_runs,
     model_preset,
     open_chapter,
     open_seeds,
-    paper_scale_runs,
     sizes,
     trained_runs,
 )
 from matcomp.book.chapters import model_runs, seed_runs
-from matcomp.book.ladder import finding_ladders, show_ladder, unread_reason
+from matcomp.book.ladder import unread_reason
+from matcomp.book.summary import show_chapter_ladder
 from matcomp.book.tables import at_step, findings, styled
 from matcomp.book.verdicts import Claim, verdict
 from matcomp.config import RunConfig
@@ -44,11 +43,11 @@ from matcomp.paper import WS_POSITION_NORM_DIP
 
 __all__ = [  # the names its notebook uses
     "WS_POSITION_NORM_DIP", "Claim", "Side", "chapter_config", "checked_parameters", "closing_findings",
-    "component_correlations", "finding_ladders", "findings", "ladder_runs", "middle_row_z", "model_preset",
-    "norm_symmetry", "on_top_components", "open_seeds", "paper_scale_runs", "position_embeddings",
-    "position_grouping", "position_norm_profile", "position_silhouettes", "principal_components", "seed_configs",
-    "seeds_from", "setup", "show_ladder", "silhouette_findings", "silhouettes_by_seed", "silhouettes_over_seeds",
-    "sizes", "styled", "trained_runs", "tsne_layout", "unread_reason", "value_embeddings", "verdict",
+    "component_correlations", "findings", "middle_row_z", "model_preset", "norm_symmetry", "on_top_components",
+    "open_seeds", "position_embeddings", "position_grouping", "position_norm_profile", "position_silhouettes",
+    "principal_components", "seed_configs", "seeds_from", "setup", "show_chapter_ladder", "silhouette_findings",
+    "silhouettes_by_seed", "silhouettes_over_seeds", "sizes", "styled", "trained_runs", "tsne_layout",
+    "unread_reason", "value_embeddings", "verdict",
 ]
 
 
@@ -61,16 +60,16 @@ def setup(preset: str | None, model: str | None, seed: int | None, overrides: st
           seeds: int | None):
     """The chapter's config, run and phases, its post-shift model, every value token of the task, the
     positions grouped by row and by column, and the seeds of the several-seed part (None: the preset's)."""
-    cfg, run, shift = open_chapter(model_preset(preset, model), seed, overrides)
+    cfg, run, phases = open_chapter(model_preset(preset, model), seed, overrides)
     seeds = seeds or sizes(preset).seeds
     d = cfg.data
 
     S = d.n_rows * d.n_cols
     values = task_values(d, value_samples)  # every value token the task uses
     rows, cols = position_groups(d.n_rows, d.n_cols)
-    post = run.checkpoint(shift.post)
+    post = run.checkpoint(phases.post)
     print(f"value tokens from {values[0]:.2f} to {values[-1]:.2f} ({len(values)} tokens); {S} positions")
-    return cfg, run, shift, post, values, rows, cols, seeds
+    return cfg, run, phases, post, values, rows, cols, seeds
 
 
 def silhouette_findings(by_seed: pd.DataFrame) -> list[str]:
@@ -94,13 +93,13 @@ def silhouette_findings(by_seed: pd.DataFrame) -> list[str]:
 
 
 def closing_findings(values, norms, correlations: pd.DataFrame, scores: pd.DataFrame, silhouettes: pd.DataFrame,
-                     shift, run, by_seed: pd.DataFrame, seed_task: str) -> list[str]:
+                     phases, run, by_seed: pd.DataFrame, seed_task: str) -> list[str]:
     """The chapter's closing sentences: the value tokens' norm curve (``values``, ``norms``) and which principal
     component reads sign and magnitude (``component_correlations``); the final position embeddings' silhouettes
-    (``scores``) and their path from the pre- to the post-shift checkpoint (``silhouettes`` by step, ``shift``
+    (``scores``) and their path from the pre- to the post-shift checkpoint (``silhouettes`` by step, ``phases``
     the run's phases); and how the seeds of ``seed_task`` ("4×4") group them (``silhouettes_over_seeds``)."""
     sign_pc, size_pc = (correlations.loc[feature].abs().idxmax() for feature in ("sign(x)", "|x|"))
-    pre, post = silhouettes.loc[shift.pre], silhouettes.loc[shift.post]
+    pre, post = silhouettes.loc[phases.pre], silhouettes.loc[phases.post]
     final = scores.iloc[0]
     return [f"The norm curve has symmetry error {norm_symmetry(values, norms):.2f}; the sign is read by {sign_pc} "
             f"(correlation {correlations.loc['sign(x)', sign_pc]:+.2f}) and the magnitude by {size_pc} "
@@ -111,8 +110,8 @@ def closing_findings(values, norms, correlations: pd.DataFrame, scores: pd.DataF
             f"{final['by column']:+.2f} by column and {final['by row']:+.2f} by row: it groups them by "
             f"{position_grouping(scores).iloc[0]}.",
             f"Across its training the silhouette goes by column from {pre['by column']:+.2f} and by row from "
-            f"{pre['by row']:+.2f} at the pre-shift step {shift.pre:,} to {post['by column']:+.2f} and "
-            f"{post['by row']:+.2f} at step {shift.post:,} (the drop: {at_step(run.drop.half_step)}).",
+            f"{pre['by row']:+.2f} at the pre-shift step {phases.pre:,} to {post['by column']:+.2f} and "
+            f"{post['by row']:+.2f} at step {phases.post:,} (the drop: {at_step(run.drop.half_step)}).",
             f"The {seed_task} seeds' silhouette by column / by row: "
             + "; ".join(f"seed {s}: {row['by column']:+.2f} / {row['by row']:+.2f}" for s, row in by_seed.iterrows())
             + ".",

@@ -24,15 +24,13 @@ from matcomp.analysis.heads import (
 from matcomp.book.chapter import (
     chapter_config,
     checked_parameters,
-    ladder_runs,
     model_preset,
     open_chapter,
     open_seeds,
-    paper_scale_runs,
     sizes,
 )
 from matcomp.book.chapters import model_runs, seed_runs
-from matcomp.book.ladder import finding_ladders, show_ladder
+from matcomp.book.summary import show_chapter_ladder
 from matcomp.book.tables import findings, glue_texts, span_text, styled
 from matcomp.book.verdicts import TOLERANCE
 from matcomp.config import RunConfig
@@ -42,11 +40,10 @@ from matcomp.seeding import analysis_generator
 
 __all__ = [  # the names its notebook uses
     "FAMILIES", "UNINTERPRETABLE_ABLATION", "analysis_generator", "chapter_config", "checked_parameters",
-    "classify_model", "family_counts", "family_findings", "fig5_mask", "finding_ladders", "findings",
-    "glue_texts", "group_ablation", "heads_by_family", "identity_text", "ladder_runs", "leftover_text",
-    "longest_column_margin", "longest_column_verdict", "mean_maps", "open_seeds", "paper_scale_runs",
-    "sample_batch", "scores_over_training", "separating_mask", "setup", "show_ladder", "sizes", "strongest",
-    "styled", "with_baselines",
+    "classify_model", "family_counts", "family_findings", "fig5_mask", "findings", "glue_texts", "group_ablation",
+    "heads_by_family", "identity_text", "leftover_text", "longest_column_margin", "longest_column_verdict",
+    "mean_maps", "open_seeds", "sample_batch", "scores_over_training", "separating_mask", "setup",
+    "show_chapter_ladder", "sizes", "strongest", "styled", "with_baselines",
 ]
 
 
@@ -58,9 +55,9 @@ def runs_read(preset: str) -> list[RunConfig]:
 def setup(preset: str | None, model: str | None, seed: int | None, overrides: str, samples: int, eval_seed: int):
     """The chapter's config, its task, its run and phases, ``samples`` evaluation matrices with random masks
     (drawn from ``eval_seed``), and the post-shift model."""
-    cfg, run, shift = open_chapter(model_preset(preset, model), seed, overrides)
+    cfg, run, phases = open_chapter(model_preset(preset, model), seed, overrides)
     batch = sample_batch(cfg.data, samples, analysis_generator(eval_seed))
-    return cfg, cfg.data, run, shift, batch, run.bert(shift.post)
+    return cfg, cfg.data, run, phases, batch, run.bert(phases.post)
 
 
 

@@ -19,15 +19,13 @@ from matcomp.analysis.baselines import (
 from matcomp.analysis.solvers import SOLVER
 from matcomp.book.chapter import (
     checked_parameters,
-    ladder_runs,
     model_preset,
     open_chapter,
-    paper_scale_runs,
     rank_search_drops,
     sizes,
 )
 from matcomp.book.chapters import model_runs
-from matcomp.book.ladder import finding_ladders, show_ladder
+from matcomp.book.summary import show_chapter_ladder
 from matcomp.book.tables import beside, findings, styled
 from matcomp.config import RunConfig
 from matcomp.drop import FINAL_STEPS, final_losses
@@ -37,10 +35,9 @@ from matcomp.presets import preset as named_preset
 
 __all__ = [  # the names its notebook uses
     "FINAL_STEPS", "LAMBDA_TABLE", "NN", "POST_SHIFT", "SUDDEN_DROP", "agreement_text", "als_findings", "beside",
-    "checked_parameters", "final_losses", "finding_ladders", "findings", "headline_table", "ladder_runs",
-    "lambda_findings", "matched_norms", "named_preset", "norm_findings", "paper_scale_runs", "rank_search_drops",
-    "setup", "show_ladder", "stored_lambda_draws", "stored_lambda_table", "stored_sweep", "styled",
-    "versus_findings", "versus_table",
+    "checked_parameters", "final_losses", "findings", "headline_table", "lambda_findings", "matched_norms",
+    "named_preset", "norm_findings", "rank_search_drops", "setup", "show_chapter_ladder", "stored_lambda_draws",
+    "stored_lambda_table", "stored_sweep", "styled", "versus_findings", "versus_table",
 ]
 
 
@@ -53,13 +50,13 @@ def setup(preset: str | None, model: str | None, seed: int | None, overrides: st
           lambda_samples: int | None):
     """The chapter's config, run and phases, and its sample counts (None: the preset's, which are the
     paper's 512 per p_mask and 256 per λ table at the full scales)."""
-    cfg, run, shift = open_chapter(model_preset(preset, model), seed, overrides)
+    cfg, run, phases = open_chapter(model_preset(preset, model), seed, overrides)
     samples = samples or sizes(preset).completion_samples
     lambda_samples = lambda_samples or sizes(preset).lambda_samples
     print(f"{cfg.run_id}: {cfg.data.n_rows}x{cfg.data.n_cols} rank {cfg.data.rank}, BERT trained at "
-          f"p_mask {cfg.data.p_mask}, post-shift step {shift.post}; {samples} matrices per p_mask, "
+          f"p_mask {cfg.data.p_mask}, post-shift step {phases.post}; {samples} matrices per p_mask, "
           f"{lambda_samples} per lambda table; solver {SOLVER}")
-    return cfg, run, shift, samples, lambda_samples
+    return cfg, run, phases, samples, lambda_samples
 
 
 def agreement_text(agree: pd.Series, at: float, lam: float) -> str:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from matcomp.analysis.interventions import attention_interventions
 from matcomp.analysis.positions import permuted_losses
-from matcomp.book.chapter import checked_parameters, ladder_runs, model_preset, open_chapter, paper_scale_runs
+from matcomp.book.chapter import checked_parameters, model_preset, open_chapter
 from matcomp.book.chapters import model_runs
-from matcomp.book.ladder import finding_ladders, show_ladder
+from matcomp.book.summary import show_chapter_ladder
 from matcomp.book.tables import beside_paper, findings, styled
 from matcomp.config import RunConfig
 from matcomp.data import sample_batch, second_moment
@@ -16,8 +16,8 @@ from matcomp.seeding import analysis_generator
 
 __all__ = [  # the names its notebook uses
     "POST_SHIFT", "SUDDEN_DROP", "analysis_generator", "attention_interventions", "beside_paper",
-    "checked_parameters", "finding_ladders", "findings", "ladder_runs", "model_preset", "open_chapter",
-    "paper_scale_runs", "permuted_losses", "sample_batch", "second_moment", "show_ladder", "styled",
+    "checked_parameters", "findings", "model_preset", "open_chapter", "permuted_losses", "sample_batch",
+    "second_moment", "show_chapter_ladder", "styled",
 ]
 
 

@@ -49,11 +49,11 @@ def runs_read(preset: str) -> list[RunConfig]:
 def setup(preset: str | None, seed: int | None, overrides: str, seeds: int | None, after_drop: int | None):
     """The chapter's config, run and phases (at the scale's own preset), its sizes, the seeds and steps past
     the drop of its several-seed runs (None: the preset's), and the post-shift model."""
-    cfg, run, shift = open_chapter(preset, seed, overrides)
+    cfg, run, phases = open_chapter(preset, seed, overrides)
     size = sizes(preset)
     seeds = seeds or size.seeds
     after_drop = size.after_drop if after_drop is None else after_drop
-    return cfg, run, shift, size, seeds, after_drop, run.checkpoint(shift.post)
+    return cfg, run, phases, size, seeds, after_drop, run.checkpoint(phases.post)
 
 
 

@@ -6,15 +6,13 @@ from __future__ import annotations
 from matcomp.analysis.probing import answer_zero_mse, probe_comparison, probe_layers, probe_summary
 from matcomp.book.chapter import (
     checked_parameters,
-    ladder_runs,
     model_preset,
     open_chapter,
     open_run,
-    paper_scale_runs,
     probing_config,
 )
 from matcomp.book.chapters import model_runs
-from matcomp.book.ladder import finding_ladders, show_ladder
+from matcomp.book.summary import show_chapter_ladder
 from matcomp.book.tables import at_step, findings, styled
 from matcomp.config import RunConfig
 from matcomp.data import sample_batch
@@ -22,9 +20,9 @@ from matcomp.paper import PROBING_BEST_LAYERS
 from matcomp.seeding import analysis_generator
 
 __all__ = [  # the names its notebook uses
-    "PROBING_BEST_LAYERS", "analysis_generator", "answer_zero_mse", "at_step", "checked_parameters",
-    "finding_ladders", "findings", "ladder_runs", "model_preset", "open_chapter", "open_run", "paper_scale_runs",
-    "probe_comparison", "probe_layers", "probe_summary", "probing_config", "sample_batch", "show_ladder", "styled",
+    "PROBING_BEST_LAYERS", "analysis_generator", "answer_zero_mse", "at_step", "checked_parameters", "findings",
+    "model_preset", "open_chapter", "open_run", "probe_comparison", "probe_layers", "probe_summary",
+    "probing_config", "sample_batch", "show_chapter_ladder", "styled",
 ]
 
 

@@ -56,12 +56,12 @@ def setup(preset: str | None, seed: int | None, overrides: str, samples: int, se
     cfg, size = chapter_config(preset, seed, overrides), sizes(preset)
     seeds = seeds or size.progress_seeds
     configs = progress_configs(cfg, seeds_from(cfg, seeds), size.after_drop)
-    run, shift = open_run(configs[cfg.train.seed], preset)
-    print(shift.note)
+    run, phases = open_run(configs[cfg.train.seed], preset)
+    print(phases.note)
     table = progress_table(run, samples)
     spacing = configs[cfg.train.seed].train.checkpoint_every
     print(f"{len(table)} checkpoints measured, every {spacing} steps from step {table.index[0]} to {table.index[-1]}")
-    return cfg, run, shift, seeds, configs, table, spacing, size
+    return cfg, run, phases, seeds, configs, table, spacing, size
 
 
 def default_progress(windows, samples: int) -> tuple[pd.DataFrame, int]:
