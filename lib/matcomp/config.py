@@ -341,10 +341,15 @@ class RunConfig:
         return RunConfig.from_dict(d)
 
 
-LATER_FIELDS: dict[str, dict[str, object]] = {"data": {"sizes": ()}, "model": {"arch": "bert"},
-                "train": {"position_init": "bert", "attention_bias": 0.0, "attention_bias_steps": 0,
-                          "attention_bias_schedule": "fade", "attention_scale": 1.0, "attention_scale_from": 1,
-                          "attention_diagonal": True, "component": "all", "init_from": "", "stop_after_drop": 0}}
+# fields added after the first runs were shipped: counted in a run's hash only away from their defaults
+LATER: dict[str, tuple[type, tuple[str, ...]]] = {
+    "data": (DataConfig, ("sizes",)), "model": (ModelConfig, ("arch",)),
+    "train": (TrainConfig, ("position_init", "attention_bias", "attention_bias_steps", "attention_bias_schedule",
+                            "attention_scale", "attention_scale_from", "attention_diagonal", "component", "init_from",
+                            "stop_after_drop"))}
+LATER_FIELDS: dict[str, dict[str, object]] = {  # their defaults, as the dataclasses declare them
+    part: {name: {f.name: f.default for f in dataclasses.fields(kind)}[name] for name in names}
+    for part, (kind, names) in LATER.items()}
 
 
 def parse_value(text: str):
