@@ -91,6 +91,8 @@ def test_resume_after_a_crash_is_identical_to_an_uninterrupted_run(micro, tmp_pa
         get_or_train(micro, progress=False, root=tmp_path / "b")
     folder = RunFolder(tmp_path / "b" / micro.run_id)
     assert folder.read_resume()["step"] == 20 and not folder.complete_path.exists()
+    assert folder.resume_step() == 20 and run_state(micro, tmp_path / "b") == ("partial", 20)  # weights not loaded
+    assert RunFolder(tmp_path / "none").resume_step() is None
     monkeypatch.setattr(matcomp.runs.training, "sample_batch", real)
 
     resumed = get_or_train(micro, progress=False, root=tmp_path / "b")

@@ -175,6 +175,13 @@ class RunFolder:
             return None
         return torch.load(self.resume_path, weights_only=True, map_location="cpu")
 
+    def resume_step(self) -> int | None:
+        """The step ``resume.pt`` resumes from (None: there is none), read without loading its weights and
+        optimiser moments (memory-mapped): what the plan and the budget check ask of a partial run."""
+        if not self.resume_path.exists():
+            return None
+        return int(torch.load(self.resume_path, weights_only=True, map_location="cpu", mmap=True)["step"])
+
     def write_complete(self, summary: dict) -> None:
         atomic_write_bytes(self.complete_path, json.dumps(summary, indent=2).encode())
 

@@ -110,8 +110,7 @@ def get_or_train(cfg: RunConfig, device: str | torch.device | None = None, progr
             raise RunError(f"run {cfg.run_id} is not in the store {root} and ${ENV_NO_TRAINING} is set: train it "
                            f"first (python -m matcomp prepare, or unset {ENV_NO_TRAINING})")
         if not force:
-            resume = folder.read_resume() if folder.resume_path.exists() else None
-            check_budget(cfg, resolve_device(device), root, int(resume["step"]) if resume is not None else 0)
+            check_budget(cfg, resolve_device(device), root, folder.resume_step() or 0)
         base = None if folder.path.exists() else extendable(cfg, root)
         if base is not None:
             continue_from(base, cfg, folder)
@@ -133,9 +132,9 @@ def run_state(cfg: RunConfig, root: Path, shipped: bool = True) -> tuple[str, in
     folder = RunFolder(Path(root) / cfg.run_id)
     if folder.complete_path.exists():
         return "stored", cfg.train.steps
-    resume = folder.read_resume() if folder.resume_path.exists() else None
-    if resume is not None:
-        return "partial", int(resume["step"])
+    step = folder.resume_step()
+    if step is not None:
+        return "partial", step
     base = extendable(cfg, Path(root))  # a shorter finished run that this one continues
     return ("partial", base.last_step()) if base is not None else ("missing", 0)
 
