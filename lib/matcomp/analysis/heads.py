@@ -168,8 +168,14 @@ def mean_maps(model: MatrixBert, batch: Batch) -> torch.Tensor:
 def head_scores(model: MatrixBert, batch: Batch) -> pd.DataFrame:
     """The scores (columns ``SCORES``) of every head, one row per (layer, head), on ``batch``."""
     _, cache = run_with_cache(model, batch.ids, ["probs"])
-    layers = [map_scores(cache[f"probs.{i}"], batch.observed) for i in range(model.cfg.layers)]
-    return pd.concat(layers, keys=range(model.cfg.layers), names=["layer", "head"])
+    return cached_scores(cache, batch.observed)
+
+
+def cached_scores(cache: dict[str, torch.Tensor], observed: torch.Tensor) -> pd.DataFrame:
+    """``head_scores`` from a ``run_with_cache`` cache holding every layer's ``probs``: for a caller that
+    reads other activations of the same forward pass too."""
+    layers = sorted(int(name.split(".")[1]) for name in cache if name.startswith("probs."))
+    return pd.concat([map_scores(cache[f"probs.{i}"], observed) for i in layers], keys=layers, names=["layer", "head"])
 
 
 def classify_heads(scores: pd.DataFrame, baselines: dict[str, float], mass: float = 0.5,

@@ -36,7 +36,7 @@ import pandas as pd
 import torch
 
 from matcomp.analysis.embeddings import cluster_score, position_groups
-from matcomp.analysis.heads import head_scores, uniform_row_column
+from matcomp.analysis.heads import cached_scores, uniform_row_column
 from matcomp.analysis.seeds import seed_configs
 from matcomp.config import RunConfig
 from matcomp.data import Batch, sample_batch, second_moment
@@ -81,8 +81,8 @@ def _mean_abs_cos(hidden: torch.Tensor, keep: torch.Tensor) -> float:
 def checkpoint_measures(model: MatrixBert, batch: Batch) -> dict[str, float]:
     """Every measure of ``MEASURES`` for one model on ``batch`` (see the module's table)."""
     N, m, n = batch.values.shape
-    scores = head_scores(model, batch)
-    pred, cache = run_with_cache(model, batch.ids, ["resid"])
+    pred, cache = run_with_cache(model, batch.ids, ["probs", "resid"])  # one forward pass for every measure
+    scores = cached_scores(cache, batch.observed)
     pred, hidden = pred.float(), cache[f"resid.{model.cfg.layers}"].float()
     missing = ~batch.observed.reshape(N, m * n)
     several = missing.sum(1) >= 2
