@@ -14,6 +14,13 @@ BIAS = 2.0  # the attention bias added to same-row and same-column scores
 SCALE = 10.0  # the follow-up's factor on the attention to the target positions (att_scale_c)
 
 
+# the arms' names, as their tables and the chapter's prose read them
+SCALED, LR = "attention × 10 (follow-up)", "lr × 2"
+FADING, FADING_NO_DIAGONAL = "bias, fading", "bias, fading, no diagonal"
+KEPT_ON, KEPT_ON_NO_DIAGONAL = "bias, kept on", "bias, kept on, no diagonal"
+STAYS = (SCALED, KEPT_ON, KEPT_ON_NO_DIAGONAL)  # the arms whose change lasts to the end of training
+
+
 def shortening_defaults(cfg: RunConfig, after_drop: int) -> dict[str, dict]:
     """The changes the shortening chapter compares with plain training, as overrides of ``cfg``
     (S steps), each run to the same S steps as plain training and ended ``after_drop`` steps past its
@@ -30,11 +37,11 @@ def shortening_defaults(cfg: RunConfig, after_drop: int) -> dict[str, dict]:
     no_diagonal = {"train.attention_diagonal": False}
     fading = full | {"train.attention_bias": BIAS, "train.attention_bias_steps": max(steps // 5, 1)}
     kept_on = full | {"train.attention_bias": BIAS, "train.attention_bias_schedule": "constant"}
-    return {"attention × 10 (follow-up)": full | no_diagonal | {"train.attention_scale": SCALE,
-                                                                "train.attention_scale_from": max(steps // 40, 1)},
-            "bias, fading": fading, "bias, fading, no diagonal": fading | no_diagonal,
-            "bias, kept on": kept_on, "bias, kept on, no diagonal": kept_on | no_diagonal,
-            "lr × 2": full | {"train.lr": 2 * cfg.train.lr}}
+    scaled = full | no_diagonal | {"train.attention_scale": SCALE, "train.attention_scale_from": max(steps // 40, 1)}
+    return {SCALED: scaled,
+            FADING: fading, FADING_NO_DIAGONAL: fading | no_diagonal,
+            KEPT_ON: kept_on, KEPT_ON_NO_DIAGONAL: kept_on | no_diagonal,
+            LR: full | {"train.lr": 2 * cfg.train.lr}}
 
 
 def arm_summary(plain: pd.DataFrame, arms: dict[str, pd.DataFrame], budget: int) -> pd.DataFrame:

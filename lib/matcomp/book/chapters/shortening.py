@@ -8,7 +8,20 @@ import pandas as pd
 from matcomp.analysis.components import plateau_table
 from matcomp.analysis.progress import progress_configs
 from matcomp.analysis.seeds import drop_over_seeds, seed_configs, seeds_from, trained_on
-from matcomp.analysis.shortening import arm_summary, bias_ends, seed_curves, shortening_defaults, with_and_without
+from matcomp.analysis.shortening import (
+    FADING,
+    FADING_NO_DIAGONAL,
+    KEPT_ON,
+    KEPT_ON_NO_DIAGONAL,
+    LR,
+    SCALED,
+    STAYS,
+    arm_summary,
+    bias_ends,
+    seed_curves,
+    shortening_defaults,
+    with_and_without,
+)
 from matcomp.book.chapter import (
     DEFAULT_PRESET,
     chapter_config,
@@ -74,9 +87,6 @@ def default_shortening() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, int]
     return by_seed, summary, with_and_without(arms), cfg.train.steps
 
 
-KEPT_ON = ("attention × 10 (follow-up)", "bias, kept on", "bias, kept on, no diagonal")  # arms whose change stays
-
-
 def shortening_numbers(by_seed: pd.DataFrame, summary: pd.DataFrame, ends: pd.DataFrame,
                        budget: int, plateau: float) -> dict[str, str]:
     """What the shortening chapter's closing prose quotes (keys ``short_*``): each arm's drop-step range
@@ -91,8 +101,8 @@ def shortening_numbers(by_seed: pd.DataFrame, summary: pd.DataFrame, ends: pd.Da
         return "undefined" if pd.isna(value) else f"{value:,.0f}"
 
     n = len(by_seed)
-    kept, fading, no_diagonal = "bias, kept on, no diagonal", "bias, fading", "bias, fading, no diagonal"
-    without = ends.loc[[arm for arm in KEPT_ON if arm in ends.index.get_level_values("arm")], "L_mask without it"]
+    kept, fading, no_diagonal = KEPT_ON_NO_DIAGONAL, FADING, FADING_NO_DIAGONAL
+    without = ends.loc[[arm for arm in STAYS if arm in ends.index.get_level_values("arm")], "L_mask without it"]
     fade_end = ends.xs(fading, level="arm").mean()
     dropped = by_seed[no_diagonal].notna()
     fading_vs_plain = by_seed[fading] - by_seed["plain"]
@@ -104,9 +114,9 @@ def shortening_numbers(by_seed: pd.DataFrame, summary: pd.DataFrame, ends: pd.Da
         "short_sign_p": f"1/{2 ** (n - 1)}",
         "short_kept_win": span_text(without, "{:.2f}"), "short_plateau": f"{plateau:.3f}",
         "short_kept_vs_plateau": "at or above" if without.min() >= plateau else "partly below",
-        "short_scale_earlier": earlier("attention × 10 (follow-up)"), "short_kepton_earlier": earlier("bias, kept on"),
-        "short_scale_span": span_text(by_seed["attention × 10 (follow-up)"]),
-        "short_scale_sd": sd("attention × 10 (follow-up)"),
+        "short_scale_earlier": earlier(SCALED), "short_kepton_earlier": earlier(KEPT_ON),
+        "short_scale_span": span_text(by_seed[SCALED]),
+        "short_scale_sd": sd(SCALED),
         "short_fading_span": span_text(by_seed[fading]), "short_fading_sd": sd(fading),
         "short_fading_width": f"{fading_steps.max() - fading_steps.min():,.0f}" if len(fading_steps) else "no",
         "short_fading_earlier_seeds": and_text(fading_vs_plain.index[fading_vs_plain < 0]),
@@ -117,7 +127,7 @@ def shortening_numbers(by_seed: pd.DataFrame, summary: pd.DataFrame, ends: pd.Da
         "short_nodiag_span": span_text(by_seed.loc[dropped, no_diagonal]),
         "short_nodiag_with_span": span_text(by_seed.loc[dropped, fading]),
         "short_nodiag_seeds": seeds_text(by_seed.index[dropped]),
-        "short_lr_span": span_text(by_seed["lr × 2"]), "short_lr_sd": sd("lr × 2"),
+        "short_lr_span": span_text(by_seed[LR]), "short_lr_sd": sd(LR),
     }
 
 
