@@ -16,6 +16,7 @@ from matcomp.analysis.progress import (
     lead_table,
     onset,
     progress_configs,
+    progress_derivation,
     progress_table,
     smoothed,
     smoothing_sensitivity,
@@ -116,13 +117,17 @@ def test_progress_runs_are_checkpointed_densely_and_stop_after_the_drop():
     assert progress_configs(preset("smoke"), [0], 100)[0].train.checkpoint_every == 10  # never denser than 10
 
 
-def test_progress_table_is_cached_beside_the_run(micro, store, monkeypatch):
+def test_progress_table_is_a_derived_table_keyed_by_the_run_s_checkpoints(micro, store, monkeypatch):
     run = get_or_train(micro, progress=False)
     first = progress_table(run, samples=16)
     assert list(first.index) == run.steps and list(first.columns) == list(MEASURES)
-    assert (store / "progress" / f"{micro.run_id}-n16-s0.csv").exists()
+    derivation = progress_derivation(run, samples=16)
+    assert [c["step"] for c in derivation.inputs()["checkpoints"]] == run.steps
+    assert "matcomp.analysis.heads" in derivation.sources()  # the code that scores the heads keys it too
+    assert (store / "derived" / f"{derivation.stem()}.measures.csv").exists()
     monkeypatch.setattr(matcomp.analysis.progress, "measures_over_training", lambda *a: pytest.fail("computed twice"))
-    pd.testing.assert_frame_equal(progress_table(run, samples=16), first, check_exact=False, rtol=1e-12)
+    pd.testing.assert_frame_equal(progress_table(run, samples=16), first, check_exact=True)
+    assert progress_derivation(run, samples=8).key() != derivation.key()  # other matrices: another table
 
 
 def test_leads_need_a_drop_and_seeds_without_one_get_an_empty_column(micro, store):
@@ -147,7 +152,7 @@ def test_measures_of_a_shipped_run_are_cached_in_the_working_store_not_beside_it
     shipped = export_reference(get_or_train(micro, progress=False), [0, 20, 40], command="python -m matcomp ...")
     progress_table(shipped, samples=8)
     assert not (tmp_path / "reference" / "progress").exists()  # the repository's folder is left alone
-    assert (store / "progress" / f"{micro.run_id}-n8-s0.csv").exists()
+    assert (store / "derived" / f"{progress_derivation(shipped, samples=8).stem()}.measures.csv").exists()
     monkeypatch.setattr(matcomp.analysis.progress, "measures_over_training", lambda *a: pytest.fail("computed twice"))
     progress_table(shipped, samples=8)  # found in the working store
 

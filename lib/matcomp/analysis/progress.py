@@ -23,8 +23,10 @@ the Loss Plateau?").
 ``lead_table`` turns it into steps before the drop and before the loss's own onset, on the table
 smoothed over a few checkpoints (``smoothed``). The rule is retrospective: its reference window and
 the size of the move are set by the drop step, known only once the drop has happened.
-``progress_table`` caches a run's measures next to the run, so the book can ship them for
-checkpoints it does not ship.
+``progress_table`` reads a run's measures from those recorded with it when it was shipped (measured on
+dense checkpoints that do not ship; ``tests/test_shipped.py`` recomputes the rows of every checkpoint that
+does), else from a derived table (``matcomp.runs.derived``) keyed by the run's checkpoints, the
+parameters and the source of the code that measures them.
 """
 
 from __future__ import annotations
@@ -44,9 +46,9 @@ from matcomp.metrics import masked_mse
 from matcomp.models.bert import MatrixBert
 from matcomp.models.hooks import run_with_cache
 from matcomp.models.recipe import COMPONENT_PATTERNS, component_names
-from matcomp.runs.folder import atomic_write_bytes
+from matcomp.runs.derived import Derivation, load_or_compute
 from matcomp.runs.run import Run
-from matcomp.runs.store import runs_root
+from matcomp.runs.shipped import REFERENCE_ROOT
 from matcomp.seeding import analysis_generator
 
 L_MASK = "L_mask (batch)"
@@ -118,28 +120,33 @@ def measures_over_training(run: Run, steps, batch: Batch) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("step")
 
 
-def cache_path(run: Run, samples: int, seed: int, root: Path | None = None) -> Path:
-    """Where the measures of ``run`` on ``samples`` matrices of analysis seed ``seed`` are cached in the
-    store at ``root`` (default: the run's own: ``runs/reference/progress/`` for a shipped run)."""
-    return (root or run.path.parent) / "progress" / f"{run.path.name}-n{samples}-s{seed}.csv"
+def recorded_path(run: Run, samples: int, seed: int) -> Path:
+    """Where the measures recorded with a shipped run lie (``runs/reference/progress/``)."""
+    return REFERENCE_ROOT / "progress" / f"{run.path.name}-n{samples}-s{seed}.csv"
+
+
+def progress_derivation(run: Run, samples: int = 256, seed: int = 0) -> Derivation:
+    """The measures of every checkpoint of ``run`` as a derived table (``measures``), on ``samples`` matrices of
+    the run's task drawn from ``analysis_generator(seed)``."""
+    def compute() -> dict[str, pd.DataFrame]:
+        batch = sample_batch(run.config.data, samples, analysis_generator(seed))
+        return {"measures": measures_over_training(run, run.steps, batch)}
+
+    return Derivation(f"progress-{run.path.name}-n{samples}-s{seed}", compute,
+                      checkpoints=[(run, step) for step in run.steps], params={"samples": samples, "seed": seed})
 
 
 def progress_table(run: Run, samples: int = 256, seed: int = 0) -> pd.DataFrame:
-    """The measures of every checkpoint of ``run`` (one row per step), on ``samples`` matrices of
-    the run's task drawn from ``analysis_generator(seed)``. Read from the cache beside the run (shipped
-    with it) or in the working store when one holds at least the run's checkpoints (a shipped table
-    may hold more steps than the shipped run keeps); else computed and cached in the working store,
-    never beside a shipped run (the book's build writes nothing into the repository)."""
-    written = cache_path(run, samples, seed, runs_root())
-    for path in dict.fromkeys((cache_path(run, samples, seed), written)):
-        if path.exists():
-            table = pd.read_csv(path, index_col="step")
-            if set(run.steps) <= set(table.index) and list(table.columns) == list(MEASURES):
-                return table
-    batch = sample_batch(run.config.data, samples, analysis_generator(seed))
-    table = measures_over_training(run, run.steps, batch)
-    atomic_write_bytes(written, table.to_csv().encode())  # a crash never leaves half a table
-    return table
+    """The measures of every checkpoint of ``run`` (one row per step): those recorded with the run when it was
+    shipped, where they hold at least its checkpoints (they may hold more: the dense checkpoints they were
+    measured on before the run was narrowed); else ``progress_derivation``'s, stored in the working store
+    (never beside a shipped run: the book's build writes nothing into the repository)."""
+    recorded = recorded_path(run, samples, seed)
+    if recorded.exists():
+        table = pd.read_csv(recorded, index_col="step")
+        if set(run.steps) <= set(table.index) and list(table.columns) == list(MEASURES):
+            return table
+    return load_or_compute(progress_derivation(run, samples, seed))["measures"]
 
 
 def heads_over_uniform(table: pd.DataFrame, n_rows: int, n_cols: int) -> pd.DataFrame:
