@@ -18,8 +18,8 @@ from matcomp.analysis.progress import (
     progress_configs,
     progress_derivation,
     progress_table,
-    smoothed,
     smoothing_sensitivity,
+    trailing_mean,
 )
 from matcomp.config import DataConfig, ModelConfig
 from matcomp.data import sample_batch
@@ -69,13 +69,13 @@ def test_onset_finds_the_first_lasting_move_and_ignores_noise():
 
 def test_smoothing_is_a_trailing_mean_that_never_reads_a_later_checkpoint():
     table = pd.DataFrame({"a": [0.0, 3.0, 6.0, 9.0]}, index=[0, 50, 100, 150])
-    assert smoothed(table, 1).equals(table)
-    assert smoothed(table, 3)["a"].tolist() == [0.0, 1.5, 3.0, 6.0]
+    assert trailing_mean(table, 1).equals(table)
+    assert trailing_mean(table, 3)["a"].tolist() == [0.0, 1.5, 3.0, 6.0]
     spiked = table.copy()
     spiked.loc[150, "a"] = 100.0
-    assert smoothed(spiked, 3).loc[:100].equals(smoothed(table, 3).loc[:100])  # the future changes nothing before it
+    assert trailing_mean(spiked, 3).loc[:100].equals(trailing_mean(table, 3).loc[:100])  # the future changes nothing
     with pytest.raises(ValueError, match="window must be >= 1"):
-        smoothed(table, 0)
+        trailing_mean(table, 0)
 
 
 def test_lead_over_the_loss_compares_onsets_on_the_same_table():

@@ -56,8 +56,9 @@ class Drop:
                 f"final {self.final:.4g} ({self.factor:.1f}x below the plateau)")
 
 
-def smooth(metrics: pd.DataFrame, column: str = "L_mask", window: int = SMOOTHING) -> pd.Series:
-    """Centred rolling mean of ``column``, indexed by step."""
+def centred_mean(metrics: pd.DataFrame, column: str = "L_mask", window: int = SMOOTHING) -> pd.Series:
+    """Centred rolling mean of ``column`` over ``window`` steps, indexed by step: the curve the drop is read on
+    (a trailing mean, which the progress measures use, is ``analysis.progress.trailing_mean``)."""
     series = metrics.set_index("step")[column]
     return series.rolling(window, center=True, min_periods=window // 2 + 1).mean()
 
@@ -86,7 +87,7 @@ def detect_drop(metrics: pd.DataFrame, column: str = "L_mask", window: int = SMO
             raise ValueError(f"{name} must be >= 1; got {value}")
     if skip < 0:
         raise ValueError(f"skip must be >= 0; got {skip}")
-    smoothed = smooth(metrics, column, window)
+    smoothed = centred_mean(metrics, column, window)
     after = smoothed[smoothed.index > skip]
     if after.empty:
         raise ValueError(f"too short to have a plateau: the table ends at step {int(smoothed.index.max())}, and the "
@@ -127,6 +128,6 @@ def leave_step(metrics: pd.DataFrame, level: float, near: float = ON_PLATEAU, co
         raise ValueError(f"near must be in (0, 1]; got {near}")
     if level <= 0:
         raise ValueError(f"level must be > 0; got {level}")
-    smoothed = smooth(metrics, column, window)
+    smoothed = centred_mean(metrics, column, window)
     below = smoothed[(smoothed.index > skip) & (smoothed < near * level)]
     return int(below.index[0]) if len(below) else None

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from textwrap import fill
 
-from matcomp.drop import ON_PLATEAU, Drop, leave_step, smooth
+from matcomp.drop import ON_PLATEAU, Drop, centred_mean, leave_step
 from matcomp.paper import COPY_TABLE_STEPS, PRE_SHIFT_STEP, SUDDEN_DROP
 from matcomp.runs.run import Run
 
@@ -57,7 +57,7 @@ def phases(run: Run, paper_steps: bool = False) -> Phases:
             f"This run shows no drop: L_mask stays on its plateau ({drop.plateau:.3g}) to step {steps[-1]}, "
             f"so its 'post-shift' model (step {steps[-1]}) is still a copying model and every "
             f"before/after contrast below compares two plateau models."))
-    smoothed = smooth(run.metrics)
+    smoothed = centred_mean(run.metrics)
     plateau = [s for s in steps if s < drop.half_step and smoothed.get(s, drop.plateau) >= ON_PLATEAU * drop.plateau]
     pre_target, copy_targets = phase_targets(drop.half_step, paper_steps)
     pre = run.nearest_step(pre_target, trained=True)
@@ -77,7 +77,7 @@ def answer_rise(metrics, drop: Drop) -> dict[str, float] | None:
     (``leave_step``: below ``ON_PLATEAU`` of it) and at the drop. None without a drop."""
     if drop.half_step is None:
         return None
-    answer = smooth(metrics, "mask_value")
+    answer = centred_mean(metrics, "mask_value")
     leave = leave_step(metrics, drop.plateau) or drop.half_step
     before = answer[(answer.index > 100) & (answer.index <= leave)]
     low = int(before.idxmin()) if len(before) else leave

@@ -21,7 +21,7 @@ the Loss Plateau?").
 
 ``onset`` says when a measure "starts to move", with one definition for all (see there), and
 ``lead_table`` turns it into steps before the drop and before the loss's own onset, on the table
-smoothed over a few checkpoints (``smoothed``). The rule is retrospective: its reference window and
+smoothed over a few checkpoints (``trailing_mean``). The rule is retrospective: its reference window and
 the size of the move are set by the drop step, known only once the drop has happened.
 ``progress_table`` reads a run's measures from those recorded with it when it was shipped (measured on
 dense checkpoints that do not ship; ``tests/test_shipped.py`` recomputes the rows of every checkpoint that
@@ -198,7 +198,7 @@ def onset(values: pd.Series, drop_step: int, fraction: float = 0.1, noise: float
     return int(before.index[np.argmax(stays)])
 
 
-def smoothed(table: pd.DataFrame, window: int) -> pd.DataFrame:
+def trailing_mean(table: pd.DataFrame, window: int) -> pd.DataFrame:
     """Each column of ``table`` (one row per checkpoint) averaged over the last ``window`` checkpoints,
     the current one included: a trailing mean, so a smoothed value never uses a later checkpoint."""
     if window < 1:
@@ -232,7 +232,7 @@ def run_leads(run: Run, samples: int = 256, seed: int = 0, window: int = 1) -> p
     drop_step = run.drop.half_step
     if drop_step is None:
         raise ValueError(f"run {run.path.name} shows no drop, so no measure can lead it")
-    return lead_table(smoothed(progress_table(run, samples, seed), window), drop_step)
+    return lead_table(trailing_mean(progress_table(run, samples, seed), window), drop_step)
 
 
 def leads_over_seeds(runs: dict[int, Run], windows=(1,), samples: int = 256) -> pd.DataFrame:

@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
-from matcomp.drop import SMOOTHING, Drop, smooth
+from matcomp.drop import SMOOTHING, Drop, centred_mean
 
 LOSS_COLORS = {"L": "black", "L_obs": "tab:blue", "L_mask": "tab:red"}
 
@@ -23,7 +23,7 @@ def loss_curves(metrics: pd.DataFrame, drop: Drop | None = None, plateau: float 
     ax = ax or plt.subplots(figsize=(7, 4))[1]
     ax.plot(metrics["step"], metrics["L_mask"], color=LOSS_COLORS["L_mask"], alpha=0.15, lw=0.5)
     for column, color in LOSS_COLORS.items():
-        ax.plot(smooth(metrics, column, window), color=color, label=LOSS_LABELS[column])
+        ax.plot(centred_mean(metrics, column, window), color=color, label=LOSS_LABELS[column])
     if plateau is not None:
         ax.axhline(plateau, color="gray", ls=":", label=f"predict 0 when missing ({plateau:.3g})")
     if drop is not None and drop.half_step is not None:
@@ -37,7 +37,7 @@ def mask_value_curve(metrics: pd.DataFrame, drop: Drop | None = None, window: in
                      ax: plt.Axes | None = None) -> plt.Axes:
     """Mean |prediction| at missing entries against step: ~0 while the model copies."""
     ax = ax or plt.subplots(figsize=(7, 2.5))[1]
-    ax.plot(smooth(metrics, "mask_value", window), color="tab:purple")
+    ax.plot(centred_mean(metrics, "mask_value", window), color="tab:purple")
     if drop is not None and drop.half_step is not None:
         ax.axvline(drop.half_step, color="gray", ls="--", lw=1)
     ax.set(xlabel="training step", ylabel=r"mean $|\hat X_{ij}|$, missing")
@@ -48,7 +48,7 @@ def l_mask_twin(ax: plt.Axes, metrics: pd.DataFrame, drop: Drop | None = None, w
     """Smoothed L_mask on a second y-axis of ``ax`` (and the drop step as a dashed line), to read a
     measure plotted against step beside the loss; returns the second axis."""
     twin = ax.twinx()
-    twin.plot(smooth(metrics, "L_mask", window), color=LOSS_COLORS["L_mask"], alpha=0.6)
+    twin.plot(centred_mean(metrics, "L_mask", window), color=LOSS_COLORS["L_mask"], alpha=0.6)
     twin.set_ylabel("$L_{mask}$ (smoothed)", color=LOSS_COLORS["L_mask"])
     if drop is not None and drop.half_step is not None:
         ax.axvline(drop.half_step, color="gray", ls="--", lw=1)
@@ -62,7 +62,7 @@ def curves_together(curves: dict[str, pd.DataFrame], column: str = "L", level: f
     to extra line keywords."""
     ax = ax or plt.subplots(figsize=(7, 4))[1]
     for name, metrics in curves.items():
-        ax.plot(smooth(metrics, column, window), label=name, **(styles or {}).get(name, {}))
+        ax.plot(centred_mean(metrics, column, window), label=name, **(styles or {}).get(name, {}))
     if level is not None:
         ax.axhline(level, color="gray", ls=":", lw=1, label=f"copying plateau ({level:.3g})")
     ax.set(yscale="log", xlabel="training step", ylabel=f"{LOSS_LABELS.get(column, column)}, smoothed")
@@ -83,7 +83,7 @@ def variant_curves(runs: dict[tuple[str, int, int], pd.DataFrame], labels: dict[
                 continue
             first = value not in colours
             colour = colours.setdefault(value, f"C{len(colours)}")
-            ax.plot(smooth(metrics[metrics.step <= steps]), color=colour, lw=1.2,
+            ax.plot(centred_mean(metrics[metrics.step <= steps]), color=colour, lw=1.2,
                     label=f"{label} {value}" if first else None)
         if level is not None:
             ax.axhline(level, color="gray", ls=":", lw=1, label=f"copying plateau ({level:.3g})")
@@ -101,11 +101,11 @@ def gpt_curves(metrics: pd.DataFrame, onset: int | None = None, window: int = 25
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4), layout="constrained")
     for column, label, color in (("L", "$L$: every next token", "black"),
                                  ("L_full", "$L_{full}$: the full-matrix half", "tab:purple")):
-        left.plot(smooth(metrics, column, window), color=color, label=label)
+        left.plot(centred_mean(metrics, column, window), color=color, label=label)
     left.set(yscale="log", xlabel="training step", ylabel="cross-entropy (smoothed)")
     evals = metrics.dropna(subset=["eval_acc_obs"])
     for where, color in (("obs", "tab:blue"), ("mask", "tab:red")):
-        right.plot(smooth(metrics, f"acc_{where}", window), color=color, alpha=0.3, lw=1)
+        right.plot(centred_mean(metrics, f"acc_{where}", window), color=color, alpha=0.3, lw=1)
         right.plot(evals.step, evals[f"eval_acc_{where}"], "o-", ms=2, lw=0.8, color=color,
                    label=f"{'observed' if where == 'obs' else 'missing'} entries (greedy decoding)")
     right.set(xlabel="training step", ylabel="token accuracy", ylim=(-0.02, 1.02))
