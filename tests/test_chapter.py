@@ -28,6 +28,17 @@ def test_parameters_resolve_from_arguments_then_environment_then_default(monkeyp
     gpt = chapter_config(variant="gpt")  # the GPT at the scale of $MATCOMP_PRESET
     assert (gpt.name, gpt.model.arch, gpt.train.seed) == ("smoke_gpt", "gpt", 4)
     assert chapter_config("paper_gpt", variant="gpt").name == "paper_gpt"
+    assert chapter_config("paper12", variant="gpt").name == "paper_gpt"  # the 12-layer scale's GPT is the paper's
+    with pytest.raises(ValueError, match="variant must be '' or 'gpt'; got 'gtp'"):
+        chapter_config(variant="gtp")
+
+
+@pytest.mark.parametrize("preset", ["smoke", "cpu", "paper", "paper12"])
+def test_every_chapter_names_its_runs_at_every_scale_of_the_book(preset):
+    from matcomp.book.plan import plan
+
+    planned = plan(preset)
+    assert planned and {"gpt"} <= {chapter for p in planned for chapter in p.chapters}
 
 
 def test_one_model_chapters_read_the_larger_run_at_cpu_and_their_seeds_stay_on_the_scale(monkeypatch):

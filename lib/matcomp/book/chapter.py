@@ -64,12 +64,14 @@ def chapter_config(preset: str | None = None, seed: int | None = None,
 
     ``preset`` None -> ``$MATCOMP_PRESET``, else ``cpu``; ``seed`` None -> ``$MATCOMP_SEED``, else the
     preset's; ``overrides`` (a dict or ``"field=value,..."``) are applied after those of ``$MATCOMP_SET``.
-    A ``variant`` ("gpt") takes the preset of that name at the same scale (``cpu`` -> ``cpu_gpt``). With
+    A ``variant`` ("gpt") takes the scale's GPT preset (``ChapterSizes.gpt``: ``cpu`` -> ``cpu_gpt``). With
     ``plateau`` (a chapter's run), a BERT run too short to have a plateau is refused before it trains.
     """
     name = preset_name(preset)
-    if variant and not name.endswith(f"_{variant}"):
-        name = f"{name}_{variant}"
+    if variant not in ("", "gpt"):
+        raise ValueError(f"variant must be '' or 'gpt'; got {variant!r}")
+    if variant and not name.endswith("_gpt"):
+        name = chapter_sizes(name).gpt or f"{name}_gpt"
     changes = environment_overrides(name)
     if overrides is not None and not isinstance(overrides, (str, dict)):
         raise ValueError(f"overrides must be text such as 'train.lr=3e-4, model.hidden=32' or a dict; "

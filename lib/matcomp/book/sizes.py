@@ -40,6 +40,7 @@ class ChapterSizes:
     # on these cores, then the paper's run trained on a lent GPU (shipped with its metrics alone)
     paper_scale: tuple[str, str] | None = None  # (preset, overrides): the run of the paper's scale that the one-model
     # chapters read as their top rung where it is shipped with checkpoints (trained on a lent GPU, matcomp.remote)
+    gpt: str | None = None  # the GPT preset the gpt chapter trains at this scale (None: "<preset>_gpt")
 
     def steps(self, field: str, cfg: RunConfig) -> int:
         """The steps ``field`` names for a run of ``cfg``: its own steps if None, never more."""
@@ -73,12 +74,13 @@ CHAPTER_SIZES: dict[str, ChapterSizes] = {
                         + (("paper", PAPER_SCALE),),  # the paper's run, on a GPU
                         paper_scale=("paper", PAPER_SCALE)),
     "paper": _PAPER_SIZES,
-    "paper12": _PAPER_SIZES,
+    # the 12-layer scale: its widths divisible by its 12 heads; its GPT the paper's (App. G trains one)
+    "paper12": replace(_PAPER_SIZES, widths=(96, 192, 384, 768), gpt="paper_gpt"),
 }
 
 # read through the one-model chapters' ``model`` parameter: the ``cpu`` scale's sizes, without a deeper probe model
 CHAPTER_SIZES.update({name: replace(CHAPTER_SIZES["cpu"], probe_layers=None, one_model=None, ladder=(), rank_search=(),
-                                    paper_scale=None)
+                                    paper_scale=None, gpt="cpu_gpt")
                       for name in ("cpu7x7", "cpu5x5")})
 
 
