@@ -169,3 +169,14 @@ def test_rank_drop_numbers_read_the_shipped_gpu_run_around_its_drop():
     heads_before = [float(v.rstrip("×")) for v in numbers["rank2_heads_before"].split(" and ")]
     heads_after = [float(v.rstrip("×")) for v in numbers["rank2_heads_after"].split(" and ")]
     assert max(heads_before) < 1.1 and min(heads_after) > 5  # still uniform before, well off it after
+
+
+def test_the_leftover_heads_are_set_beside_the_paper_s_by_the_book_s_one_rule():
+    from matcomp.book.chapters.head_taxonomy import leftover_text
+
+    paper = 0.01575 / 0.01428  # the paper's L_mask with / without its uninterpretable heads (§3.2.2)
+    table = lambda ratio: pd.DataFrame({"heads": [3], "L_mask ratio": [ratio]}, index=["other"])  # noqa: E731
+    assert leftover_text(table(paper * 1.2)).endswith("about the same effect.")  # log 1.2 = 0.18 < 0.25
+    assert "a larger effect than there" in leftover_text(table(paper * 1.4))
+    assert leftover_text(table(paper / 1.4)).endswith("a smaller effect than there.")
+    assert leftover_text(pd.DataFrame({"heads": [], "L_mask ratio": []})).startswith("Every head of this model")

@@ -3,8 +3,6 @@ into the paper's families, under random and structured masks and over seeds, and
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 
 from matcomp.analysis.heads import (
@@ -32,7 +30,7 @@ from matcomp.book.chapter import (
 from matcomp.book.chapters import model_runs, seed_runs
 from matcomp.book.summary import show_chapter_ladder
 from matcomp.book.tables import findings, glue_texts, span_text, styled
-from matcomp.book.verdicts import TOLERANCE
+from matcomp.book.verdicts import MATCHES, Claim
 from matcomp.config import RunConfig
 from matcomp.data import sample_batch
 from matcomp.paper import FAMILIES, UNINTERPRETABLE_ABLATION
@@ -114,14 +112,14 @@ def family_findings(counts: pd.DataFrame, label: str) -> list[str]:
 def leftover_text(ablation: pd.DataFrame) -> str:
     """The heads no family claims beside the paper's "uninterpretable" ones (§3.2.2): how much ablating them
     multiplies L_mask here (a ``group_ablation`` table) against the paper's ratio, "about the same" within
-    the book's tolerance (``verdicts.TOLERANCE``)."""
+    the book's one rule (``verdicts.Claim``)."""
     without, with_ = UNINTERPRETABLE_ABLATION["without"], UNINTERPRETABLE_ABLATION["with"]
     paper_ratio = with_[1] / without[1]
     if NO_FAMILY not in ablation.index:
         return (f"Every head of this model belongs to a family, so none is left to set beside the paper's leftover "
                 f"heads (their ablation: L_mask ×{paper_ratio:.2f}, §3.2.2).")
     ours = ablation.loc[NO_FAMILY, "L_mask ratio"]
-    gap = ("about the same effect" if abs(math.log(ours / paper_ratio)) <= TOLERANCE else
+    gap = ("about the same effect" if Claim(paper_ratio).mark(ours) == MATCHES else
            "a larger effect than there, so here they carry part of the completion the families leave unexplained"
            if ours > paper_ratio else "a smaller effect than there")
     return (f"Ablating the heads no family claims ({ablation.loc[NO_FAMILY, 'heads']:.0f} heads) multiplies L_mask "
