@@ -43,7 +43,6 @@ def setup(preset: str | None, seed: int | None, overrides: str, steps: int | Non
     return cfg, base, steps, runs
 
 
-
 def component_findings(table: pd.DataFrame, min_plateau: int) -> list[str]:
     """One sentence per group of a ``matcomp.analysis.components.plateau_table``: whether it has a plateau
     (and how long, against the ``min_plateau`` threshold; "only just" when under twice it), where it

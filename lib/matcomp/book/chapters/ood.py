@@ -56,7 +56,6 @@ def setup(preset: str | None, seed: int | None, overrides: str, seeds: int | Non
     return cfg, run, phases, size, seeds, after_drop, run.checkpoint(phases.post)
 
 
-
 MISS = 0.5  # L_mask / E[X²] at or above this is a miss: the completion recovers less than half of E[X²]
 
 

@@ -3,6 +3,8 @@ seeds as plain training; and the numbers its prose quotes of the default preset'
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pandas as pd
 
 from matcomp.analysis.components import plateau_table
@@ -51,6 +53,13 @@ def runs_read(preset: str) -> list[RunConfig]:
     return plain + [c.override(change) for change in changes for c in plain]
 
 
+def arm_drops(cfg: RunConfig, changed: dict[str, RunConfig], seeds: Sequence[int], preset: str | None):
+    """Plain training (``cfg``) and each arm of ``changed`` at ``seeds``: every arm's runs (arm -> seed -> run,
+    plain first), plain training's drops (``drop_over_seeds``) and each changed arm's."""
+    arms = {name: trained_runs(seed_configs(c, seeds), preset) for name, c in ({"plain": cfg} | changed).items()}
+    return arms, drop_over_seeds(arms["plain"]), {name: drop_over_seeds(arms[name]) for name in changed}
+
+
 def setup(preset: str | None, seed: int | None, overrides: str, seeds: int | None, intervention: str):
     """The seeds (None: the preset's), each arm's config (the defaults, and ``intervention`` as "custom"),
     every arm's runs (arm -> seed -> run), plain training's drops, each arm's, and the budget; the arms'
@@ -60,16 +69,12 @@ def setup(preset: str | None, seed: int | None, overrides: str, seeds: int | Non
     seed_list = seeds_from(cfg, seeds)
     custom = {"custom": parse_overrides(intervention)} if intervention else {}
     changes = shortening_defaults(cfg, size.after_drop) | custom
-
     changed = {name: cfg.override(change) for name, change in changes.items()}
-    arms = {name: trained_runs(seed_configs(c, seed_list), preset) for name, c in ({"plain": cfg} | changed).items()}
-    plain = drop_over_seeds(arms["plain"])
-    drops = {name: drop_over_seeds(arms[name]) for name in changed}
+    arms, plain, drops = arm_drops(cfg, changed, seed_list, preset)
     budget = cfg.train.steps
     for name, change in changes.items():
         print(f"{name}: " + ", ".join(f"{k}={v}" for k, v in change.items()))
     return seed_list, changed, arms, plain, drops, budget
-
 
 
 def default_shortening() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, int]:
@@ -78,10 +83,7 @@ def default_shortening() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, int]
     cfg, size = named_preset(DEFAULT_PRESET), sizes(DEFAULT_PRESET)
     seeds = seeds_from(cfg, size.shortening_seeds)
     changed = {name: cfg.override(change) for name, change in shortening_defaults(cfg, size.after_drop).items()}
-    arms = {name: trained_runs(seed_configs(c, seeds), DEFAULT_PRESET)
-            for name, c in ({"plain": cfg} | changed).items()}
-    plain = drop_over_seeds(arms["plain"])
-    drops = {name: drop_over_seeds(arms[name]) for name in changed}
+    arms, plain, drops = arm_drops(cfg, changed, seeds, DEFAULT_PRESET)
     by_seed = pd.DataFrame({"plain": plain["drop step"], **{name: d["drop step"] for name, d in drops.items()}})
     summary = arm_summary(plain, drops, cfg.train.steps)
     return by_seed, summary, with_and_without(arms), cfg.train.steps

@@ -77,7 +77,6 @@ def setup(preset: str | None, seed: int | None, overrides: str, seeds: int | Non
     return cfg, size, steps, mixture_cfg, mixtures, seeds, sizes, ranks
 
 
-
 def default_sizes() -> tuple[pd.DataFrame, pd.DataFrame, RunConfig]:
     """The sizes-and-ranks chapter's two tables on the default preset's runs: the mixture's drop order
     (``mixture_orders``) and the separate runs (``variant_table``), with the default config."""
