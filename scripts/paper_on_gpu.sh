@@ -1,27 +1,35 @@
 #!/usr/bin/env bash
-# The paper's own model on a GPU lent for minutes (15 of device time in all, its start included; at most
-# 10 a command; 8 files of 16 MiB back a command): trained in TF32, packed in bf16 with its metrics, and
-# installed here. Every step but the device calls is tested at smoke in CI (tests/test_remote.py).
+# The paper's own model on a GPU lent for minutes: 15 minutes of device time in all, the machine's start
+# included; at most 10 a command; 8 files of 16 MiB (64 MiB in all) back a command; the machine given back
+# about 30 s after a command ends. So each command below is whole by itself (matcomp.remote): it trains
+# from step 0 on a bare machine and brings back a verified, installable result, or loses only its minutes.
+# Everything but the GPU runs at smoke in CI (tests/test_remote.py); SMOKE=1 runs these commands on a CPU.
 #
-# Here, before the loan (the working tree that travels must stay under 64 MiB; the shipped runs weigh more,
-# and the pipeline does not need them there):
+# Here, before the loan (the shipped runs weigh more than the 64 MiB that travel, and are not needed there):
 #   bash scripts/paper_on_gpu.sh hide
-# On the lent machine, one device call each, each right after the last (the machine stays warm 30 s):
-#   1. bash scripts/paper_on_gpu.sh train     timeout_s 590   trains from step 0 until 540 s, stops at a checkpoint
-#   2. bash scripts/paper_on_gpu.sh finish    timeout_s 590   the rest; packs the record and step 4,000 (5 + 2 files)
-#   3. bash scripts/paper_on_gpu.sh pack      timeout_s 120   packs the last checkpoint (5 + 2 files)
-# At 17.5 ms a step (an H200, the last loan) the 32,000 steps take 560 s: about 12.5 minutes with the start.
-# Here, after it (FILES_2 and FILES_3: the folders the files of calls 2 and 3 came back into):
+# On the lent machine, one device call each (seed S: the first loan 0, the next ones 1 and 2):
+#   1. bash scripts/paper_on_gpu.sh run S          timeout_s 590
+#      times the engines (~40 s), trains from step 0 with the fastest until 530 s from the command's start,
+#      seals the run where it stopped, brings back its record and its last checkpoint in bf16 (7 files + log)
+#   2. bash scripts/paper_on_gpu.sh checkpoint S ENGINE 4000    timeout_s 180 (ENGINE: what 1 printed)
+#      trains the same run to step 4,000 (the pre-shift model) and brings back that checkpoint (5 files + log);
+#      unpack installs it only if its bytes are those the record of 1 holds (deterministic training)
+#   Either may run on another loan than the other, on the same kind of GPU.
+# Here, after it (RUN_DIR and CHECKPOINT_DIR: the folders the files came back into):
 #   bash scripts/paper_on_gpu.sh restore
-#   git rm -r -q runs/reference/paper-08fef206d2   # the same config, shipped with its metrics alone until now
-#   python -m matcomp unpack FILES_2 FILES_3 && python -m matcomp derive
+#   python -m matcomp unpack RUN_DIR CHECKPOINT_DIR && python -m matcomp derive
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RUN=(--preset paper --set train.precision=tf32 --set train.steps=32000 --device cuda --no-derive)  # book.sizes.PAPER_SCALE
+RUN=(--preset paper --set train.precision=tf32)  # book.sizes.PAPER_SCALE: the paper's run, 50,000 steps, in TF32
+DEVICE=cuda
+WALL_S=530    # run: seconds from the command's start to the last checkpoint trained
+AFTER_S=45    # run: seconds kept after it (python's start, sealing 51 float32 checkpoints, the bf16 copy, packing)
+if [[ -n "${SMOKE:-}" ]]; then  # the same commands on a CPU, in seconds
+    RUN=(--preset smoke --set train.precision=tf32); DEVICE=cpu; WALL_S=60; AFTER_S=10
+fi
 
-remote() {  # the lent machine: python3 holds PyTorch there; this library runs from the tree, not installed
-    PYTHONUNBUFFERED=1 PYTHONPATH=lib python3 -m matcomp remote "${RUN[@]}" --out "$OUT" "$@"
-}
+# the lent machine's python3 holds PyTorch; this library runs from the tree, not installed
+MATCOMP=(env PYTHONUNBUFFERED=1 PYTHONPATH=lib CUBLAS_WORKSPACE_CONFIG=:4096:8 python3 -m matcomp)
 
 case "${1:-}" in
     hide)  # the shipped runs out of the tree that travels, until restore
@@ -32,14 +40,26 @@ case "${1:-}" in
         git checkout -- .gitignore
         git reset -q -- runs/reference
         git status --short | head ;;
-    train)
-        nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-        remote --limit-s 540 ;;
-    finish)
-        remote --limit-s 540 ;;
-    pack)
-        remote ;;
+    run)
+        seed="${2:?seed}"; : "${OUT:?set OUT: the folder whose files come back}"
+        export MATCOMP_RUNS; MATCOMP_RUNS="$(mktemp -d)"  # a store of its own: nothing from another command
+        { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true; } | tee "$OUT/log"
+        engine=$(timeout 150 "${MATCOMP[@]}" bench "${RUN[@]}" --device "$DEVICE" --engines --steps 100 --warmup 10 \
+            2>&1 | tee -a "$OUT/log" | sed -n 's/^fastest engine: //p') || true
+        engine="${engine:-eager}"  # the bench failed or ran out of time: the engine of the last loan
+        limit=$((WALL_S - SECONDS))
+        echo "engine $engine; training for at most $limit s" | tee -a "$OUT/log"
+        "${MATCOMP[@]}" remote "${RUN[@]}" --set "train.seed=$seed" --device "$DEVICE" --engine "$engine" \
+            --no-derive --limit-s "$limit" --out "$OUT" 2>&1 | tee -a "$OUT/log"
+        echo "done in $SECONDS s (of $((WALL_S + AFTER_S)) planned)" | tee -a "$OUT/log" ;;
+    checkpoint)
+        seed="${2:?seed}"; engine="${3:?engine (the run command printed it)}"; step="${4:?step}"
+        : "${OUT:?set OUT: the folder whose files come back}"
+        export MATCOMP_RUNS; MATCOMP_RUNS="$(mktemp -d)"
+        "${MATCOMP[@]}" remote "${RUN[@]}" --set "train.seed=$seed" --device "$DEVICE" --engine "$engine" \
+            --no-derive --checkpoint "$step" --out "$OUT" 2>&1 | tee "$OUT/log"
+        echo "done in $SECONDS s" | tee -a "$OUT/log" ;;
     *)
-        echo "usage: bash scripts/paper_on_gpu.sh hide | train | finish | pack | restore" >&2
+        echo "usage: bash scripts/paper_on_gpu.sh hide | run SEED | checkpoint SEED ENGINE STEP | restore" >&2
         exit 2 ;;
 esac

@@ -22,7 +22,7 @@ from matcomp.book.stored import chapter_defaults, paper_scale_derivations
 from matcomp.cli import main
 from matcomp.data import sample_batch
 from matcomp.presets import preset
-from matcomp.remote import PACKING, kept_steps
+from matcomp.remote import PACKING, kept_steps, remote
 from matcomp.runs.folder import RunFolder
 from matcomp.runs.run import open_run
 from matcomp.runs.shipped import export_reference
@@ -131,27 +131,55 @@ def test_every_shipped_bf16_model_loads_into_plain_transformers(path):
                                rtol=1e-4, atol=1e-4)
 
 
+def test_a_wall_clock_limit_seals_the_run_where_it_stopped_and_says_so(micro, tmp_path, monkeypatch):
+    monkeypatch.setenv("MATCOMP_RUNS", str(tmp_path / "store"))
+    progress = remote(micro, "smoke", tmp_path / "out", "the test's", limit_s=1e-6, progress=False, derive=False,
+                      root=tmp_path / "packing")
+    run = open_run(tmp_path / "store" / micro.run_id)  # sealed, verified, its last step where it stopped
+    assert run.last_step == 10 < micro.train.steps and run.metrics.step.max() == 10
+    assert run.summary["stopped"].startswith("at the checkpoint of step 10 of 40, the last its wall-clock limit")
+    assert "trained to step 10 of 40 by the eager engine (stopped at the checkpoint of step 10" in progress.message
+    assert {p.name for p in progress.files} >= {f"{micro.run_id}.record.json", f"{micro.run_id}.step_000010.json"}
+
+
+def test_a_checkpoint_off_the_schedule_is_refused_before_any_training(micro, tmp_path, monkeypatch):
+    monkeypatch.setenv("MATCOMP_RUNS", str(tmp_path / "store"))
+    with pytest.raises(ValueError, match=r"checkpoint 12 is not one of micro-\w+'s checkpoints after step 0: "
+                                         r"\[10, 15, 20, 30, 40\]"):
+        remote(micro, "smoke", tmp_path / "out", "the test's", checkpoint=12, progress=False, derive=False)
+    assert not (tmp_path / "store").exists()
+
+
 @pytest.mark.slow
-def test_the_pipeline_at_smoke_trains_derives_packs_unpacks_and_the_chapters_read_it(tmp_path, monkeypatch, capsys):
-    """The GPU script's commands at ``smoke``: paused by its limit, resumed, each call packing one
-    checkpoint; installed from every call's folder; then the chapters' reading code finds the run as the
-    paper-scale rung and reads every key number from the installed tables, computing none."""
-    monkeypatch.setenv("MATCOMP_RUNS", str(tmp_path / "gpu-store"))
-    command = ["remote", "--preset", "smoke", "--set", "train.precision=tf32", "--quiet"]
-    main([*command, "--out", str(tmp_path / "out0"), "--limit-s", "0"])
-    assert "paused at its checkpoint of step 100 of 300" in capsys.readouterr().out
-    calls = 1
-    while "nothing left" not in capsys.readouterr().out or calls == 1:
-        main([*command, "--out", str(tmp_path / f"out{calls}")])
-        calls += 1
-        assert calls < 6
-    copy = open_run(tmp_path / "gpu-store" / PACKING / preset("smoke").override({"train.precision": "tf32"}).run_id)
+def test_the_pipeline_at_smoke_trains_packs_unpacks_and_the_chapters_read_it(tmp_path, monkeypatch, capsys):
+    """The GPU script's two commands at ``smoke``, each on a store of its own as on a bare machine: the run
+    (its record and last checkpoint) and one checkpoint trained again from step 0, which installs beside the
+    record because its bytes are the record's, while one from another training is refused; then the
+    chapters' reading code finds the run as the paper-scale rung and reads every key number from the
+    installed tables, computing none."""
+    command = ["remote", "--preset", "smoke", "--set", "train.precision=tf32", "--quiet", "--engine", "ahead"]
+    monkeypatch.setenv("MATCOMP_RUNS", str(tmp_path / "machine-1"))
+    main([*command, "--out", str(tmp_path / "run")])
+    said = capsys.readouterr().out
+    assert "trained to step 300 of 300 by the ahead engine" in said and "[100, 200] come back one a command" in said
+    cfg = preset("smoke").override({"train.precision": "tf32"})
+    copy = open_run(tmp_path / "machine-1" / PACKING / cfg.run_id)
     assert copy.steps == kept_steps(copy, "smoke") == [100, 200, 300]  # no drop: every one, its phases the middle
-    assert calls - 1 == len(copy.steps)  # one checkpoint a call
+    for step in (100, 200):
+        monkeypatch.setenv("MATCOMP_RUNS", str(tmp_path / f"machine-{step}"))  # a bare machine each
+        main([*command, "--checkpoint", str(step), "--out", str(tmp_path / f"checkpoint-{step}")])
+        assert f"trained to step {step:,} and packed its checkpoint" in capsys.readouterr().out
+        assert RunFolder(tmp_path / f"machine-{step}" / cfg.run_id).checkpoint_steps()[-1] == step  # no further
+    monkeypatch.setenv("MATCOMP_RUNS", str(tmp_path / "machine-other"))  # the same run id, another engine
+    main([*command[:-1], "eager", "--checkpoint", "100", "--out", str(tmp_path / "other")])
+    with pytest.raises(TransferError, match="checkpoint 100 of smoke-\\w+ is not the one its record holds"):
+        unpack([tmp_path / "run", tmp_path / "other"], tmp_path / "reference")
+    assert not (tmp_path / "reference" / cfg.run_id).exists()
+    calls = ["run", "checkpoint-100", "checkpoint-200"]
 
     reference = tmp_path / "reference"
-    main(["unpack", *(str(tmp_path / f"out{i}") for i in range(calls)), "--into", str(reference)])
-    assert "installed" in capsys.readouterr().out
+    main(["unpack", *(str(tmp_path / call) for call in calls), "--into", str(reference)])
+    assert "installed" in capsys.readouterr().out and open_run(reference / cfg.run_id).steps == [100, 200, 300]
     monkeypatch.setattr(shipped, "REFERENCE_ROOT", reference)
     monkeypatch.setattr(derived, "SHIPPED_ROOT", reference / "derived")
     monkeypatch.setenv("MATCOMP_RUNS", str(tmp_path / "empty-store"))

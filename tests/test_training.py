@@ -238,8 +238,8 @@ def test_stop_after_drop_ends_at_the_first_settled_checkpoint_and_resumes_there(
     folder = RunFolder(tmp_path / "b" / cfg.run_id)
     real_save = matcomp.runs.training._save
 
-    def crash_after_saving_20(folder, cfg, model, optimizer, train_gen, eval_gen, step, *rest):
-        real_save(folder, cfg, model, optimizer, train_gen, eval_gen, step, *rest)
+    def crash_after_saving_20(folder, cfg, model, optimizer, train_gen, eval_gen, step, *rest, **options):
+        real_save(folder, cfg, model, optimizer, train_gen, eval_gen, step, *rest, **options)
         if step == 20:
             raise KeyboardInterrupt
     monkeypatch.setattr(matcomp.runs.training, "_save", crash_after_saving_20)
@@ -325,3 +325,55 @@ def test_a_run_of_another_architecture_in_the_store_is_no_base(tmp_path):
     get_or_train(preset("smoke_gpt").override({"train.steps": 20, "train.checkpoint_every": 10}), progress=False,
                  root=tmp_path)
     assert extendable(preset("smoke").override({"train.stop_after_drop": 100}), tmp_path) is None
+
+
+def test_the_ahead_engine_takes_the_same_steps_on_the_same_batches_and_resumes_exactly(micro, tmp_path):
+    """``ahead`` differs from ``eager`` only in how a batch reaches the device and in Adam's fused kernel: the
+    same batches, the same losses to rounding, and an exact resume of its own."""
+    eager = get_or_train(micro, progress=False, root=tmp_path / "eager")
+    ahead = get_or_train(micro, progress=False, root=tmp_path / "ahead", engine="ahead")
+    assert ahead.summary["engine"] == "ahead" and eager.summary["engine"] == "eager"
+    losses = ["L", "L_obs", "L_mask"]
+    assert not ahead.metrics[losses].equals(eager.metrics[losses])  # another Adam kernel: not the same bits
+    pd.testing.assert_frame_equal(ahead.metrics[losses], eager.metrics[losses], rtol=1e-3)
+    with pytest.raises(matcomp.runs.training.Paused, match="step 15 of 40"):
+        get_or_train(micro, progress=False, root=tmp_path / "resumed", engine="ahead", stop_at=15)
+    resumed = get_or_train(micro, progress=False, root=tmp_path / "resumed", engine="ahead")
+    pd.testing.assert_frame_equal(resumed.metrics.drop(columns=TIME), ahead.metrics.drop(columns=TIME))
+
+
+def test_stop_at_must_be_a_checkpoint_and_the_graph_engine_says_why_it_cannot_run(micro, tmp_path):
+    with pytest.raises(ValueError, match=r"stop_at must be one of the run's checkpoints after step 0; got 12, "
+                                         r"and micro-\w+ checkpoints at \[10, 15, 20, 30, 40\]"):
+        get_or_train(micro, progress=False, root=tmp_path, stop_at=12)
+    with pytest.raises(ValueError, match="the graph engine cannot train micro-\\w+ on cpu: it needs CUDA"):
+        get_or_train(micro, progress=False, root=tmp_path, engine="graph")
+    problem = matcomp.runs.training.engine_problem
+    cuda = torch.device("cuda")
+    assert problem("graph", micro, cuda) is None
+    assert problem("turbo", micro, cuda) == "engine must be one of ('eager', 'ahead', 'graph'); got 'turbo'"
+    recipe = micro.override({"train.attention_bias": 1.0, "train.attention_bias_steps": 5, "train.precision": "bf16"})
+    assert problem("graph", recipe, cuda).endswith(
+        "the recipe's attention hooks change by step (train.attention_bias, train.attention_scale); "
+        "bf16 autocast caches its casts (train.precision bf16)")
+    assert "a mixture of sizes" in problem("graph", micro.override({"data.sizes": [2, 3]}), cuda)
+    assert not list(tmp_path.glob("micro-*/checkpoints/*"))  # refused before any training
+
+
+def test_a_run_that_need_not_resume_writes_its_resume_state_only_where_it_stops(micro, tmp_path, monkeypatch):
+    written = []
+    real = RunFolder.write_resume
+    monkeypatch.setattr(RunFolder, "write_resume",
+                        lambda self, state: written.append(state["step"]) or real(self, state))
+    run = get_or_train(micro, progress=False, root=tmp_path / "a", resumable=False)
+    assert written == [40] and run.steps == [0, 10, 15, 20, 30, 40]
+    straight = get_or_train(micro, progress=False, root=tmp_path / "b")
+    pd.testing.assert_frame_equal(run.metrics.drop(columns=TIME), straight.metrics.drop(columns=TIME))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="a CUDA graph needs a GPU (scripts/paper_on_gpu.sh runs it)")
+def test_the_graph_engine_replays_the_steps_of_the_ahead_engine(micro, tmp_path):
+    ahead = get_or_train(micro, progress=False, root=tmp_path / "ahead", device="cuda", engine="ahead")
+    graph = get_or_train(micro, progress=False, root=tmp_path / "graph", device="cuda", engine="graph")
+    losses = ["L", "L_obs", "L_mask"]
+    pd.testing.assert_frame_equal(graph.metrics[losses], ahead.metrics[losses], rtol=1e-4, atol=1e-6)

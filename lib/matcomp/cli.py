@@ -11,12 +11,11 @@ import sys
 
 import torch
 
-from matcomp.book.sweep import absolute_store
 from matcomp.config import parse_assignment, parse_value
 from matcomp.presets import PRESETS
 from matcomp.runs.cost import duration
-from matcomp.runs.store import RunError
-from matcomp.runs.training import resolve_device
+from matcomp.runs.store import RunError, absolute_store
+from matcomp.runs.training import ENGINES, resolve_device
 
 PRESET_HELP = "the run's preset (default: $MATCOMP_PRESET, else cpu; $MATCOMP_SEED and $MATCOMP_SET apply too)"
 
@@ -97,7 +96,8 @@ def cmd_train(args) -> None:
 
 
 def cmd_bench(args) -> None:
-    from matcomp.bench import REPORT_HEADER, benchmark, report
+    from matcomp.bench import REPORT_HEADER, benchmark, engine_report, report
+    from matcomp.remote import deterministic
     from matcomp.runs.machine import describe
 
     cfg = _config(args)
@@ -105,10 +105,15 @@ def cmd_bench(args) -> None:
         raise SystemExit(f"error: bench compares BERT training loops; model.arch {cfg.model.arch!r} is not timed "
                          f"here (python -m matcomp train prints its s/step)")
     device = resolve_device(args.device)
+    if args.engines:
+        deterministic(device)  # the engines as remote trains with them
     print(f"machine: {describe()}")
     print(REPORT_HEADER)
-    figures = benchmark(cfg, device, steps=args.steps, warmup=args.warmup)
+    figures = benchmark(cfg, device, steps=args.steps, warmup=args.warmup,
+                        engines=ENGINES if args.engines else ("eager",))
     print(report(args.preset, cfg, figures), flush=True)
+    if args.engines:
+        print(engine_report(figures), flush=True)
 
 
 def cmd_ship(args) -> None:
@@ -267,10 +272,11 @@ def cmd_remote(args) -> None:
 
     cfg = _config(args)
     sets = "".join(f" --set {s}" for s in args.set)
-    command = (f"python -m matcomp remote --preset {args.preset}{sets} --out DIR (again until nothing is left) "
-               f"&& python -m matcomp unpack DIR")
+    command = (f"python -m matcomp remote --preset {args.preset}{sets} --engine {args.engine} --out DIR "
+               f"(and --checkpoint STEP --out DIR2 for each other checkpoint) && python -m matcomp unpack DIR DIR2 ...")
     progress = remote(cfg, args.preset, args.out, command, limit_s=args.limit_s, device=args.device,
-                      checkpoint=args.checkpoint, progress=False if args.quiet else "text", derive=args.derive)
+                      checkpoint=args.checkpoint, progress=False if args.quiet else "text", derive=args.derive,
+                      engine=args.engine)
     print(progress.message)
     for path in progress.files:
         print(f"  {path.name} ({path.stat().st_size / 2**20:.1f} MiB)")
@@ -310,8 +316,8 @@ def main(argv: list[str] | None = None) -> None:
     for name, helptext in (("train", "train a preset (or load it from the run store)"),
                            ("bench", "time the training step against the paper-equivalent loop"),
                            ("ship", "copy a trained run into runs/reference/, shipped with the book"),
-                           ("remote", "train, derive and pack a run on a machine lent for minutes, a little more "
-                                      "each call (matcomp.remote)")):
+                           ("remote", "train a run from step 0 on a machine lent for minutes and pack it, or one "
+                                      "of its checkpoints, to bring home (matcomp.remote)")):
         p = _run_options(sub.add_parser(name, help=helptext), "auto (CUDA if present), cpu, cuda, cuda:1, ...",
                          "CPU threads (default: PyTorch's choice)")
         p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
@@ -327,6 +333,9 @@ def main(argv: list[str] | None = None) -> None:
     sub.choices["bench"].add_argument("--steps", type=_at_least(1, high=10000, why=" (a timing needs tens)"),
                                       default=20, help="timed steps per loop")
     sub.choices["bench"].add_argument("--warmup", type=_at_least(0), default=3, help="untimed steps first")
+    sub.choices["bench"].add_argument("--engines", action="store_true",
+                                      help="time every training engine (eager, ahead, graph) as remote trains with "
+                                           "them (deterministic on CUDA) and name the fastest")
     sub.choices["ship"].add_argument("--max-mb", type=_at_least(0, float, strictly=True), default=30.0,
                                      help="size budget (MiB)")
     sub.choices["ship"].add_argument("--steps", type=_at_least(0), nargs="*", default=None, metavar="STEP",
@@ -360,10 +369,14 @@ def main(argv: list[str] | None = None) -> None:
     prepare.add_argument("--quiet", action="store_true", help="no progress bar")
     remote = sub.choices["remote"]
     remote.add_argument("--out", required=True, help="folder for the packed parts (what comes back)")
-    remote.add_argument("--limit-s", type=_at_least(0, float), default=None,
-                        help="wall-clock seconds this call may train and derive; it stops cleanly before")
-    remote.add_argument("--checkpoint", type=_at_least(0), default=None, metavar="STEP",
-                        help="pack this checkpoint (default: the first not packed by an earlier call)")
+    remote.add_argument("--limit-s", type=_at_least(0, float, strictly=True), default=None,
+                        help="wall-clock seconds this command may train and derive; the run is sealed at the last "
+                             "checkpoint before, its summary saying so")
+    remote.add_argument("--checkpoint", type=_at_least(1), default=None, metavar="STEP",
+                        help="train to this checkpoint and pack it alone (default: train the run and pack its "
+                             "record and last checkpoint)")
+    remote.add_argument("--engine", choices=ENGINES, default="eager",
+                        help="how a step runs (python -m matcomp bench --engines times them; default eager)")
     remote.add_argument("--derive", action=argparse.BooleanOptionalAction, default=True,
                         help="compute the one-model chapters' key numbers there (--no-derive: here, after unpack, "
                              "with python -m matcomp derive)")

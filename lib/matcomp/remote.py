@@ -1,25 +1,27 @@
-"""The paper-scale pipeline on a machine lent for minutes (``python -m matcomp remote``): one command,
-called again and again, that each time does what is left, within a wall-clock limit:
+"""The paper-scale pipeline on a machine lent for minutes (``python -m matcomp remote``). A lent machine is
+given back moments after a command ends and the next one starts bare, so every command here is whole by
+itself: it trains the run from step 0 on a store of its own and brings back a verified, installable
+result, or nothing is lost but its own minutes. Two kinds of command:
 
-1. **train** the run (or resume it) and stop cleanly at a checkpoint before the limit (``Paused``);
-2. **copy** it in bf16 with the checkpoints the chapters read (the pre- and post-shift models; every one
-   of a run without a drop, whose "pre-shift" model is the middle one) into ``<store>/packing/``;
-3. **derive** every one-model chapter's key numbers on that copy (``book.stored.paper_scale_derivations``),
-   one derivation at a time while time is left (or not at all, ``derive=False``: a loan too short for them
-   leaves them to ``python -m matcomp derive`` here, from the bf16 weights it brings home, and needs none of
-   the analyses' packages there, cvxpy among them);
-4. **pack** into ``out`` the record (config, metrics, summary, derived tables) and one checkpoint, the
-   first not packed by an earlier call (or the one named), in parts of at most 15 MiB with their SHA-256
-   (``runs.transfer``).
+1. **the run** (no ``checkpoint``): train within a wall-clock limit (to the config's last step, or sealed
+   where the limit stopped it, the summary saying so: ``stopped``), copy it in bf16 with the checkpoints
+   the chapters read (the pre- and post-shift models; every one of a run without a drop), optionally
+   derive the one-model chapters' key numbers there, and pack the record (config, metrics, summary with
+   the SHA-256 of every bf16 checkpoint, derived tables) and the last checkpoint;
+2. **one checkpoint** (``checkpoint=STEP``): train the same run from step 0 to that checkpoint and pack it
+   alone. Training is deterministic on one kind of GPU, so its bytes are those the run's record holds, and
+   ``python -m matcomp unpack`` installs it only if they are.
 
-Its counterpart here, ``python -m matcomp unpack``, verifies the parts and installs the run into
-``runs/reference``. Everything but the training runs on the CPU, so the same command is tested at
-``--preset smoke`` in CI (``tests/test_remote.py``).
+One bf16 copy of the paper's model is about 58 MiB against the 64 MiB a command brings back, so each
+command brings back one checkpoint; everything is packed in parts of at most 15 MiB with their SHA-256
+(``runs.transfer``). Everything but the training runs on the CPU, so both commands are tested at
+``--preset smoke`` in CI (``tests/test_remote.py``); ``scripts/paper_on_gpu.sh`` holds the GPU's.
 """
 
 from __future__ import annotations
 
-import json
+import os
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,20 +32,19 @@ from matcomp.analysis.phases import phases
 from matcomp.book.chapter import sizes
 from matcomp.config import RunConfig
 from matcomp.runs import derived
-from matcomp.runs.folder import atomic_write_bytes
-from matcomp.runs.run import Run, open_run
+from matcomp.runs.run import Run
 from matcomp.runs.shipped import export_reference
-from matcomp.runs.store import get_or_train, runs_root
-from matcomp.runs.training import Paused
-from matcomp.runs.transfer import PART_BYTES, pack_checkpoint, pack_record
+from matcomp.runs.store import get_or_train, runs_root, seal_stopped
+from matcomp.runs.training import Paused, resolve_device
+from matcomp.runs.transfer import PART_BYTES, checkpoint_item, pack_checkpoint, pack_record
 
-PACKING = "packing"  # the working store's folder of bf16 copies, their derived tables and what was packed
+PACKING = "packing"  # the working store's folder of bf16 copies and their derived tables
 DTYPE = torch.bfloat16
 
 
 @dataclass(frozen=True)
 class Progress:
-    """What one call did: the files it wrote into ``out``, and a line saying what is left."""
+    """What one command did: the files it wrote into ``out``, and a line saying what it brought and what is left."""
 
     files: tuple[Path, ...]
     message: str
@@ -51,49 +52,98 @@ class Progress:
 
 def kept_steps(run: Run, preset: str) -> list[int]:
     """The checkpoints the bf16 copy keeps: the pre- and post-shift models (``analysis.phases``), or every
-    checkpoint after step 0 of a run without a drop (its phases are read from the middle of them)."""
-    read = phases(run, paper_steps=sizes(preset).paper_steps)
+    checkpoint after step 0 of a run without a drop (its phases are read from the middle of them), or the
+    last alone of a run too short to have a plateau."""
+    try:
+        read = phases(run, paper_steps=sizes(preset).paper_steps)
+    except ValueError:  # too short to read a plateau from
+        return [run.last_step]
     return sorted({read.pre, read.post}) if read.dropped else [s for s in run.steps if s > 0] or run.steps
 
 
-def bf16_copy(run: Run, preset: str, command: str, root: Path) -> Run:
-    """The run's bf16 copy in ``root`` (made once, with ``command`` recorded as how it was made)."""
-    path = root / run.config.run_id
-    if path.exists():
-        return open_run(path)
-    return export_reference(run, kept_steps(run, preset), command, root=root, dtype=DTYPE)
-
-
-def _packed_path(root: Path, run: Run) -> Path:
-    return root / f"{run.config.run_id}.packed.json"
+def deterministic(device: torch.device) -> None:
+    """Make CUDA training repeat itself bit for bit on one kind of GPU (cuBLAS's fixed workspaces, the
+    deterministic kernels where PyTorch has them), so a later command reproduces a checkpoint; memory
+    PyTorch leaves uninitialised is not filled, as the deterministic mode otherwise does at a cost."""
+    if device.type != "cuda":
+        return
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # read when cuBLAS starts: before any product
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.utils.deterministic.fill_uninitialized_memory = False  # type: ignore[attr-defined]
 
 
 def remote(cfg: RunConfig, preset: str, out: Path, command: str, limit_s: float | None = None,
            device: str | torch.device | None = None, root: Path | None = None, checkpoint: int | None = None,
-           part_bytes: int = PART_BYTES, progress: bool | str = "text", derive: bool = True) -> Progress:
-    """One call of the pipeline for ``cfg`` (the chapters' sizes of ``preset``), writing into ``out``
-    (see the module docstring). ``root``: the working store's packing folder (default
-    ``<store>/packing``); ``checkpoint``: the step to pack instead of the next one not packed; ``derive``
-    False: no derived tables (they are computed here after ``unpack``)."""
+           part_bytes: int = PART_BYTES, progress: bool | str = "text", derive: bool = True,
+           engine: str = "eager") -> Progress:
+    """One command of the pipeline for ``cfg`` (the chapters' sizes of ``preset``), writing into ``out`` (see
+    the module docstring). ``root``: the working store's packing folder (default ``<store>/packing``);
+    ``checkpoint``: the step to train to and pack alone; ``derive`` False: no derived tables (they are
+    computed here after ``unpack``); ``engine``: the training engine (``matcomp.runs.training.ENGINES``)."""
     started = time.perf_counter()
     out, root = Path(out), Path(root) if root is not None else runs_root() / PACKING
     if out.exists() and not out.is_dir():
         raise ValueError(f"out {out} is a file; name a folder for the packed parts")
+    if checkpoint is not None and (checkpoint not in cfg.train.checkpoint_schedule or checkpoint == 0):
+        raise ValueError(f"checkpoint {checkpoint} is not one of {cfg.run_id}'s checkpoints after step 0: "
+                         f"{list(cfg.train.checkpoint_schedule[1:])}")
+    device = resolve_device(device)
+    deterministic(device)
     out.mkdir(parents=True, exist_ok=True)
+    store = runs_root()
     try:
-        run = get_or_train(cfg, device=device, progress=progress, shipped=False, limit_s=limit_s)
+        run = get_or_train(cfg, device=device, progress=progress, shipped=False, limit_s=limit_s, engine=engine,
+                           stop_at=checkpoint, resumable=False)
     except Paused as paused:
-        return Progress((), str(paused))
-    copy = bf16_copy(run, preset, command, root)
+        why = (f"at the checkpoint of step {paused.step:,} of {paused.steps:,}, "
+               + ("the one this command was asked for" if checkpoint is not None else
+                  f"the last its wall-clock limit of {limit_s:.0f} s allowed on {torch.cuda.get_device_name(device)}"
+                  if device.type == "cuda" else f"the last its wall-clock limit of {limit_s} s allowed"))
+        run = seal_stopped(cfg, store, why, device, time.perf_counter() - started, engine)
+    if checkpoint is not None:
+        return _one_checkpoint(run, checkpoint, out, part_bytes, command, root)
 
-    if derive:
-        from matcomp.book.stored import paper_scale_derivations  # the analyses: their packages only when asked
+    copy = bf16_copy(run, kept_steps(run, preset), command, root)
+    tables, left = _derive(copy, preset, root, started, limit_s) if derive else ([], 0)
+    files = pack_record(copy, tables, out, part_bytes) + pack_checkpoint(copy, copy.last_step, out, part_bytes)
+    others = [s for s in copy.steps if s != copy.last_step]
+    stopped = copy.summary.get("stopped")
+    message = (f"{copy.config.run_id}: trained to step {copy.last_step:,} of {cfg.train.steps:,} by the {engine} engine"
+               + (f" (stopped {stopped})" if stopped else "") + "; "
+               + (f"{len(tables)} derived files" + (f", {left} derivations left to python -m matcomp derive"
+                                                    if left else "") if derive else
+                  "no derived tables (python -m matcomp derive computes them after unpack)")
+               + f"; packed the record and checkpoint {copy.last_step:,} into {out}"
+               + (f"; its other checkpoints {others} come back one a command (--checkpoint STEP)" if others else ""))
+    return Progress(tuple(files), message)
 
-        derivations = paper_scale_derivations(copy, preset)
-    else:
-        derivations = []
+
+def bf16_copy(run: Run, steps: list[int], command: str, root: Path) -> Run:
+    """The run's bf16 copy with the checkpoints at ``steps`` in ``root`` (made anew: a copy left there by
+    another command is replaced), ``command`` recorded as how it was made."""
+    shutil.rmtree(root / run.config.run_id, ignore_errors=True)
+    return export_reference(run, steps, command, root=root, dtype=DTYPE)
+
+
+def _one_checkpoint(run: Run, step: int, out: Path, part_bytes: int, command: str, root: Path) -> Progress:
+    """Pack the bf16 copy of ``run``'s checkpoint at ``step`` alone, its manifest saying which engine trained
+    it and the SHA-256 of the float32 file it was rounded from."""
+    copy = bf16_copy(run, [step], command, root)
+    source = run.summary["sha256"][run.folder.checkpoint_path(step).relative_to(run.path).as_posix()]
+    files = pack_checkpoint(copy, step, out, part_bytes, {"engine": run.summary.get("engine"),
+                                                          "trained_sha256": source})
+    return Progress(tuple(files), f"{run.config.run_id}: trained to step {step:,} and packed its checkpoint into "
+                                  f"{out}; unpack installs it beside the record of the run's own command if its "
+                                  f"bytes are those the record holds ({checkpoint_item(step)})")
+
+
+def _derive(copy: Run, preset: str, root: Path, started: float, limit_s: float | None) -> tuple[list[Path], int]:
+    """The one-model chapters' derived tables of ``copy`` computed there (``book.stored``), one derivation at a
+    time while ``limit_s`` allows: their files, and how many derivations were left."""
+    from matcomp.book.stored import paper_scale_derivations  # the analyses: their packages only when asked
+
     tables_root, stems, left = root / "derived", [], 0
-    for derivation in derivations:
+    for derivation in paper_scale_derivations(copy, preset):
         key = derivation.key()
         if derived.read(derivation, tables_root, key)[0] is None:
             if limit_s is not None and time.perf_counter() - started > limit_s:
@@ -101,20 +151,5 @@ def remote(cfg: RunConfig, preset: str, out: Path, command: str, limit_s: float 
                 continue
             derived.write(derivation, derivation.compute(), tables_root, key)
         stems.append(derivation.stem(key))
-    tables = sorted(p for stem in stems for p in tables_root.glob(f"{stem}.*"))
+    return sorted(p for stem in stems for p in tables_root.glob(f"{stem}.*")), left
 
-    packed_path = _packed_path(root, copy)
-    packed = json.loads(packed_path.read_text()) if packed_path.exists() else []
-    step = checkpoint if checkpoint is not None else next((s for s in copy.steps if s not in packed), None)
-    files = pack_record(copy, tables, out, part_bytes)
-    if step is not None:
-        files += pack_checkpoint(copy, step, out, part_bytes)
-        atomic_write_bytes(packed_path, json.dumps(sorted({*packed, step})).encode())
-    unpacked = [s for s in copy.steps if s not in {*packed, step}]
-    message = (f"{copy.config.run_id}: trained to step {copy.last_step:,}; "
-               + (f"{len(derivations) - left} of {len(derivations)} derived tables" if derive else
-                  "no derived tables (python -m matcomp derive computes them after unpack)")
-               + (f" (call again for {left} more)" if left else "")
-               + f"; packed the record{f' and checkpoint {step:,}' if step is not None else ''} into {out}"
-               + (f"; checkpoints {unpacked} are left to pack, one a call" if unpacked else "; nothing left"))
-    return Progress(tuple(files), message)

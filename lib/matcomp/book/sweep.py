@@ -22,6 +22,8 @@ from pathlib import Path
 import nbformat
 import pandas as pd
 
+from matcomp.runs.store import absolute_store
+
 RESULT_MIME = "application/json"
 RESULT_KEY = "matcomp_result"  # output metadata key that marks a recorded result
 # MyST-NB's glue convention: an output whose metadata names it in "scrapbook" and whose mime types carry
@@ -81,14 +83,6 @@ def check_points(notebook: Path, points: list[dict]) -> None:
                 model_preset(point.get("preset"), point.get("model"))
         except (ValueError, TypeError) as err:
             raise ValueError(f"sweep point {point}: {err}") from None
-
-
-def absolute_store() -> None:
-    """``$MATCOMP_RUNS``, if relative, resolved once from where the user stands, for the kernels and workers
-    this process starts (a sweep's points run inside the notebook's folder)."""
-    store = os.environ.get("MATCOMP_RUNS")
-    if store and not Path(store).is_absolute():
-        os.environ["MATCOMP_RUNS"] = str(Path(store).resolve())
 
 
 def point_name(notebook: Path, params: dict) -> str:

@@ -24,7 +24,7 @@ import torch
 
 from matcomp.config import RunConfig
 from matcomp.runs.folder import atomic_write_bytes
-from matcomp.runs.training import evaluate, init_training, matmuls, train_step
+from matcomp.runs.training import evaluate, init_training, matmuls, stepper
 from matcomp.tokenizer import VOCAB_SIZE
 
 COSTS_FILE = ".step_costs.json"
@@ -66,16 +66,17 @@ def step_flops(cfg: RunConfig) -> float:
     return 3 * (linear + attention + readout)
 
 
-def time_steps(cfg: RunConfig, device: torch.device, steps: int, warmup: int) -> float:
-    """Seconds per step of the training engine (``matcomp.runs.training``), eval amortised, with the
-    matrix products the run's precision trains with (``matmuls``)."""
-    model, optimizer, train_gen, eval_gen = init_training(cfg, device)
+def time_steps(cfg: RunConfig, device: torch.device, steps: int, warmup: int, engine: str = "eager") -> float:
+    """Seconds per step of the training engine ``engine`` (``matcomp.runs.training``), eval amortised, with
+    the matrix products the run's precision trains with (``matmuls``); a graph's capture is not timed."""
+    model, optimizer, train_gen, eval_gen = init_training(cfg, device, engine=engine)
     with matmuls(cfg.train.precision):
+        step_once = stepper(engine, model, optimizer, cfg, train_gen, device)
         for step in range(1, warmup + steps + 1):
             if step == warmup + 1:
                 sync(device)
                 start = time.perf_counter()
-            train_step(model, optimizer, cfg, train_gen, device)
+            step_once()
             if step % cfg.train.eval_every == 0:
                 evaluate(model, cfg, eval_gen, cfg.train.eval_batch, device)
         sync(device)

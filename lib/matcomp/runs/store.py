@@ -60,6 +60,14 @@ def runs_root() -> Path:
     return Path.cwd() / "runs"
 
 
+def absolute_store() -> None:
+    """``$MATCOMP_RUNS``, if relative, resolved once from where the user stands, for the kernels and workers
+    this process starts (a sweep's points run inside the notebook's folder)."""
+    store = os.environ.get(ENV_RUNS)
+    if store and not Path(store).is_absolute():
+        os.environ[ENV_RUNS] = str(Path(store).resolve())
+
+
 def writable_store(root: Path | str | None = None) -> Path:
     """The run store ``root`` (default ``runs_root()``), made if missing, checked writable before any work:
     a file, or a folder that cannot be written, is a ValueError naming it and where it came from."""
@@ -84,13 +92,15 @@ def writable_store(root: Path | str | None = None) -> Path:
 
 def get_or_train(cfg: RunConfig, device: str | torch.device | None = None, progress: bool | str = True,
                  root: Path | str | None = None, shipped: bool = True, limit_s: float | None = None,
-                 force: bool = False) -> Run:
+                 force: bool = False, engine: str = "eager", stop_at: int | None = None,
+                 resumable: bool = True) -> Run:
     """The finished run for ``cfg``: a shipped reference run if one matches (unless ``shipped`` is
     False), else loaded from the store if there, resumed if interrupted, trained otherwise. With
     ``limit_s``, training that would outlast that many seconds stops at a checkpoint and raises
-    ``Paused`` (``matcomp.runs.training``); calling again resumes it. A run beyond this machine's memory,
-    disk or a day's training (``matcomp.runs.cost.check_budget``) is refused before it starts, unless
-    ``force``."""
+    ``Paused`` (``matcomp.runs.training``); calling again resumes it; ``stop_at`` pauses it at that
+    checkpoint. ``engine`` and ``resumable``: how it trains (``training.train``). A run beyond this
+    machine's memory, disk or a day's training (``matcomp.runs.cost.check_budget``) is refused before it
+    starts, unless ``force``."""
     if not isinstance(cfg, RunConfig):
         raise TypeError(f"get_or_train: cfg must be a RunConfig (matcomp.preset('smoke') makes one); got "
                         f"{type(cfg).__name__} {cfg!r}")
@@ -116,9 +126,22 @@ def get_or_train(cfg: RunConfig, device: str | torch.device | None = None, progr
             continue_from(base, cfg, folder)
         started = time.perf_counter()
         metrics = train(cfg, folder, device=device, progress=progress, trained=_initial_weights(cfg, root),
-                        limit_s=limit_s)
+                        limit_s=limit_s, engine=engine, stop_at=stop_at, resumable=resumable)
         _finish(folder, cfg, device, time.perf_counter() - started, metrics,
-                {"extended_from": base.path.name} if base is not None else {})
+                {"engine": engine, **({"extended_from": base.path.name} if base is not None else {})})
+    return Run(folder.path)
+
+
+def seal_stopped(cfg: RunConfig, root: Path | str, why: str, device: str | torch.device | None = None,
+                 seconds: float = 0.0, engine: str = "eager") -> Run:
+    """Seal the run of ``cfg`` that training paused in ``root`` (on ``device``, ``seconds`` this session) as
+    finished where it stands, its last checkpoint its last step, with ``why`` in its summary (``stopped``):
+    a run that a lent machine's clock ended, which no later call could resume there."""
+    folder = RunFolder(Path(root) / cfg.run_id)
+    step = folder.resume_step()
+    if step is None or folder.complete_path.exists():
+        raise ValueError(f"run {cfg.run_id} in {root} is not paused (no resume.pt, or sealed already); nothing to stop")
+    _finish(folder, cfg, device, seconds, folder.read_metrics(), {"engine": engine, "stopped": why})
     return Run(folder.path)
 
 

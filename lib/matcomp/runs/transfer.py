@@ -6,10 +6,13 @@ store.
 One packed item is ``<run_id>.<item>.json`` (its manifest: the run, the item, the whole item's size and
 SHA-256, and every part's name, size and SHA-256) and its parts ``<run_id>.<item>.partNN``. The item
 ``record`` is a tar of the run's ``config.json``, ``metrics.parquet``, ``summary.json`` (its ``complete.json``
-less the file list) and ``derived/<file>`` for each derived table; the item ``step_NNNNNN`` is the bytes of
-one checkpoint file. ``unpack`` checks every part and every whole before it writes anything, then installs
-the run as a shipped folder sealed by its own ``complete.json``, and its derived tables beside the shipped
-ones (``<root>/derived``), each against the SHA-256 its derivation's manifest records.
+less the file list, plus ``checkpoint_sha256``: the SHA-256 of every checkpoint file the run holds) and
+``derived/<file>`` for each derived table; the item ``step_NNNNNN`` is the bytes of one checkpoint file,
+which may come from another command than the record's. ``unpack`` checks every part and every whole before
+it writes anything, and every checkpoint against the SHA-256 the record holds for it (one from another
+training of the same run id is refused), then installs the run as a shipped folder sealed by its own
+``complete.json``, and its derived tables beside the shipped ones (``<root>/derived``), each against the
+SHA-256 its derivation's manifest records.
 """
 
 from __future__ import annotations
@@ -83,6 +86,7 @@ def pack_record(run: Run, derived: list[Path], out: Path, part_bytes: int = PART
     file of each derivation: its manifest and its tables) into ``out``."""
     buffer = io.BytesIO()
     summary = {k: v for k, v in run.summary.items() if k not in UNSEALED}
+    summary["checkpoint_sha256"] = {str(step): run.summary["sha256"][_checkpoint_name(run, step)] for step in run.steps}
     members = {"config.json": run.folder.config_path.read_bytes(), METRICS: metrics_bytes(run.metrics),
                "summary.json": json.dumps(summary, indent=2).encode(),
                **{f"derived/{path.name}": path.read_bytes() for path in derived}}
@@ -95,12 +99,18 @@ def pack_record(run: Run, derived: list[Path], out: Path, part_bytes: int = PART
                       {"checkpoints": run.steps, "derived": sorted(p.name for p in derived)})
 
 
-def pack_checkpoint(run: Run, step: int, out: Path, part_bytes: int = PART_BYTES) -> list[Path]:
-    """Pack the checkpoint file of ``run`` at ``step`` (as stored: a bf16 copy stays bf16) into ``out``."""
+def _checkpoint_name(run: Run, step: int) -> str:
+    return run.folder.checkpoint_path(step).relative_to(run.path).as_posix()
+
+
+def pack_checkpoint(run: Run, step: int, out: Path, part_bytes: int = PART_BYTES,
+                    about: dict | None = None) -> list[Path]:
+    """Pack the checkpoint file of ``run`` at ``step`` (as stored: a bf16 copy stays bf16) into ``out``, its
+    manifest holding ``about`` too (how it was made)."""
     if step not in run.steps:
         raise ValueError(f"step {step} has no checkpoint in {run.path}; it has {run.steps}")
     data = run.folder.checkpoint_path(step).read_bytes()
-    return pack_bytes(data, run.config.run_id, checkpoint_item(step), out, part_bytes, {"step": step})
+    return pack_bytes(data, run.config.run_id, checkpoint_item(step), out, part_bytes, {**(about or {}), "step": step})
 
 
 def _manifests(folders: list[Path]) -> dict[tuple[str, str], dict]:
@@ -190,6 +200,12 @@ def unpack(folders: list[Path] | Path, root: Path, run_id: str | None = None) ->
     extra = sorted(set(checkpoints) - set(record["checkpoints"]))
     if extra:
         raise TransferError(f"checkpoints {extra} came back but {run_id}'s record does not list them")
+    expected = json.loads(members["summary.json"]).get("checkpoint_sha256", {})
+    for step, data in sorted(checkpoints.items()):
+        if _sha256(data) != expected.get(str(step)):
+            raise TransferError(f"checkpoint {step} of {run_id} is not the one its record holds (its SHA-256 "
+                                f"{_sha256(data)[:12]}…, the record's {str(expected.get(str(step)))[:12]}…): it "
+                                f"came from another training of the run; nothing was installed")
 
     root = Path(root)
     if root.exists() and not root.is_dir():
