@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -298,7 +299,8 @@ def test_a_chapter_refuses_a_parameter_it_does_not_have_an_empty_count_and_a_run
     checked_parameters(namespace, "sudden_drop")  # what a chapter holds before its setup: no complaint
     with pytest.raises(ValueError, match="the sudden_drop chapter has no parameter 'presett'"):
         checked_parameters({**namespace, "presett": "smoke"}, "sudden_drop")
-    with pytest.raises(ValueError, match="seeds = 0 in the sudden_drop chapter: give a positive count"):
+    with pytest.raises(ValueError, match="the sudden_drop chapter's parameter seeds must be an integer >= 1, or "
+                                         "None for the scale's; got 0"):
         checked_parameters({**namespace, "seeds": 0}, "sudden_drop")
     with pytest.raises(ValueError, match=r"train.steps must be > 100 for a chapter: .* got 50"):
         chapter_config("smoke", overrides="train.steps=50")
@@ -327,3 +329,131 @@ def test_a_run_beyond_the_machine_is_refused_with_its_numbers_before_it_starts(a
 def test_bench_refuses_a_timing_of_hours(capsys):
     assert "must be an integer >= 1 and <= 10000" in refused(["bench", "--preset", "smoke", "--steps", "99999999"],
                                                              capsys, code=2)
+
+
+# round three: no override that swaps a section, no damaged seal that blocks the store, every parameter by name
+
+@pytest.mark.parametrize("assignment, message", [
+    ('train={"lr": 1}', "'train' is a section of the config, not a field: set its fields one by one"),
+    ("train.checkpoint_steps=50", "train.checkpoint_steps must be a list of integers in brackets, e.g. [1, 2]; got 50"),
+    ("data.sizes=4", "data.sizes must be a list of integers in brackets, e.g. [1, 2]; got 4"),
+], ids=["a section", "a scalar checkpoint list", "a scalar size list"])
+def test_an_override_sets_fields_never_a_section_and_a_list_field_takes_a_list(assignment, message, store, capsys):
+    assert message in refused(["train", "--preset", "smoke", "--set", assignment, "--quiet"], capsys)
+    with pytest.raises(ValueError, match="'train' is a section of the config, not a field"):
+        preset("smoke", {"train": {"lr": 1}})
+    assert nothing_in(store)
+
+
+def test_a_seal_that_is_not_json_is_damage_named_listed_and_moved_aside(store, capsys):
+    main(SHORT_TRAIN := ["train", *SHORT])
+    path = next(p for p in store.glob("smoke-*") if p.is_dir())
+    (path / "complete.json").write_text("{not json")
+    main(["runs"])
+    assert f"[damaged: {path / 'complete.json'} is damaged: not valid JSON" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="complete.json is damaged: not valid JSON"):
+        Run(path)
+    main(SHORT_TRAIN)  # trains again, the damaged folder kept aside
+    assert (path / "complete.json").exists() and len(list(store.glob(f"{path.name}.broken-*"))) == 1
+
+
+@pytest.mark.parametrize("chapter, name, value, message", [
+    ("embeddings", "seeds", -2, "must be an integer >= 1, or None for the scale's; got -2"),
+    ("embeddings", "seeds", [-1, 2], "must be an integer >= 1, or None for the scale's; got [-1, 2]"),
+    ("task", "moment_samples", -5, "must be an integer >= 1; got -5"),
+    ("nuclear_norm", "samples", 0, "must be an integer >= 1, or None for the scale's; got 0"),
+    ("ood", "samples", None, "must be an integer >= 1; got None"),
+    ("nuclear_norm", "p_masks", [0.1, 1.2], "must be a non-empty list of numbers in (0, 1)"),
+    ("width_depth", "widths", 64, "must be a non-empty list of integers >= 1"),
+    ("head_taxonomy", "mass", 1.5, "must be a number in (0, 1]; got 1.5"),
+])
+def test_every_chapter_parameter_is_checked_by_its_name_where_it_enters(chapter, name, value, message, store,
+                                                                        tmp_path, capsys):
+    from matcomp.book.sweep import notebook_parameters
+
+    defaults = notebook_parameters(f"book/{chapter}.ipynb")
+    checked_parameters(defaults, chapter)  # its own defaults pass
+    with pytest.raises(ValueError, match=re.escape(f"the {chapter} chapter's parameter {name} {message}")):
+        checked_parameters({**defaults, name: value}, chapter)
+    out = tmp_path / "sweep"
+    said = refused(["sweep", f"book/{chapter}.ipynb", "--out", str(out), "--param", name, json.dumps(value),
+                    "--fixed", "preset=smoke", "--quiet"], capsys)
+    assert f"parameter {name} {message}" in said and not out.exists()
+
+
+def test_every_parameter_of_every_chapter_has_a_rule_or_is_checked_with_the_config():
+    from matcomp.book.parameters import RULES
+    from matcomp.book.sweep import notebook_parameters
+
+    config = {"preset", "model", "seed", "overrides", "intervention"}
+    for notebook in sorted(Path("book").glob("*.ipynb")):
+        defaults = notebook_parameters(notebook)
+        assert set(defaults) - set(RULES) - config == set(), notebook.name
+        checked_parameters(defaults, notebook.stem)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["sweep", "README.md", "--out", "OUT", "--param", "seed", "0"], "README.md is not a Jupyter notebook"),
+    (["sweep", "book/task.ipynb", "--out", "OUT", "--param", "seed", "0", "--param", "seed", "1"],
+     "--param gives seed 2 times; give each parameter once"),
+    (["sweep", "book/task.ipynb", "--out", "OUT", "--param", "seed", "0", "--fixed", "seed=1"],
+     "seed is given both by --param and by --fixed; give it once"),
+    (["train", "--preset", "smoke", "--limit-s", "0"], "argument --limit-s: must be a number > 0; got '0'"),
+    (["remote", "--preset", "smoke", "--out", "OUT", "--checkpoint", "150"],
+     "checkpoint 150 is not one of smoke-672c03d748's checkpoints after step 0: [100, 200, 300]"),
+    (["unpack", "OUT", "--run", "bogus"], "OUT is not a folder of packed files"),
+], ids=["a file that is not a notebook", "a sweep parameter twice", "a parameter swept and fixed",
+        "a limit of 0 s", "a checkpoint off the schedule", "no packed folder"])
+def test_round_three_inputs_are_refused_by_name_before_any_work(argv, message, store, tmp_path, capsys):
+    argv = [str(tmp_path / "out") if a == "OUT" else a for a in argv]
+    code = 2 if "--limit-s" in argv else 1
+    assert message.replace("OUT", str(tmp_path / "out")) in refused(argv, capsys, code=code)
+    assert nothing_in(store) and not (tmp_path / "out").exists()
+
+
+def test_unpack_and_derive_name_a_folder_they_cannot_write_before_any_work(immutable, tmp_path, capsys):
+    assert f"the store to install into {immutable} cannot be written" in refused(
+        ["unpack", str(tmp_path), "--into", str(immutable)], capsys)
+    from matcomp.runs.store import writable_store
+    with pytest.raises(ValueError, match=f"the shipped tables' folder {immutable} cannot be written"):
+        writable_store(immutable, "the shipped tables' folder")
+
+
+def test_python_m_matcomp_help_ends_its_sentence(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "and remote / unpack, for a machine lent for minutes (matcomp.remote)." in " ".join(
+        capsys.readouterr().out.split())
+
+
+def test_a_chapter_announces_training_on_the_console_and_refuses_it_past_the_minutes_set(store, monkeypatch,
+                                                                                         capsys):
+    import sys
+
+    from matcomp.book.chapter import announce_training
+
+    cfg = preset("smoke").override({"train.steps": 120})
+    read, console_fd = os.pipe()
+
+    class KernelStderr:  # what ipykernel puts in sys.stderr: its own console kept as a file descriptor
+        _original_stdstream_copy = console_fd
+
+        def write(self, text):
+            return len(text)
+
+        def flush(self):
+            pass
+
+    monkeypatch.setattr(sys, "stderr", KernelStderr())
+    assert announce_training(cfg, "smoke") is True
+    os.close(console_fd)
+    console = os.read(read, 10000).decode()
+    assert console.startswith(f"Training run {cfg.run_id} (120 steps, about ") and "s a step timed here" in console
+    assert console.strip() in capsys.readouterr().out  # the notebook's line, the same
+    monkeypatch.setenv("MATCOMP_MAX_TRAIN_MIN", "0.0001")
+    with pytest.raises(RunError, match=r"would train 120 steps here, about .* beyond \$MATCOMP_MAX_TRAIN_MIN = "
+                                       r"0.0001 minutes"):
+        announce_training(cfg, "smoke")
+    monkeypatch.setenv("MATCOMP_MAX_TRAIN_MIN", "soon")
+    with pytest.raises(ValueError, match=r"\$MATCOMP_MAX_TRAIN_MIN must be a number of minutes >= 0; got 'soon'"):
+        announce_training(cfg, "smoke")

@@ -190,7 +190,10 @@ def test_the_pipeline_at_smoke_trains_packs_unpacks_and_the_chapters_read_it(tmp
     params = {**chapter_defaults("embeddings")}
     embeddings, = (d for d in paper_scale_derivations(run, "smoke") if d.name.startswith("key_numbers_embeddings"))
     stored = derived.read(embeddings, reference / "derived")[0]["numbers"].iloc[0]
-    assert key_numbers("embeddings", run, shift, params) == stored.to_dict()
+    again = key_numbers("embeddings", run, shift, params)  # derived again: equal to the stored table's 7 digits
+    assert again.keys() == stored.to_dict().keys()  # (another machine's BLAS rounds the last digits otherwise)
+    assert all(again[k] == pytest.approx(v, rel=1e-6) if isinstance(v, float) else again[k] == v
+               for k, v in stored.to_dict().items())
     ladder = finding_ladders("embeddings", {"stand-in": {0: (run, shift)}}, params, paper_scale_runs("smoke"))
     rung, = ladder.beyond.index  # the stand-in has no drop: the rung is counted, as one that cannot be read
     assert rung.startswith(label) and ladder.beyond_unread[rung] == "no drop in 300 steps"

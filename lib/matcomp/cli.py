@@ -175,10 +175,18 @@ def cmd_runs(args) -> None:
 def cmd_sweep(args) -> None:
     from matcomp.book.sweep import collect, grid, run_sweep
 
+    names = [name for name, *_ in args.param]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise SystemExit(f"error: --param gives {twice[0]} {names.count(twice[0])} times; give each parameter once, "
+                         f"with all its values (--param {twice[0]} A B ...)")
     try:
         points = grid(**{name: [parse_value(v) for v in values] for name, *values in args.param})
         fixed = {k: parse_value(v)
                  for k, v in _assignments(args.fixed, "--fixed", "NAME=VALUE", "preset=smoke").items()}
+        both = sorted(set(fixed) & set(names))
+        if both:
+            raise ValueError(f"{both[0]} is given both by --param and by --fixed; give it once")
         notebooks = run_sweep(args.notebook, points, args.out, fixed=fixed, progress=not args.quiet,
                               workers=args.workers, address=args.address)
     except (ValueError, RuntimeError) as err:
@@ -259,9 +267,11 @@ def cmd_presets(args) -> None:
 
 def cmd_derive(args) -> None:
     from matcomp.book.stored import shipped_derivations
-    from matcomp.runs.derived import ship
+    from matcomp.runs.derived import SHIPPED_ROOT, ship
     from matcomp.runs.shipped import REPO
+    from matcomp.runs.store import writable_store
 
+    writable_store(SHIPPED_ROOT, "the shipped tables' folder")  # before anything is computed
     for derivation in shipped_derivations():
         path, new = ship(derivation)
         print(f"{'computed' if new else 'current '} {path.relative_to(REPO)}", flush=True)
@@ -311,7 +321,7 @@ def _run_options(parser: argparse.ArgumentParser, device: str, threads: str) -> 
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = _Parser(prog="python -m matcomp", description=__doc__.split("\n")[0])
+    parser = _Parser(prog="python -m matcomp", description=" ".join(__doc__.replace("``", "").split()))
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name, helptext in (("train", "train a preset (or load it from the run store)"),
                            ("bench", "time the training step against the paper-equivalent loop"),
@@ -325,7 +335,7 @@ def main(argv: list[str] | None = None) -> None:
     sub.choices["train"].add_argument("--quiet", action="store_true", help="no progress bar")
     sub.choices["train"].add_argument("--force", action="store_true",
                                       help="train even a run estimated beyond this machine's memory, disk or a day")
-    sub.choices["train"].add_argument("--limit-s", type=_at_least(0, float), default=None,
+    sub.choices["train"].add_argument("--limit-s", type=_at_least(0, float, strictly=True), default=None,
                                       help="wall-clock seconds to train; it stops cleanly at a checkpoint before "
                                            "and the same command resumes")
     sub.choices["train"].add_argument("--no-shipped", action="store_true",
@@ -402,6 +412,10 @@ def main(argv: list[str] | None = None) -> None:
         commands[args.command](args)
     except (ValueError, RunError) as err:  # bad input, from a flag, a config field or a variable: one line
         raise SystemExit(f"error: {err}") from None
+    except (torch.OutOfMemoryError, MemoryError) as err:  # what --force lets through the budget check
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise SystemExit(f"error: out of memory ({first}); the run is beyond this machine: shrink it (train.batch, "
+                         f"model.hidden) or train it where it fits") from None
     except KeyboardInterrupt:  # every write is atomic and training saves its state at each checkpoint
         print("\ninterrupted: nothing is lost; a run in training resumes exactly from its last checkpoint when "
               "the same command runs again", file=sys.stderr)

@@ -57,6 +57,8 @@ def _check_types(obj, prefix: str) -> None:
             _require(isinstance(value, bool), name, "true or false", value)
         elif kind is str:
             _require(isinstance(value, str), name, "a string", value)
+        elif typing.get_origin(kind) is tuple:  # a list field: a scalar is not a list of one
+            _require(isinstance(value, (list, tuple)), name, "a list of integers in brackets, e.g. [1, 2]", value)
 
 
 @dataclass(frozen=True)
@@ -328,6 +330,8 @@ class RunConfig:
         """
         d = self.to_dict()
         for key, raw in assignments.items():
+            if not isinstance(key, str):
+                raise ValueError(f"an override's key must be a dotted field such as 'train.lr'; got {key!r}")
             value = parse_value(raw) if isinstance(raw, str) else raw
             *path, leaf = key.split(".")
             target = d
@@ -337,6 +341,9 @@ class RunConfig:
                 target = target[part]
             if leaf not in target:
                 raise ValueError(f"unknown config key {key!r}")
+            if isinstance(target[leaf], dict):  # a whole section would silently reset every field it leaves out
+                raise ValueError(f"{key!r} is a section of the config, not a field: set its fields one by one, "
+                                 f"e.g. {key}.{next(iter(target[leaf]))}=...; its fields: {', '.join(target[leaf])}")
             target[leaf] = value
         return RunConfig.from_dict(d)
 

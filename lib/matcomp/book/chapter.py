@@ -9,6 +9,7 @@ chapter (``MATCOMP_PRESET=smoke`` in CI), and papermill's ``-p preset smoke -p s
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable
 
 import torch
@@ -23,10 +24,11 @@ from matcomp.presets import preset as named_preset
 from matcomp.runs.cost import CostBook, duration
 from matcomp.runs.run import Run
 from matcomp.runs.shipped import REPO, find_reference
-from matcomp.runs.store import ENV_NO_TRAINING, get_or_train, run_state, runs_root
+from matcomp.runs.store import ENV_NO_TRAINING, RunError, get_or_train, run_state, runs_root, writable_store
 from matcomp.runs.training import resolve_device
 
 ENV_PRESET, ENV_SEED, ENV_SET = "MATCOMP_PRESET", "MATCOMP_SEED", "MATCOMP_SET"
+ENV_MAX_TRAIN_MIN = "MATCOMP_MAX_TRAIN_MIN"  # minutes a chapter may train a run here; beyond, it refuses
 DEFAULT_PRESET = "cpu"
 
 
@@ -86,15 +88,13 @@ def chapter_config(preset: str | None = None, seed: int | None = None,
     return cfg
 
 
-COUNTS = ("seeds", "samples", "lambda_samples", "steps", "gaussian_steps", "widths", "depths", "sizes", "ranks")
-# the parameters that read None as "the scale's", where 0 or an empty list would be read as None too
-
-
 def checked_parameters(namespace: dict, chapter: str) -> None:
     """Refuse, by name, what a chapter was given and would not use: a name its ``parameters`` cell does not
     have (papermill's ``-p presett smoke`` only warns, and the chapter would run at its default), and a
-    count of 0 or an empty list where None means the scale's (``COUNTS``). ``namespace``: the notebook's
-    ``globals()``, holding its parameters and papermill's injected ones."""
+    value its parameter's rule refuses (``book.parameters``: a negative count, a seed list where a count
+    belongs, an empty list). ``namespace``: the notebook's ``globals()``, holding its parameters and
+    papermill's injected ones."""
+    from matcomp.book.parameters import check_values
     from matcomp.book.sweep import notebook_parameters
 
     known = notebook_parameters(REPO / "book" / f"{chapter}.ipynb")
@@ -105,11 +105,7 @@ def checked_parameters(namespace: dict, chapter: str) -> None:
     if unknown:
         raise ValueError(f"the {chapter} chapter has no parameter {', '.join(map(repr, unknown))}; its parameters: "
                          f"{', '.join(known)}")
-    for name in COUNTS:
-        value = given.get(name)
-        if name in known and known[name] is None and value is not None and not value:
-            raise ValueError(f"{name} = {value!r} in the {chapter} chapter: give a positive count (or list), or None "
-                             f"for the scale's")
+    check_values(chapter, {name: value for name, value in given.items() if name in known}, known)
 
 
 def environment_overrides(name: str) -> dict[str, object]:
@@ -165,10 +161,12 @@ def open_run(cfg: RunConfig, preset: str | None = None) -> tuple[Run, Phases]:
 
 
 def announce_training(cfg: RunConfig, preset: str | None = None, shipped: bool = True) -> bool:
-    """Say, before it starts, that ``cfg`` must train here: which run, why, about how long by the plan's
-    cost model (``matcomp.runs.cost``) for the steps ``run_state`` says are left (after a resume, or a
-    shorter finished run it continues), and the alternatives. False if it is shipped (and ``shipped`` may
-    be used) or stored (or training is forbidden, which ``get_or_train`` then reports)."""
+    """Say, before it starts, that ``cfg`` must train here: which run, why, about how long (its step timed
+    here, ``CostBook.measure``, for the steps ``run_state`` says are left after a resume or a shorter finished
+    run it continues), and the alternatives; in a notebook kernel the same line goes to the console that
+    started it (papermill's) too. Refused (``RunError``) beyond ``$MATCOMP_MAX_TRAIN_MIN`` minutes. False if it
+    is shipped (and ``shipped`` may be used) or stored (or training is forbidden, which ``get_or_train`` then
+    reports)."""
     state, done = run_state(cfg, runs_root(), shipped)
     if state in ("shipped", "stored") or os.environ.get(ENV_NO_TRAINING):
         return False
@@ -176,13 +174,38 @@ def announce_training(cfg: RunConfig, preset: str | None = None, shipped: bool =
     why = ("it is shipped with its metrics alone (no checkpoint to analyse) and is not" if reference is not None
            else "it is neither shipped nor")
     device = resolve_device(None)
-    seconds = CostBook(runs_root(), device, torch.get_num_threads()).cost(cfg).seconds * (cfg.train.steps - done)
+    step = CostBook(writable_store(), device, torch.get_num_threads()).measure(cfg, steps=5, warmup=2).seconds
+    seconds = step * (cfg.train.steps - done)
     name = preset_name(preset)
-    print(f"Training run {cfg.run_id} ({cfg.train.steps - done:,} steps, about {duration(seconds)} on this "
-          f"{device.type} at most): {why} in the run store {runs_root()}. Instead: a shipped "
-          f"model (-p model cpu for the one-model chapters), or train the book's runs in parallel first with "
-          f"python -m matcomp prepare --preset {name}.", flush=True)
+    limit = _max_train_minutes()
+    if limit is not None and seconds > 60 * limit:
+        raise RunError(f"run {cfg.run_id} would train {cfg.train.steps - done:,} steps here, about {duration(seconds)} "
+                       f"({step:.3g} s a step, timed here), beyond ${ENV_MAX_TRAIN_MIN} = {limit:g} minutes: use a "
+                       f"shipped model (-p model cpu), or train the book's runs first (python -m matcomp prepare "
+                       f"--preset {name})")
+    text = (f"Training run {cfg.run_id} ({cfg.train.steps - done:,} steps, about {duration(seconds)} on this "
+            f"{device.type}, {step:.3g} s a step timed here): {why} in the run store {runs_root()}. Instead: a "
+            f"shipped model (-p model cpu for the one-model chapters), or train the book's runs in parallel first "
+            f"with python -m matcomp prepare --preset {name}; ${ENV_MAX_TRAIN_MIN} refuses longer training.")
+    print(text, flush=True)
+    console = getattr(sys.stderr, "_original_stdstream_copy", None)  # a kernel's own stderr: papermill's console
+    if isinstance(console, int):
+        os.write(console, (text + "\n").encode())
     return True
+
+
+def _max_train_minutes() -> float | None:
+    """``$MATCOMP_MAX_TRAIN_MIN`` as a number of minutes (None: unset); anything else is a ValueError naming it."""
+    text = os.environ.get(ENV_MAX_TRAIN_MIN, "").strip()
+    if not text:
+        return None
+    try:
+        minutes = float(text)
+    except ValueError:
+        minutes = float("nan")
+    if not minutes >= 0:
+        raise ValueError(f"${ENV_MAX_TRAIN_MIN} must be a number of minutes >= 0; got {text!r}")
+    return minutes
 
 
 def ladder_configs(preset: str | None = None) -> dict[str, dict[int, RunConfig]]:
@@ -224,13 +247,20 @@ def paper_scale_runs(preset: str | None = None) -> dict[str, tuple[Run, Phases]]
     device, where it is shipped with its checkpoints (trained on a lent GPU and brought home by
     ``matcomp.remote``): the one-model chapters' last rung, judged as one seed. Empty where it is not: it is
     never trained here."""
+    run = shipped_paper_scale(preset)
+    if run is None:
+        return {}
+    d, name = run.config.data, run.config.name
+    label = f"{d.n_rows}×{d.n_cols} rank {d.rank} ({name}, trained on {trained_on(run.summary)})"
+    return {label: (run, phases(run, paper_steps=chapter_sizes(name).paper_steps))}
+
+
+def shipped_paper_scale(preset: str | None = None) -> Run | None:
+    """The run of the paper's scale (``ChapterSizes.paper_scale``) where it is shipped with checkpoints, else
+    None: the one-model chapters read it then, and it is never trained here."""
     spec = sizes(preset).paper_scale
     run = None if spec is None else find_reference(chapter_config(spec[0], overrides=spec[1]))
-    if spec is None or run is None or not run.steps:
-        return {}
-    d = run.config.data
-    label = f"{d.n_rows}×{d.n_cols} rank {d.rank} ({spec[0]}, trained on {trained_on(run.summary)})"
-    return {label: (run, phases(run, paper_steps=chapter_sizes(spec[0]).paper_steps))}
+    return run if run is not None and run.steps else None
 
 
 def ladder_runs(preset: str | None = None) -> dict[str, dict[int, tuple[Run, Phases | None]]]:

@@ -57,7 +57,13 @@ def grid(**axes: list) -> list[dict]:
 def notebook_parameters(notebook: Path | str) -> dict:
     """The default values of a notebook's ``parameters`` cell (its assignments of literals): the names a
     chapter takes, and what it does without them."""
-    cells = json.loads(Path(notebook).read_text())["cells"]
+    try:
+        cells = json.loads(Path(notebook).read_bytes())["cells"]
+    except (ValueError, KeyError, TypeError):
+        raise ValueError(f"{notebook} is not a Jupyter notebook (no JSON with cells): name a chapter, e.g. "
+                         f"book/sudden_drop.ipynb") from None
+    except OSError as err:
+        raise ValueError(f"{notebook} cannot be read ({err.strerror})") from None
     cell = next((c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])), None)
     if cell is None:
         raise ValueError(f"{notebook} has no cell tagged 'parameters': papermill cannot parameterise it")
@@ -70,6 +76,7 @@ def check_points(notebook: Path, points: list[dict]) -> None:
     """Before any point runs, a ValueError naming a parameter the chapter does not have, or a point whose
     preset, seed, overrides or model the chapter would refuse (``matcomp.book.chapter``)."""
     from matcomp.book.chapter import chapter_config, model_preset
+    from matcomp.book.parameters import check_values
 
     known = notebook_parameters(notebook)
     unknown = sorted({name for point in points for name in point} - set(known))
@@ -78,6 +85,7 @@ def check_points(notebook: Path, points: list[dict]) -> None:
                          f"{', '.join(known)}")
     for point in points:
         try:
+            check_values(notebook.stem, point, known)
             chapter_config(point.get("preset"), point.get("seed"), point.get("overrides"))
             if "model" in known:
                 model_preset(point.get("preset"), point.get("model"))

@@ -42,6 +42,7 @@ from filelock import FileLock
 from matcomp.runs.folder import CHECKPOINT_PATTERN, atomic_write_bytes
 from matcomp.runs.run import Run
 from matcomp.runs.shipped import REFERENCE_ROOT
+from matcomp.runs.store import writable_store
 
 SHIPPED_ROOT = REFERENCE_ROOT / "derived"
 VERSIONED = ("torch", "numpy", "pandas", "cvxpy", "clarabel")  # libraries whose numerics a table depends on
@@ -314,6 +315,7 @@ def ship(derivation: Derivation, root: Path | None = None) -> tuple[Path, bool]:
     tables, problem = read(derivation, root, key)
     if tables is not None:
         return root / f"{derivation.stem(key)}.json", False
+    writable_store(root, "the shipped tables' folder")  # named before the tables are computed
     tables = load_or_compute(derivation, shipped=False)
     write(derivation, tables, root, key)
     for old in stale(derivation, root, key):

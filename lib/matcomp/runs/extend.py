@@ -51,10 +51,9 @@ def extendable(cfg: RunConfig, root: Path) -> RunFolder | None:
         if ".broken-" in path.name or not (folder.complete_path.exists() and folder.resume_path.exists()):
             continue
         try:
-            base = folder.read_config()
-        except (OSError, ValueError):
+            base, last = folder.read_config(), folder.last_step()
+        except (OSError, ValueError):  # a damaged folder continues nothing (training the run itself moves it aside)
             continue
-        last = folder.last_step()
         if continues(base, cfg, last) and state_problem(folder) is None and verify(folder, base) is None:
             found.append((last, folder))
     return max(found, key=lambda item: item[0])[1] if found else None

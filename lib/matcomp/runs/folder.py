@@ -202,7 +202,14 @@ class RunFolder:
         return {"files": self.sizes(), "sha256": self.digests()}
 
     def read_complete(self) -> dict | None:
+        """The run's seal (None: not finished); a seal that is not a JSON object is a ValueError naming it."""
         if not self.complete_path.exists():
             return None
-        return json.loads(self.complete_path.read_text())
+        try:
+            summary = json.loads(self.complete_path.read_bytes())
+        except ValueError as err:  # not JSON, or not text
+            raise ValueError(f"{self.complete_path} is damaged: not valid JSON ({err})") from None
+        if not isinstance(summary, dict):
+            raise ValueError(f"{self.complete_path} is damaged: a JSON {type(summary).__name__}, not an object")
+        return summary
 

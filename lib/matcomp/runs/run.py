@@ -110,7 +110,10 @@ def verify(folder: RunFolder, cfg: RunConfig | None = None) -> str | None:
     """Why a finished run folder cannot be trusted, or None if it can: complete.json must list every
     file with its size and SHA-256, every byte must still match, and every checkpoint must say it holds
     this run's model and task at its own step (``checkpoint_metadata``: a file sealed into the wrong run)."""
-    summary = folder.read_complete()
+    try:
+        summary = folder.read_complete()
+    except ValueError as err:
+        return str(err)
     if summary is None:
         return "complete.json is missing"
     try:
@@ -131,6 +134,10 @@ def verify(folder: RunFolder, cfg: RunConfig | None = None) -> str | None:
     for name, digest in recorded.items():
         if sha256_file(folder.path / name) != digest:
             return f"{name} has changed since the run finished (its SHA-256 differs)"
+    for step, digest in summary.get("checkpoint_sha256", {}).items():  # what its training recorded (runs.transfer)
+        name = folder.checkpoint_path(int(step)).relative_to(folder.path).as_posix()
+        if name in recorded and recorded[name] != digest:
+            return f"{name} is not the checkpoint the run's training recorded (sealed over another's bytes)"
     for step in folder.checkpoint_steps():  # a checkpoint file also says what it holds: it must be this run's
         carried = checkpoint_metadata(folder.checkpoint_path(step))
         if carried is not None and carried != (stored.model, stored.data, step):

@@ -32,7 +32,11 @@ def find_reference(cfg: RunConfig, root: Path | None = None) -> Run | None:
         folder = RunFolder(path)
         problem = verify(folder, cfg)
         if problem is not None:
-            command = (folder.read_complete() or {}).get("command", "python -m matcomp train ... && ... ship ...")
+            try:
+                command = (folder.read_complete() or {}).get("command", "")
+            except ValueError:  # the seal itself is what is damaged
+                command = ""
+            command = command or "python -m matcomp train ... && ... ship ..."
             raise ValueError(f"the shipped run {path} is damaged ({problem}); restore it from git "
                              f"(git checkout -- {path}) or regenerate it: rm -r {path} && {command}")
         return Run(path)

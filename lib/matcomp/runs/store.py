@@ -68,25 +68,27 @@ def absolute_store() -> None:
         os.environ[ENV_RUNS] = str(Path(store).resolve())
 
 
-def writable_store(root: Path | str | None = None) -> Path:
+def writable_store(root: Path | str | None = None, what: str | None = None) -> Path:
     """The run store ``root`` (default ``runs_root()``), made if missing, checked writable before any work:
-    a file, or a folder that cannot be written, is a ValueError naming it and where it came from."""
+    a file, or a folder that cannot be written, is a ValueError naming it and where it came from (``what``,
+    e.g. "the store to install into", for a folder that is not the run store)."""
     if root is not None and not isinstance(root, (str, Path)):
         raise TypeError(f"root must be a folder path; got {type(root).__name__}")
-    source = "root" if root is not None else (f"${ENV_RUNS}" if os.environ.get(ENV_RUNS) else "the run store")
+    source = what or ("root" if root is not None else (f"${ENV_RUNS}" if os.environ.get(ENV_RUNS) else "the run store"))
+    hint = "" if what else f" (${ENV_RUNS})"
     root = Path(root) if root is not None else runs_root()
     try:
         root.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
         raise ValueError(f"{source} is {root}, which is (or lies under) a file: name a folder") from None
     except OSError as err:
-        raise ValueError(f"{source} {root} cannot be made ({err.strerror}); name a folder you can write "
-                         f"(${ENV_RUNS})") from None
+        raise ValueError(f"{source} {root} cannot be made ({err.strerror}); "
+                         f"name a folder you can write{hint}") from None
     try:  # a real write: permissions alone do not tell (root writes anywhere, but not into an immutable folder)
         tempfile.TemporaryFile(dir=root).close()
     except OSError as err:
-        raise ValueError(f"{source} {root} cannot be written ({err.strerror}); name a folder you can write "
-                         f"(${ENV_RUNS})") from None
+        raise ValueError(f"{source} {root} cannot be written ({err.strerror}); "
+                         f"name a folder you can write{hint}") from None
     return root
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from matcomp.runs.folder import CHECKPOINT_PATTERN, METRICS, RunFolder, atomic_write_bytes, metrics_bytes
 from matcomp.runs.run import Run, verify
+from matcomp.runs.store import writable_store
 
 PART_BYTES = 15 * 2**20  # under the 16 MiB that one file brought back from a lent GPU machine may weigh
 RECORD = "record"
@@ -185,10 +186,19 @@ def unpack(folders: list[Path] | Path, root: Path, run_id: str | None = None) ->
     several are packed. Nothing is written until every item is checked; a run already installed is an
     error (remove it first to install again)."""
     folders = [Path(f) for f in ([folders] if isinstance(folders, (str, Path)) else folders)]
+    if Path(root).exists() and not Path(root).is_dir():
+        raise TransferError(f"{root} is a file; install into a folder (the shipped store, runs/reference)")
+    try:
+        writable_store(root, "the store to install into")  # named before any part is read
+    except ValueError as err:
+        raise TransferError(str(err)) from None
     manifests = _manifests(folders)
     runs = sorted({run for run, item in manifests if item == RECORD})
+    if run_id is not None and run_id not in runs:
+        raise TransferError(f"no record of run {run_id!r} in {', '.join(map(str, folders))}; the records there: "
+                            f"{runs or 'none'}")
     if run_id is not None:
-        runs = [r for r in runs if r == run_id]
+        runs = [run_id]
     if len(runs) != 1:
         raise TransferError(f"expected the record of one run in {', '.join(map(str, folders))}; found "
                             f"{runs or 'none'}" + (" (name one with run_id)" if len(runs) > 1 else ""))
@@ -208,8 +218,6 @@ def unpack(folders: list[Path] | Path, root: Path, run_id: str | None = None) ->
                                 f"came from another training of the run; nothing was installed")
 
     root = Path(root)
-    if root.exists() and not root.is_dir():
-        raise TransferError(f"{root} is a file; install into a folder (the shipped store, runs/reference)")
     target = RunFolder(root / run_id)
     if target.path.exists():
         raise TransferError(f"{target.path} exists already; remove it first to install {run_id} again")

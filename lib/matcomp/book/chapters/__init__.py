@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 
 from matcomp.analysis.seeds import seed_configs, seeds_from
-from matcomp.book.chapter import chapter_config, one_model_configs, sizes
+from matcomp.book.chapter import chapter_config, one_model_configs, shipped_paper_scale, sizes
 from matcomp.config import RunConfig
 
 # the chapters in the book's order (``_toc.yml``; ``tests/test_book.py`` holds the two together)
@@ -30,8 +30,10 @@ def chapter_runs(chapter: str, preset: str) -> list[RunConfig]:
 
 
 def model_runs(preset: str) -> list[RunConfig]:
-    """The one-model preset's runs at its seeds: what a one-model chapter and its ladder read."""
-    return list(one_model_configs(preset).values())
+    """The one-model preset's runs at its seeds, and the paper-scale run where it is shipped with checkpoints:
+    what a one-model chapter and its ladder read."""
+    paper_scale = shipped_paper_scale(preset)
+    return list(one_model_configs(preset).values()) + ([paper_scale.config] if paper_scale is not None else [])
 
 
 def seed_runs(preset: str, count: str = "seeds") -> list[RunConfig]:

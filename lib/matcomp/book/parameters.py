@@ -1,0 +1,73 @@
+"""What each chapter parameter may hold, by name (one rule for every chapter that has it), checked where the
+parameter enters: the chapter's first cell (``chapter.checked_parameters``) and a sweep's points before any
+runs (``sweep.check_points``). A bad value stops with one line naming the chapter, the parameter and what it
+may be, instead of a traceback from deep inside the analysis it would have reached.
+
+``preset``, ``model``, ``seed`` and ``overrides`` are checked where the config is made
+(``chapter.chapter_config``, ``chapter.model_preset``); ``intervention`` by the shortening chapter.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+def _integer(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A parameter's test and the words that say what passes it."""
+
+    ok: Callable[[object], bool]
+    allowed: str
+
+    def problem(self, value, none: bool) -> str | None:
+        """What ``value`` should be, or None if it passes; ``none``: None passes (the chapter reads it as the
+        scale's value: its default is None)."""
+        if value is None and none:
+            return None
+        return None if self.ok(value) else self.allowed + (", or None for the scale's" if none else "")
+
+
+def _list_of(test: Callable[[object], bool]) -> Callable[[object], bool]:
+    return lambda v: isinstance(v, (list, tuple)) and len(v) > 0 and all(test(x) for x in v)
+
+
+COUNT = Rule(lambda v: _integer(v) and v >= 1, "an integer >= 1")
+SEED = Rule(lambda v: _integer(v) and v >= 0, "an integer >= 0 (a seed)")
+STEP = Rule(lambda v: _integer(v) and v >= 0, "an integer >= 0 (a step)")
+FRACTION = Rule(lambda v: _number(v) and 0 < v <= 1, "a number in (0, 1]")
+MULTIPLE = Rule(lambda v: _number(v) and v > 0, "a number > 0")
+COUNTS = Rule(_list_of(lambda v: _integer(v) and v >= 1), "a non-empty list of integers >= 1, e.g. [2, 4]")
+
+RULES: dict[str, Rule] = {
+    **dict.fromkeys(("samples", "seeds", "lambda_samples", "steps", "gaussian_steps", "held_out", "copy_samples",
+                     "ablation_samples", "value_samples", "moment_samples", "train_matrices", "test_matrices",
+                     "noise_seeds", "workers", "permutations", "min_plateau", "reach"), COUNT),
+    **dict.fromkeys(("eval_seed", "tsne_seed", "example_seed"), SEED),
+    **dict.fromkeys(("before", "after", "after_drop"), STEP),
+    **dict.fromkeys(("mass", "mask_ratio", "near"), FRACTION),
+    **dict.fromkeys(("enrichment", "identity_enrichment", "lam"), MULTIPLE),
+    **dict.fromkeys(("widths", "depths", "sizes", "ranks", "windows"), COUNTS),
+    "p_masks": Rule(_list_of(lambda v: _number(v) and 0 < v < 1), "a non-empty list of numbers in (0, 1)"),
+    "lams": Rule(_list_of(lambda v: _number(v) and v > 0), "a non-empty list of numbers > 0"),
+    "sweep_out": Rule(lambda v: isinstance(v, str) and bool(v.strip()), "a folder path"),
+}
+
+
+def check_values(chapter: str, values: dict, defaults: dict) -> None:
+    """ValueError naming the first parameter of ``values`` (name -> value) that its rule refuses; None passes
+    where the chapter's default (``defaults``) is None."""
+    for name, value in values.items():
+        rule = RULES.get(name)
+        problem = rule.problem(value, none=name in defaults and defaults[name] is None) if rule is not None else None
+        if problem is not None:
+            raise ValueError(f"the {chapter} chapter's parameter {name} must be {problem}; got {value!r}")
