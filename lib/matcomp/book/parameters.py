@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 
 def _integer(value) -> bool:
@@ -26,7 +27,7 @@ def _number(value) -> bool:
 class Rule:
     """A parameter's test and the words that say what passes it."""
 
-    ok: Callable[[object], bool]
+    ok: Callable[[Any], bool]
     allowed: str
 
     def problem(self, value, none: bool) -> str | None:
@@ -37,7 +38,7 @@ class Rule:
         return None if self.ok(value) else self.allowed + (", or None for the scale's" if none else "")
 
 
-def _list_of(test: Callable[[object], bool]) -> Callable[[object], bool]:
+def _list_of(test: Callable[[Any], bool]) -> Callable[[Any], bool]:
     return lambda v: isinstance(v, (list, tuple)) and len(v) > 0 and all(test(x) for x in v)
 
 
