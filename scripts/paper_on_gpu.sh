@@ -9,7 +9,7 @@
 #   bash scripts/paper_on_gpu.sh hide
 # On the lent machine, one device call each (seed S: the first loan 0, the next ones 1 and 2):
 #   1. bash scripts/paper_on_gpu.sh run S          timeout_s 590
-#      times the engines (~40 s), trains from step 0 with the fastest until 530 s from the command's start,
+#      checks and times the engines (~60 s), trains from step 0 with the fastest until 530 s from the command's start,
 #      seals the run where it stopped, brings back its record and its last checkpoint in bf16 (7 files + log)
 #   2. bash scripts/paper_on_gpu.sh checkpoint S ENGINE 4000    timeout_s 180 (ENGINE: what 1 printed)
 #      trains the same run to step 4,000 (the pre-shift model) and brings back that checkpoint (5 files + log);
@@ -44,6 +44,9 @@ case "${1:-}" in
         seed="${2:?seed}"; : "${OUT:?set OUT: the folder whose files come back}"
         export MATCOMP_RUNS; MATCOMP_RUNS="$(mktemp -d)"  # a store of its own: nothing from another command
         { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true; } | tee "$OUT/log"
+        # the graph engine takes the ahead engine's steps (tests/test_training.py; ~20 s, skipped on a CPU)
+        timeout 60 env PYTHONPATH=lib python3 -m pytest -o addopts="" -q -p no:cacheprovider tests/test_training.py \
+            -k graph_engine_replays 2>&1 | tail -3 | tee -a "$OUT/log" || true
         engine=$(timeout 150 "${MATCOMP[@]}" bench "${RUN[@]}" --device "$DEVICE" --engines --steps 100 --warmup 10 \
             2>&1 | tee -a "$OUT/log" | sed -n 's/^fastest engine: //p') || true
         engine="${engine:-eager}"  # the bench failed or ran out of time: the engine of the last loan

@@ -136,8 +136,8 @@ def test_a_chapter_says_it_must_train_before_it_starts(store, capsys):
     cfg = preset("smoke").override({"train.steps": 120})
     open_run(cfg, "smoke")
     out = capsys.readouterr().out
-    assert out.startswith(f"Training run {cfg.run_id} (120 steps, about ") and "at most): it is neither shipped " \
-        "nor in the run store" in out
+    assert out.startswith(f"Training run {cfg.run_id} (120 steps, about ") and "s a step timed here): it is neither " \
+        "shipped nor in the run store" in out
     assert "-p model cpu" in out and "python -m matcomp prepare --preset smoke" in out
     assert f"{cfg.run_id}: 100%" in out  # the progress bar, as text that papermill logs
     open_run(cfg, "smoke")

@@ -9,7 +9,7 @@ import json
 import pandas as pd
 
 from matcomp.analysis.key_numbers import FINDINGS
-from matcomp.book.chapter import ladder_runs, ladder_trained, paper_scale_runs, preset_name, rank_search_drops
+from matcomp.book.chapter import ladder_runs, ladder_trained, larger_task_drops, paper_scale_runs, preset_name
 from matcomp.book.ladder import Ladder, drop_ladders, finding_ladders, number_text, show_ladder
 from matcomp.book.stored import BOOK, finding_parameters
 from matcomp.book.verdicts import CATEGORIES, MATCHES
@@ -19,7 +19,7 @@ def chapter_ladders(preset: str | None = None) -> dict[str, Ladder]:
     """The ladder of every chapter that judges key numbers (chapter -> ``Ladder``), in the book's order."""
     name = preset_name(preset)
     runs = ladder_runs(name)
-    ladders = {"sudden_drop": drop_ladders(ladder_trained(name), rank_search_drops(name))}
+    ladders = {"sudden_drop": drop_ladders(ladder_trained(name), larger_task_drops(name))}
     ladders.update({finding: finding_ladders(finding, runs, finding_parameters(finding, name), paper_scale_runs(name))
                     for finding in FINDINGS})
     return ladders

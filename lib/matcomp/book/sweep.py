@@ -22,8 +22,6 @@ from pathlib import Path
 import nbformat
 import pandas as pd
 
-from matcomp.runs.store import absolute_store
-
 RESULT_MIME = "application/json"
 RESULT_KEY = "matcomp_result"  # output metadata key that marks a recorded result
 # MyST-NB's glue convention: an output whose metadata names it in "scrapbook" and whose mime types carry
@@ -121,6 +119,8 @@ def run_sweep(notebook: Path | str, points: list[dict], out: Path | str, fixed: 
         params = {**(fixed or {}), **point}
         targets[out / point_name(notebook, params)] = params
     check_points(notebook, list(targets.values()))
+    from matcomp.runs.store import absolute_store  # torch with it: a kernel that only records never pays for it
+
     absolute_store()  # the points run inside the notebook's folder: one store for all
     out.mkdir(parents=True, exist_ok=True)
     todo = [(target, params) for target, params in targets.items() if not target.exists()]

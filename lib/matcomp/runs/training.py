@@ -228,13 +228,13 @@ def train(cfg: RunConfig, folder: RunFolder, device: str | torch.device | None =
                               elapsed=time.perf_counter() - t0, metrics=model.metrics, eval_columns=eval_columns(cfg))
                 finite = bool(torch.isfinite(torch.stack(pending)).all())
                 pending, evals = [], {}
-                ends = stopped() or not finite or step == end  # a diverged run is not sealed: see the store
-                if not ends and (step == stop_at or (
+                early = stopped() or not finite  # a diverged run is not sealed: see the store
+                if not early and step < end and (step == stop_at or (
                         limit_s is not None and _out_of_time(step, start, schedule, end, started, limit_s))):
                     paused = Paused(cfg.run_id, step, tc.steps, time.perf_counter() - started)
                 _save(folder, cfg, model, optimizer, train_gen, eval_gen, step, rows,
-                      whole=resumable or ends or paused is not None)
-                if ends or paused is not None:
+                      whole=resumable or early or step == end or paused is not None)
+                if early or paused is not None:
                     break  # the last step is now this checkpoint's
             if progress and step % DISPLAY_EVERY == 0:
                 bar.set_postfix({k: f"{v:.3g}" for k, v in zip(model.metrics, latest.tolist())}, refresh=False)

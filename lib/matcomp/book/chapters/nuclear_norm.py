@@ -21,7 +21,7 @@ from matcomp.book.chapter import (
     checked_parameters,
     model_preset,
     open_chapter,
-    rank_search_drops,
+    paper_task_runs,
     sizes,
 )
 from matcomp.book.chapters import model_runs
@@ -36,7 +36,7 @@ from matcomp.presets import preset as named_preset
 __all__ = [  # the names its notebook uses
     "FINAL_STEPS", "LAMBDA_TABLE", "NN", "POST_SHIFT", "SUDDEN_DROP", "agreement_text", "als_findings", "beside",
     "checked_parameters", "final_losses", "findings", "headline_table", "lambda_findings", "matched_norms",
-    "named_preset", "norm_findings", "rank_search_drops", "setup", "show_chapter_ladder", "stored_lambda_draws",
+    "named_preset", "norm_findings", "paper_task_runs", "setup", "show_chapter_ladder", "stored_lambda_draws",
     "stored_lambda_table", "stored_sweep", "styled", "versus_findings", "versus_table",
 ]
 

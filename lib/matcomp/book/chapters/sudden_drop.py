@@ -11,8 +11,9 @@ from matcomp.book.chapter import (
     chapter_config,
     checked_parameters,
     ladder_trained,
+    larger_task_drops,
     model_preset,
-    rank_search_drops,
+    paper_task_runs,
     sizes,
     trained_run,
     trained_runs,
@@ -31,8 +32,8 @@ from matcomp.runs.run import Run
 __all__ = [  # the names its notebook uses
     "ON_PLATEAU", "SMOOTHING", "SUDDEN_DROP", "answer_rise", "checked_parameters", "drop_ladders",
     "drop_over_seeds", "final_losses", "findings", "glue_texts", "km_median", "ladder_trained", "named_preset",
-    "paper_table", "rank_search_drops", "record", "seed_configs", "seeds_from", "setup", "show_ladder",
-    "trained_runs",
+    "larger_task_drops", "paper_table", "paper_task_runs", "record", "seed_configs", "seeds_from", "setup",
+    "show_ladder", "trained_runs",
 ]
 
 
@@ -58,11 +59,11 @@ def setup(preset: str | None, model: str | None, seed: int | None, overrides: st
     return cfg, run, seed_cfg, seeds, plateau_level
 
 
-def paper_table(run: Run, larger: dict[str, Run]) -> pd.DataFrame:
-    """The paper's run (NeurIPS Fig. 2) beside ``run`` and the runs of ``larger`` (task -> run: at a scale that
-    ships one, the paper's own task trained on a lent GPU, ``rank_search_drops``): plateau, drop step, final
-    losses and steps."""
-    beside = {f"ours ({run.config.run_id})": run, **{f"{task}: {r.config.run_id}": r for task, r in larger.items()}}
+def paper_table(run: Run, larger: list[tuple[str, Run]]) -> pd.DataFrame:
+    """The paper's run (NeurIPS Fig. 2) beside ``run`` and the runs of ``larger`` ((task, run) pairs: at a scale
+    that ships them, the paper's own task trained on a lent GPU, ``paper_task_runs``): plateau, drop step, final
+    losses and steps (where a run was stopped before its budget, the step it reached)."""
+    beside = {f"ours ({run.config.run_id})": run, **{f"{task}: {r.config.run_id}": r for task, r in larger}}
     ours = {label: [f"{r.drop.plateau:.4f} (r/9 = {second_moment(r.config.data):.4f})",
                     f"{r.drop.half_step:,}" if r.drop.dropped else "none",
                     "{0.L:.2g} (L_obs {0.L_obs:.2g}, L_mask {0.L_mask:.3g})".format(final_losses(r.metrics)),
