@@ -64,5 +64,8 @@ def test_the_first_pages_table_holds_every_judged_key_number_and_no_check_of_the
     assert copying == "reproduces (3 of 7; 4 cannot be read)"  # every seed read: 0, 3 and 6
     assert seven.loc[("attention_patching", "restored, last layer")] == "does not (0 of 7; 4 cannot be read)"
     paper = [c for c in table.columns if "paper scale" in c or "rank 2" in c]
-    assert table.loc[("sudden_drop", "drop step"), paper[0]] == "consistent with (1 of 1)"  # one GPU seed: 15,783
+    # the paper's model (seed 0, shipped with its checkpoints): its drop at 22,973 is not the paper's ~15,000,
+    # and every finding is read on it, so no row of its column is empty
+    assert table.loc[("sudden_drop", "drop step"), paper[0]] == "does not (0 of 1)"
+    assert "—" not in set(table[paper[0]]) and table[paper[0]].str.endswith("of 1)").all()
     assert '<a href="sudden_drop.html">The sudden drop</a>' in linked(table).index.get_level_values(0)
