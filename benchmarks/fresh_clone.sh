@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The README's two commands on a fresh clone, timed phase by phase: what a new reader waits for, and what
+# the README's "How long" paragraph reports. Prints each phase's seconds, each chapter's execution in the
+# build, and the ten slowest tests; asserts nothing (a benchmark, not a test).
+#
+#   bash benchmarks/fresh_clone.sh            # this repository's HEAD, in a new virtual environment
+#
+# Run it with nothing else on the machine: the build and the tests use every core.
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+work="$(mktemp -d)"
+git clone -q --depth 1 "file://$repo" "$work/fresh"  # shallow: the shipped runs' history stays behind
+cd "$work/fresh"
+echo "commit $(git rev-parse --short HEAD), $(date -u +%F), $(nproc) cores, $(python -c 'import platform; print(platform.processor() or platform.machine())')"
+python -m venv .venv
+. .venv/bin/activate
+export MATCOMP_RUNS="$work/store"  # the tests' run store, apart from any other
+
+start=$SECONDS
+pip install -q --disable-pip-version-check -r requirements.txt > "$work/pip.log" 2>&1
+pip_s=$((SECONDS - start))
+
+start=$SECONDS
+jupyter-book build -W --keep-going . > "$work/build.log" 2>&1
+build_s=$((SECONDS - start))
+
+start=$SECONDS
+python -m pytest --durations=10 > "$work/pytest.log" 2>&1 || echo "pytest failed: $work/pytest.log"
+pytest_s=$((SECONDS - start))
+
+echo
+echo "| phase | seconds |"
+echo "|---|---|"
+echo "| pip install -r requirements.txt | $pip_s |"
+echo "| jupyter-book build -W --keep-going . | $build_s |"
+echo "| python -m pytest ($(tail -1 "$work/pytest.log" | sed 's/=//g; s/^ *//; s/ *$//')) | $pytest_s |"
+echo "| the two commands | $((pip_s + build_s + pytest_s)) |"
+echo
+echo "each chapter's execution in the build, from its cache (seconds; several at a time: matcomp.book.parallel_build):"
+python -c '
+from jupyter_cache import get_cache
+for r in get_cache("_build/.jupyter_cache").list_cache_records():
+    print(round(r.data.get("execution_seconds", float("nan")), 1), r.uri.split("/fresh/")[-1])
+' | sort -rn | sed 's/^/  /'
+echo
+echo "the ten slowest tests:"
+sed -n '/slowest 10 durations/,/^$/p' "$work/pytest.log" | sed -n '2,11p' | sed 's/^/  /'
+echo "(logs in $work)"
