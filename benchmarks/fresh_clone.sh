@@ -4,12 +4,17 @@
 # build, and the ten slowest tests; asserts nothing (a benchmark, not a test).
 #
 #   bash benchmarks/fresh_clone.sh            # this repository's HEAD, in a new virtual environment
+#   bash benchmarks/fresh_clone.sh REV        # an earlier commit, to compare on the same machine and day
 #
 # Run it with nothing else on the machine: the build and the tests use every core.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 work="$(mktemp -d)"
-git clone -q --depth 1 "file://$repo" "$work/fresh"  # shallow: the shipped runs' history stays behind
+if [[ -n "${1:-}" ]]; then
+    git clone -q --no-checkout "file://$repo" "$work/fresh" && git -C "$work/fresh" checkout -q "$1"
+else
+    git clone -q --depth 1 "file://$repo" "$work/fresh"  # shallow: the shipped runs' history stays behind
+fi
 cd "$work/fresh"
 echo "commit $(git rev-parse --short HEAD), $(date -u +%F), $(nproc) cores, $(python -c 'import platform; print(platform.processor() or platform.machine())')"
 python -m venv .venv
