@@ -125,7 +125,6 @@ REPORT_HEADER = ("| preset | s/step | steps/s | matrices/s | GFLOP/s | matmul pe
                  "| paper-loop s/step | speed-up |\n|---|---|---|---|---|---|---|---|---|")
 
 
-
 def engine_report(figures: dict) -> str:
     """One line per engine timed (its s/step and speed-up over the paper's loop, or why it did not run), and
     last the fastest's name, for a script to read (``fastest engine: NAME``)."""

@@ -36,7 +36,7 @@ from matcomp.runs.run import Run
 from matcomp.runs.shipped import export_reference
 from matcomp.runs.store import get_or_train, runs_root, seal_stopped
 from matcomp.runs.training import Paused, resolve_device
-from matcomp.runs.transfer import PART_BYTES, checkpoint_item, pack_checkpoint, pack_record
+from matcomp.runs.transfer import PART_BYTES, checkpoint_item, checkpoint_name, pack_checkpoint, pack_record
 
 PACKING = "packing"  # the working store's folder of bf16 copies and their derived tables
 DTYPE = torch.bfloat16
@@ -129,7 +129,7 @@ def _one_checkpoint(run: Run, step: int, out: Path, part_bytes: int, command: st
     """Pack the bf16 copy of ``run``'s checkpoint at ``step`` alone, its manifest saying which engine trained
     it and the SHA-256 of the float32 file it was rounded from."""
     copy = bf16_copy(run, [step], command, root)
-    source = run.summary["sha256"][run.folder.checkpoint_path(step).relative_to(run.path).as_posix()]
+    source = run.summary["sha256"][checkpoint_name(run, step)]
     files = pack_checkpoint(copy, step, out, part_bytes, {"engine": run.summary.get("engine"),
                                                           "trained_sha256": source})
     return Progress(tuple(files), f"{run.config.run_id}: trained to step {step:,} and packed its checkpoint into "

@@ -242,21 +242,20 @@ def rank_search_drops(preset: str | None = None) -> dict[str, Run]:
             f"trained on {trained_on(r.summary)})": r for r in runs if r.drop.half_step is not None}
 
 
-def larger_task_drops(preset: str | None = None) -> dict[str, Run]:
-    """The runs above the ladder that the drop's verdicts read, one a task and machine (``rank_search_drops``),
-    the paper-scale run the one-model chapters read (``paper_scale_runs``) in place of a rank-search run of the
-    same label: the verdict table's paper column holds one run, whichever chapter reads it."""
-    runs = rank_search_drops(preset)
-    runs.update({label: run for label, (run, _) in paper_scale_runs(preset).items()})
-    return runs
-
-
 def paper_task_runs(preset: str | None = None) -> list[tuple[str, Run]]:
     """Every run of the paper's own task shipped at this scale, each with its task's label: the rank-2 search's
-    runs that drop and the paper-scale run, even where two share a label (two trainings of one seed)."""
+    runs that drop, then the paper-scale run (``paper_scale_runs``), even where two share a label (two trainings
+    of one seed). ``dict`` of it is what the drop's verdicts read (``larger_task_drops``)."""
     runs = list(rank_search_drops(preset).items())
     return runs + [(label, run) for label, (run, _) in paper_scale_runs(preset).items()
                    if all(run.path != other.path for _, other in runs)]
+
+
+def larger_task_drops(preset: str | None = None) -> dict[str, Run]:
+    """The runs above the ladder that the drop's verdicts read, one a label: the paper-scale run the one-model
+    chapters read in place of a rank-search run of the same label, so the verdict table's paper column holds
+    one run, whichever chapter reads it."""
+    return dict(paper_task_runs(preset))  # the paper-scale run comes last: it wins its label
 
 
 def paper_scale_runs(preset: str | None = None) -> dict[str, tuple[Run, Phases]]:

@@ -20,7 +20,8 @@ def chapter_ladders(preset: str | None = None) -> dict[str, Ladder]:
     name = preset_name(preset)
     runs = ladder_runs(name)
     ladders = {"sudden_drop": drop_ladders(ladder_trained(name), larger_task_drops(name))}
-    ladders.update({finding: finding_ladders(finding, runs, finding_parameters(finding, name), paper_scale_runs(name))
+    paper_scale = paper_scale_runs(name)  # opened once: each opening hashes its checkpoints
+    ladders.update({finding: finding_ladders(finding, runs, finding_parameters(finding, name), paper_scale)
                     for finding in FINDINGS})
     return ladders
 

@@ -87,7 +87,7 @@ def pack_record(run: Run, derived: list[Path], out: Path, part_bytes: int = PART
     file of each derivation: its manifest and its tables) into ``out``."""
     buffer = io.BytesIO()
     summary = {k: v for k, v in run.summary.items() if k not in UNSEALED}
-    summary["checkpoint_sha256"] = {str(step): run.summary["sha256"][_checkpoint_name(run, step)] for step in run.steps}
+    summary["checkpoint_sha256"] = {str(step): run.summary["sha256"][checkpoint_name(run, step)] for step in run.steps}
     members = {"config.json": run.folder.config_path.read_bytes(), METRICS: metrics_bytes(run.metrics),
                "summary.json": json.dumps(summary, indent=2).encode(),
                **{f"derived/{path.name}": path.read_bytes() for path in derived}}
@@ -100,7 +100,8 @@ def pack_record(run: Run, derived: list[Path], out: Path, part_bytes: int = PART
                       {"checkpoints": run.steps, "derived": sorted(p.name for p in derived)})
 
 
-def _checkpoint_name(run: Run, step: int) -> str:
+def checkpoint_name(run: Run, step: int) -> str:
+    """The checkpoint file of ``run`` at ``step`` as its seal names it (``checkpoints/step_NNNNNN.safetensors``)."""
     return run.folder.checkpoint_path(step).relative_to(run.path).as_posix()
 
 
@@ -205,17 +206,18 @@ def unpack(folders: list[Path] | Path, root: Path, run_id: str | None = None) ->
     run_id = runs[0]
     record = manifests[(run_id, RECORD)]
     members = _record(read_item(record, folders))
-    checkpoints = {m["step"]: read_item(m, folders) for (run, item), m in manifests.items()
-                   if run == run_id and item != RECORD}
-    extra = sorted(set(checkpoints) - set(record["checkpoints"]))
+    packed = {m["step"]: m for (run, item), m in manifests.items() if run == run_id and item != RECORD}
+    extra = sorted(set(packed) - set(record["checkpoints"]))
     if extra:
         raise TransferError(f"checkpoints {extra} came back but {run_id}'s record does not list them")
     expected = json.loads(members["summary.json"]).get("checkpoint_sha256", {})
-    for step, data in sorted(checkpoints.items()):
-        if _sha256(data) != expected.get(str(step)):
+    checkpoints = {}
+    for step, manifest in sorted(packed.items()):
+        checkpoints[step] = read_item(manifest, folders)  # its bytes are its manifest's SHA-256, or it raises
+        if manifest["sha256"] != expected.get(str(step)):
             raise TransferError(f"checkpoint {step} of {run_id} is not the one its record holds (its SHA-256 "
-                                f"{_sha256(data)[:12]}…, the record's {str(expected.get(str(step)))[:12]}…): it "
-                                f"came from another training of the run; nothing was installed")
+                                f"{manifest['sha256'][:12]}…, the record's {str(expected.get(str(step)))[:12]}…): "
+                                f"it came from another training of the run; nothing was installed")
 
     root = Path(root)
     target = RunFolder(root / run_id)

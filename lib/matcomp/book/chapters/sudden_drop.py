@@ -11,7 +11,6 @@ from matcomp.book.chapter import (
     chapter_config,
     checked_parameters,
     ladder_trained,
-    larger_task_drops,
     model_preset,
     paper_task_runs,
     sizes,
@@ -32,7 +31,7 @@ from matcomp.runs.run import Run
 __all__ = [  # the names its notebook uses
     "ON_PLATEAU", "SMOOTHING", "SUDDEN_DROP", "answer_rise", "checked_parameters", "drop_ladders",
     "drop_over_seeds", "final_losses", "findings", "glue_texts", "km_median", "ladder_trained", "named_preset",
-    "larger_task_drops", "paper_table", "paper_task_runs", "record", "seed_configs", "seeds_from", "setup",
+    "paper_table", "paper_task_runs", "record", "seed_configs", "seeds_from", "setup",
     "show_ladder", "trained_runs",
 ]
 
