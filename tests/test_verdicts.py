@@ -4,8 +4,10 @@ verdict (``matcomp.book.summary``), read from the shipped runs as the chapters r
 import pytest
 
 from matcomp.analysis.key_numbers import FINDINGS, Side
-from matcomp.book.summary import categories_table, chapter_ladders, linked, verdict_table
-from matcomp.book.verdicts import CATEGORIES, Claim, verdict
+from matcomp.book.ladder import OWN_RECIPE
+from matcomp.book.register import REGISTER
+from matcomp.book.summary import categories_table, chapter_ladders, linked, unregistered, verdict_table
+from matcomp.book.verdicts import CATEGORIES, CHECK, Claim, verdict
 
 
 def test_a_finding_that_holds_on_one_of_three_seeds_does_not_reproduce():
@@ -39,12 +41,32 @@ def test_the_effect_without_its_size_is_direction_only_and_a_mean_is_never_judge
     assert verdict({0: 0.0}, Claim(Side(1))).category == "does not"
 
 
+def test_a_seed_within_two_standard_errors_of_no_effect_cannot_tell():
+    """The nuclear-norm seed of the last reading: BERT / NN 0.915 is 0.6 standard errors from 1, the value without
+    the effect, so it cannot tell; the same number estimated ten times better is as the paper."""
+    claim = Claim(Side(1, above=False, strict=True))
+    assert verdict({0: 0.915}, claim, errors={0: 0.14}).category == "cannot tell"
+    assert verdict({0: 0.915}, claim, errors={0: 0.014}).category == "consistent with"
+    assert verdict({0: 0.915}, claim).category == "consistent with"  # a number given without its error: as it is
+    mixed = verdict({0: 0.915, 3: 0.5, 6: 1.3}, claim, errors={0: 0.14, 3: 0.1, 6: 0.1})
+    assert mixed.marks == {0: "cannot tell", 3: "matches", 6: "against"} and mixed.category == "mixed"
+    assert str(mixed) == "mixed: as the paper on 1 of 3 seeds, within noise on 1, neither on 1"
+    # noise is judged against the value without the effect, never against the paper's own number
+    assert Claim(2.6, reference=1.0).mark(2.0, se=0.4) == "direction only"  # 2.5 s.e. above 1
+    assert Claim(2.6, reference=1.0).mark(1.5, se=0.4) == "cannot tell"  # 1.25 s.e. above 1
+    assert Claim(1.004).mark(1.3, se=0.01) == "against"  # a claim of no effect has no reference to hide in
+
+
 def test_the_categories_are_defined_once_and_the_rule_gives_only_them():
     assert categories_table().index.tolist() == list(CATEGORIES)
-    seen = {verdict(values, Claim(2.0, 1.0), unread).category for values, unread in [
-        ({0: 2.0, 1: 2.0}, None), ({0: 2.0}, None), ({0: 3.0}, None), ({0: 2.0, 1: 0.5}, None), ({0: 0.5}, None),
-        ({}, {0: "no drop"})]}
+    seen = {verdict(values, Claim(2.0, 1.0), unread, errors).category for values, unread, errors in [
+        ({0: 2.0, 1: 2.0}, None, None), ({0: 2.0}, None, None), ({0: 3.0}, None, None), ({0: 2.0, 1: 0.5}, None, None),
+        ({0: 0.5}, None, None), ({}, {0: "no drop"}, None), ({0: 1.1, 1: 0.9}, None, {0: 0.1, 1: 0.1})]}
     assert seen == set(CATEGORIES)
+
+
+def test_a_bound_the_book_chooses_is_labelled_ours():
+    assert Claim(Side(0.1), ours=True).text() == "≥ 0.1 (ours)" and Claim(Side(0.1)).text() == "≥ 0.1"
 
 
 @pytest.fixture(scope="module")
@@ -52,20 +74,24 @@ def table():
     return verdict_table(chapter_ladders("cpu"))
 
 
-def test_the_first_pages_table_holds_every_judged_key_number_and_no_check_of_the_method(table):
+def test_the_first_pages_table_is_the_registers_every_judged_key_number_with_checks_labelled(table):
+    ladders = chapter_ladders("cpu")
+    assert unregistered(ladders) == []  # every number a ladder shows is a claim's of the register
     chapters = table.index.get_level_values("chapter")
-    assert list(dict.fromkeys(chapters)) == ["sudden_drop", *FINDINGS]
-    assert ("attention_patching", "restored, all layers") not in table.index  # holds by construction
-    assert ("attention_patching", "restored, last layer") in table.index
-    assert ("copying_phase", "× below the plateau") not in table.index  # judged once, on the sudden drop's row
+    assert set(chapters) == {"sudden_drop", *FINDINGS}
+    registered = {(c.chapter, key) for c in REGISTER for key in c.tested_by}
+    assert set(table.index) == registered
     seven = table["7×7 (cpu7x7), 7 seeds"]
-    assert seven.loc[("sudden_drop", "drop step")] == "mixed (2 of 7)"  # 12,542 and 15,305; 8,946 and four without
+    assert seven.loc[("attention_patching", "restored, all layers")] == CHECK  # holds by construction: labelled
+    assert seven.loc[("sudden_drop", "plateau / E[X²]")].startswith("a check")  # any copying model sits there
+    assert seven.loc[("sudden_drop", "drop step")] == OWN_RECIPE  # another recipe's step: shown, not judged
+    assert ("copying_phase", "× below the plateau") not in table.index  # judged once, on the sudden drop's row
     copying = seven.loc[("copying_phase", "uniform attention, pre-shift: L_obs ×")]
-    assert copying == "reproduces (3 of 7; 4 cannot be read)"  # every seed read: 0, 3 and 6
+    assert copying.endswith("of 7)")  # a pre-shift finding: every 7×7 seed read, the four that never dropped too
     assert seven.loc[("attention_patching", "restored, last layer")] == "does not (0 of 7; 4 cannot be read)"
     paper = [c for c in table.columns if "paper scale" in c or "rank 2" in c]
     # the paper's model (seed 0, shipped with its checkpoints): its drop at 22,973 is not the paper's ~15,000,
     # and every finding is read on it, so no row of its column is empty
-    assert table.loc[("sudden_drop", "drop step"), paper[0]] == "does not (0 of 1)"
+    assert table.loc[("sudden_drop", "drop step"), paper[0]] == "does not (0 of 1)"  # the paper's recipe: judged
     assert "—" not in set(table[paper[0]]) and table[paper[0]].str.endswith("of 1)").all()
     assert '<a href="sudden_drop.html">The sudden drop</a>' in linked(table).index.get_level_values(0)

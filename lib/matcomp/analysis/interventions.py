@@ -17,8 +17,9 @@ from collections.abc import Iterable
 import pandas as pd
 import torch
 
-from matcomp.analysis.evaluation import losses
+from matcomp.analysis.evaluation import predict
 from matcomp.data import Batch
+from matcomp.metrics import masked_mse
 from matcomp.models.bert import MatrixBert
 from matcomp.models.hooks import Edit, LayerHooks, attention_hooks, explicit_attention
 
@@ -77,14 +78,26 @@ def transplant(model: MatrixBert, donor: MatrixBert, pattern: str = QKV) -> Matr
     return switched
 
 
-def attention_interventions(model: MatrixBert, donor: MatrixBert, batch: Batch, donor_name: str) -> pd.DataFrame:
-    """L_obs and L_mask of ``model`` on ``batch`` as it is ("no intervention"), with every head uniform
-    ("all heads uniform", the paper's ablation) or batch-averaged ("all heads batch-mean", the released
-    code's), and with the query, key and value weights of ``donor`` ("Q, K, V from <donor_name>", model
-    switching): the four rows of the copying-phase and observed-entries chapters (NeurIPS §3.1, §3.2.1)."""
-    results = {"no intervention": losses(model, batch)}
+def intervention_predictions(model: MatrixBert, donor: MatrixBert, batch: Batch,
+                             donor_name: str) -> dict[str, torch.Tensor]:
+    """The predictions of ``model`` on ``batch`` as it is ("no intervention"), with every head uniform ("all
+    heads uniform", the paper's ablation) or batch-averaged ("all heads batch-mean", the released code's), and
+    with the query, key and value weights of ``donor`` ("Q, K, V from <donor_name>", model switching): the four
+    conditions of the copying-phase and observed-entries chapters (NeurIPS §3.1, §3.2.1)."""
+    predictions = {"no intervention": predict(model, batch.ids)}
     for mode, name in (("uniform", "all heads uniform"), ("batch_mean", "all heads batch-mean")):
         with ablate_heads(model, mode=mode):
-            results[name] = losses(model, batch)
-    results[f"Q, K, V from {donor_name}"] = losses(transplant(model, donor), batch)
-    return pd.DataFrame(results).T[["L_obs", "L_mask"]]
+            predictions[name] = predict(model, batch.ids)
+    predictions[f"Q, K, V from {donor_name}"] = predict(transplant(model, donor), batch.ids)
+    return predictions
+
+
+def attention_interventions(model: MatrixBert, donor: MatrixBert, batch: Batch, donor_name: str) -> pd.DataFrame:
+    """L_obs and L_mask of ``model`` on ``batch`` under each condition of ``intervention_predictions``."""
+    return interventions_table(intervention_predictions(model, donor, batch, donor_name), batch)
+
+
+def interventions_table(predictions: dict[str, torch.Tensor], batch: Batch) -> pd.DataFrame:
+    """L_obs and L_mask of each condition's predictions (``intervention_predictions``) on ``batch``."""
+    return pd.DataFrame({name: {k: v.item() for k, v in masked_mse(pred, batch.values, batch.observed).items()}
+                         for name, pred in predictions.items()}).T[["L_obs", "L_mask"]]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 from IPython.display import Markdown
 
+from matcomp.analysis.key_numbers import Side
 from matcomp.metrics import PAPER_ORDER
 
 CELL_CSS = [{"selector": "td, th", "props": "padding: 3px 6px; text-align: right; white-space: nowrap;"},
@@ -181,3 +182,15 @@ def seeds_text(seeds) -> str:
     if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
         return f"{seeds[0]}–{seeds[-1]}"
     return and_text(seeds)
+
+
+def number_text(value) -> str:
+    """A key number as the tables write it: 100 or more (steps) in full with separators, others to three
+    significant digits, a missing one "—"; text and the paper's directions (``Side``) as they are.
+
+    >>> [number_text(v) for v in (16406.0, 0.01234, float("nan"), Side(1))]
+    ['16,406', '0.0123', '—', '≥ 1']
+    """
+    if isinstance(value, (str, Side)):
+        return str(value)
+    return "—" if pd.isna(value) else f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"

@@ -1,7 +1,8 @@
 """The book's one verdict rule. Each seed's number is judged against the paper's on its own (``Claim.mark``),
 and a finding's verdict says on how many of the seeds trained for its task it holds (``verdict``): a seed
 that never left its plateau is counted as one on which a post-shift finding cannot be read, never left out,
-and a mean is printed beside the seeds but never judged. The categories are defined once (``CATEGORIES``),
+a seed whose number is an estimate within two standard errors of the value without the effect cannot tell
+either way, and a mean is printed beside the seeds but never judged. The categories are defined once (``CATEGORIES``),
 shown on the book's first page, and every chapter's verdicts come from here, so the same numbers get the
 same verdict everywhere."""
 
@@ -14,12 +15,13 @@ from typing import Any
 
 import pandas as pd
 
-from matcomp.analysis.key_numbers import Side
+from matcomp.analysis.key_numbers import NOISE_SE, Side
+from matcomp.book.tables import number_text
 
 TOLERANCE = 0.25  # |log(ours / paper)| within which a number is as the paper's: within about ±28 %
 
-MATCHES, DIRECTION, AGAINST, UNREAD = "matches", "direction only", "against", "cannot be read"
-MARKS = {MATCHES: "✓", DIRECTION: "~", AGAINST: "✗", UNREAD: "·"}  # a seed's mark in the tables
+MATCHES, DIRECTION, AGAINST, NOISE, UNREAD = "matches", "direction only", "against", "cannot tell", "cannot be read"
+MARKS = {MATCHES: "✓", DIRECTION: "~", AGAINST: "✗", NOISE: "≈", UNREAD: "·"}  # a seed's mark in the tables
 
 CATEGORIES = {
     "reproduces": "the number is as the paper's (within the tolerance of its value, or on the side it names) on "
@@ -30,6 +32,8 @@ CATEGORIES = {
                       "its value without the effect: 1 for a ratio), but it is not as the paper's on all of them",
     "mixed": "it is as the paper's, or in its direction, on some seeds that can be read, and neither on others",
     "does not": "it is neither as the paper's nor in its direction on any seed that can be read",
+    "cannot tell": "on every seed that can be read the number is an estimate within two standard errors of its "
+                   "value without the effect (1 for a ratio, the bound the paper names): the noise hides it",
     "cannot be read": "no seed trained for the task can be read: none left its plateau, or none was kept with the "
                       "checkpoints the finding reads",
 }
@@ -47,24 +51,43 @@ def _distance(value: float, paper: float) -> float:
 class Claim:
     """What the paper says of one key number: a value (``paper``), with the value the number has without
     the effect (``reference``: 1 for a ratio, 0 for a difference; None where there is none), or a direction
-    only (a ``Side``)."""
+    only (a ``Side``, whose bound is the value without the effect). ``ours``: the bound is the book's
+    choice where the paper states the claim in words alone ("correlate quite strongly"), so the tables label
+    it ours, never the paper's."""
 
     paper: float | Side
     reference: float | None = None
     tolerance: float = TOLERANCE
+    ours: bool = False
 
-    def mark(self, value: float) -> str:
-        """One seed's number judged: ``MATCHES`` (within ``tolerance`` of the paper's in log ratio, or on the
-        side a ``Side`` names), ``DIRECTION`` (not, but on the paper's side of ``reference``), else
-        ``AGAINST``; a missing number (a seed without a drop has no drop step) is against the claim.
+    @property
+    def no_effect(self) -> float | None:
+        """The value the number has without the effect the paper reports: the ``reference``, or a ``Side``'s
+        bound."""
+        return self.paper.bound if isinstance(self.paper, Side) and self.reference is None else self.reference
+
+    def text(self) -> str:
+        """The claim's value as the tables print it, a bound of the book's labelled so: "≥ 0.1 (ours)"."""
+        return number_text(self.paper) + " (ours)" * self.ours
+
+    def mark(self, value: float, se: float = float("nan")) -> str:
+        """One seed's number judged: ``NOISE`` where it is an estimate (its standard error ``se``) within
+        ``NOISE_SE`` standard errors of the value without the effect (``no_effect``); else ``MATCHES``
+        (within ``tolerance`` of the paper's in log ratio, or on the side a ``Side`` names), ``DIRECTION``
+        (not, but on the paper's side of ``reference``), else ``AGAINST``; a missing number (a seed without a
+        drop has no drop step) is against the claim.
 
         >>> Claim(15000.0).mark(16406.0), Claim(17.0, reference=1).mark(4.3), Claim(3.0, 1).mark(0.5)
         ('matches', 'direction only', 'against')
         >>> Claim(Side(1)).mark(2.0), Claim(Side(1)).mark(0.0), Claim(15000.0).mark(float("nan"))
         ('matches', 'against', 'against')
+        >>> Claim(Side(1, above=False, strict=True)).mark(0.915, se=0.14), Claim(2.6, 1).mark(1.9, se=0.2)
+        ('cannot tell', 'direction only')
         """
         if pd.isna(value):
             return AGAINST
+        if self.no_effect is not None and not pd.isna(se) and abs(value - self.no_effect) <= NOISE_SE * se:
+            return NOISE
         if isinstance(self.paper, Side):
             return MATCHES if self.paper.holds(value) else AGAINST
         if _distance(value, self.paper) <= self.tolerance:
@@ -95,15 +118,19 @@ class Verdict:
             return "reproduces" if len(read) >= 2 else "consistent with"
         if all(m in (MATCHES, DIRECTION) for m in read):
             return "direction only"
+        if all(m == NOISE for m in read):
+            return "cannot tell"
         return "does not" if all(m == AGAINST for m in read) else "mixed"
 
     def __str__(self) -> str:
         """The category and its count over every seed trained, e.g. "mixed: as the paper on 1 of 7 seeds, its
         direction only on 1 more, neither on 1; 4 cannot be read (seeds 1, 2, 5: no drop; 4: ...)"."""
         n, size, direction, against = len(self.marks), self.count(MATCHES), self.count(DIRECTION), self.count(AGAINST)
+        noise = self.count(NOISE)
         parts = [f"as the paper on {size} of {n} seed{'s' * (n != 1)}"]
         parts += [f"its direction only on {direction} more"] if direction else []
-        parts += [f"neither on {against}"] if against and (size or direction) else []
+        parts += [f"within noise on {noise}"] if noise else []
+        parts += [f"neither on {against}"] if against and (size or direction or noise) else []
         text = f"{self.category}: {', '.join(parts)}"
         if self.unread:
             text += (f"; {len(self.unread)} cannot be read ("
@@ -133,18 +160,23 @@ def by_reason(unread: Mapping[Any, str]) -> dict[str, list]:
     return reasons
 
 
-def verdict(values: Mapping[Any, float], claim: Claim, unread: Mapping[Any, str] | None = None) -> Verdict:
-    """The verdict on one key number over every seed trained for its task: ``values`` (seed -> its number)
-    and ``unread`` (seed -> why the number cannot be read on it: no drop, no checkpoints kept), which
-    together must name every seed trained; a seed in both is unread.
+def verdict(values: Mapping[Any, float], claim: Claim, unread: Mapping[Any, str] | None = None,
+            errors: Mapping[Any, float] | None = None) -> Verdict:
+    """The verdict on one key number over every seed trained for its task: ``values`` (seed -> its number),
+    ``unread`` (seed -> why the number cannot be read on it: no drop, no checkpoints kept), which together
+    must name every seed trained (a seed in both is unread), and ``errors`` (seed -> the standard error of
+    its number, where it is an estimate from sampled matrices).
 
     >>> str(verdict({0: 20.0, 3: 4.3, 6: 5.0}, Claim(17.0, reference=1), {1: "no drop", 2: "no drop"}))
     'direction only: as the paper on 1 of 5 seeds, its direction only on 2 more; 2 cannot be read (seeds 1, 2: no drop)'
     >>> verdict({0: 2.0, 3: 0.0, 6: 0.0}, Claim(Side(1))).category, verdict({0: 2.0}, Claim(Side(1))).category
     ('mixed', 'consistent with')
+    >>> str(verdict({0: 0.915, 3: 0.5}, Claim(Side(1, above=False, strict=True)), errors={0: 0.14, 3: 0.1}))
+    'mixed: as the paper on 1 of 2 seeds, within noise on 1'
     """
-    unread = dict(unread or {})
-    marks = {seed: UNREAD if seed in unread else claim.mark(value) for seed, value in values.items()}
+    unread, errors = dict(unread or {}), dict(errors or {})
+    marks = {seed: UNREAD if seed in unread else claim.mark(value, errors.get(seed, float("nan")))
+             for seed, value in values.items()}
     marks.update({seed: UNREAD for seed in unread if seed not in marks})
     return Verdict(marks, unread)
 
