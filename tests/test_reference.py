@@ -4,8 +4,16 @@ import pytest
 
 import matcomp.runs.shipped
 from matcomp.drop import Drop
-from matcomp.runs.shipped import export_reference, find_reference, narrow_reference, reference_steps
+from matcomp.runs.folder import RunFolder
+from matcomp.runs.shipped import (
+    add_checkpoints,
+    export_reference,
+    find_reference,
+    narrow_reference,
+    reference_steps,
+)
 from matcomp.runs.store import get_or_train
+from matcomp.runs.training import Paused
 
 
 @pytest.fixture
@@ -44,6 +52,30 @@ def test_a_narrowed_run_keeps_its_chosen_checkpoints_sealed_and_says_how_it_was_
     assert sorted(p.name for p in (tmp_path / "reference").iterdir()) == [shipped.path.name]  # nothing left aside
     with pytest.raises(ValueError, match="metrics alone, no checkpoint"):
         bare.nearest_step(20)
+
+
+def test_a_run_kept_with_its_metrics_alone_gains_a_checkpoint_retrained_from_step_0(micro, store, tmp_path,
+                                                                                   monkeypatch):
+    """A seed kept without checkpoints gains its pre-shift model from a retraining that retraces its metrics bit for
+    bit; a retraining that departs from them, or lacks the step, is refused and the shipped run is left whole."""
+    monkeypatch.setattr(matcomp.runs.shipped, "REFERENCE_ROOT", tmp_path / "reference")
+    bare = export_reference(get_or_train(micro, progress=False), [], command="python -m matcomp train ... --steps")
+    other = tmp_path / "other"
+    with pytest.raises(Paused):
+        get_or_train(micro, progress=False, shipped=False, root=other, stop_at=20)
+    source = RunFolder(other / micro.run_id)
+    with pytest.raises(ValueError, match=r"steps \[30\] have no checkpoint"):
+        add_checkpoints(bare, source, [30], "again")
+    added = add_checkpoints(bare, source, [20], "python -m matcomp train ... && ... --add-steps 20")
+    assert added.steps == [20] and added.last_step == 40 and added.summary["retraced"]["gap"] == 0.0
+    assert find_reference(micro).steps == [20]  # sealed whole: its complete.json lists the new checkpoint
+    assert added.summary["command"].endswith("--add-steps 20")
+    metrics = source.read_metrics()
+    source.write_metrics(metrics.assign(L=metrics.L * 1.1))  # another run's losses
+    narrowed = narrow_reference(added, [])
+    with pytest.raises(ValueError, match="departs from the shipped"):
+        add_checkpoints(narrowed, source, [20], "again")
+    assert find_reference(micro).steps == [] and not list((tmp_path / "reference").glob(".*"))  # nothing aside
 
 
 def test_only_an_identical_config_uses_the_shipped_run(shipped, micro, monkeypatch):

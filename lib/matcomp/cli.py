@@ -74,7 +74,7 @@ def cmd_train(args) -> None:
     print(f"run {cfg.run_id} (working store: {runs_root()})", flush=True)
     try:
         run = get_or_train(cfg, device=args.device, progress=not args.quiet, shipped=not args.no_shipped,
-                           limit_s=args.limit_s, force=args.force)
+                           limit_s=args.limit_s, force=args.force, stop_at=args.stop_at)
     except Paused as paused:
         print(paused)
         return
@@ -119,11 +119,28 @@ def cmd_bench(args) -> None:
 def cmd_ship(args) -> None:
     from matcomp.book.chapter import phase_steps
     from matcomp.runs.run import Run, verify
-    from matcomp.runs.shipped import export_reference, find_reference, narrow_reference, reference_steps
+    from matcomp.runs.shipped import (
+        add_checkpoints,
+        export_reference,
+        find_reference,
+        narrow_reference,
+        reference_steps,
+    )
     from matcomp.runs.store import RunFolder, runs_root
 
     cfg = _config(args)
     shipped = find_reference(cfg)
+    sets = "".join(f" --set {s}" for s in args.set)
+    if args.add_steps is not None:  # add checkpoints retrained in the working store
+        if shipped is None:
+            raise SystemExit(f"error: run {cfg.run_id} is not shipped; --add-steps adds checkpoints to a shipped run")
+        added = " ".join(map(str, sorted(args.add_steps)))
+        command = (f"{shipped.summary['command']} && python -m matcomp train --preset {args.preset}{sets} --threads 1 "
+                   f"--no-shipped --stop-at {max(args.add_steps)} && python -m matcomp ship --preset "
+                   f"{args.preset}{sets} --add-steps {added}")
+        shipped = add_checkpoints(shipped, RunFolder(runs_root() / cfg.run_id), args.add_steps, command)
+        print(f"added steps {added} to {shipped.path} (retraced within {shipped.summary['retraced']['gap']:.2g})")
+        return
     if shipped is not None and args.steps is not None:  # keep fewer of its checkpoints
         shipped = narrow_reference(shipped, args.steps)  # a step it lacks: a ValueError, one line (main)
         print(f"narrowed {shipped.path} to {len(shipped.steps)} checkpoints, "
@@ -132,7 +149,6 @@ def cmd_ship(args) -> None:
     if shipped is not None:
         raise SystemExit(f"error: {shipped.path} is shipped already; delete it to ship the run again, or name "
                          f"the checkpoints to keep of it with --steps")
-    sets = "".join(f" --set {s}" for s in args.set)
     folder = RunFolder(runs_root() / cfg.run_id)
     if not folder.complete_path.exists():
         raise SystemExit(f"error: run {cfg.run_id} is not finished in {runs_root()}; ship copies a trained run, "
@@ -338,6 +354,9 @@ def main(argv: list[str] | None = None) -> None:
     sub.choices["train"].add_argument("--limit-s", type=_at_least(0, float, strictly=True), default=None,
                                       help="wall-clock seconds to train; it stops cleanly at a checkpoint before "
                                            "and the same command resumes")
+    sub.choices["train"].add_argument("--stop-at", type=_at_least(1), default=None, metavar="STEP",
+                                      help="pause at this scheduled checkpoint (resumable): the part of a run that "
+                                           "ship --add-steps adds to its shipped copy")
     sub.choices["train"].add_argument("--no-shipped", action="store_true",
                                       help="train into the working store even if a shipped run matches")
     sub.choices["bench"].add_argument("--steps", type=_at_least(1, high=10000, why=" (a timing needs tens)"),
@@ -351,6 +370,10 @@ def main(argv: list[str] | None = None) -> None:
     sub.choices["ship"].add_argument("--steps", type=_at_least(0), nargs="*", default=None, metavar="STEP",
                                      help="the checkpoints to keep; none named: the metrics alone (default: "
                                           "chosen within the budget, around the drop)")
+    sub.choices["ship"].add_argument("--add-steps", type=_at_least(1), nargs="+", default=None, metavar="STEP",
+                                     help="add these checkpoints to the shipped run from its retraining in the working "
+                                          "store (train ... --no-shipped --stop-at STEP), which must retrace its "
+                                          "metrics")
     sweep = sub.add_parser("sweep", help="run a chapter over a parameter grid with papermill, collect its results")
     sweep.add_argument("notebook", help="the chapter, e.g. book/sudden_drop.ipynb")
     sweep.add_argument("--out", required=True, help="folder for the executed notebooks and results.csv")

@@ -13,10 +13,13 @@ import re
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import torch
 
 from matcomp.config import RunConfig
+from matcomp.metrics import LOSSES
 from matcomp.runs.folder import RunFolder
+from matcomp.runs.machine import machine
 from matcomp.runs.run import Run, verify
 
 REPO = Path(__file__).resolve().parents[3]  # the repository: lib/matcomp/runs/shipped.py -> .
@@ -140,3 +143,60 @@ def narrow_reference(run: Run, steps: list[int]) -> Run:
         raise
     shutil.rmtree(aside)
     return narrowed
+
+
+RETRACE = 0.02  # the largest relative gap in a loss by which a retraining on another machine still retraces a run
+
+
+def retrace_gap(shipped: pd.DataFrame, retrained: pd.DataFrame, to_step: int) -> float:
+    """The largest relative gap between two trainings' losses (``LOSSES``, train and evaluation) at every step to
+    ``to_step``: 0 where the retraining repeats the run bit for bit (the same kind of machine), small where another
+    machine's rounding moves it; a step the retraining lacks is a ValueError.
+
+    >>> a = pd.DataFrame({"step": [1, 2], "L": [1.0, 0.5], "L_obs": [1.0, 1.0], "L_mask": [1.0, 1.0]})
+    >>> round(retrace_gap(a, a.assign(L=[1.0, 0.51]), 2), 6), retrace_gap(a, a, 2)
+    (0.02, 0.0)
+    """
+    columns = [c for c in (*LOSSES, *(f"eval_{name}" for name in LOSSES)) if c in shipped and c in retrained]
+    ours, theirs = (t.set_index("step").loc[lambda d: d.index <= to_step, columns] for t in (shipped, retrained))
+    if not ours.index.equals(theirs.index):
+        raise ValueError(f"the retraining does not log every step to {to_step} that the shipped run does")
+    return float(((theirs - ours).abs() / ours.abs()).max().max())
+
+
+def add_checkpoints(run: Run, source: RunFolder, steps: list[int], command: str) -> Run:
+    """Add to the shipped ``run`` the checkpoints at ``steps`` of ``source``, the same config trained again from
+    step 0 in the working store (a seed kept with its metrics alone gains the pre-shift model its findings read).
+    The retraining must retrace the shipped metrics to the last step added (``retrace_gap``): bit for bit on
+    the kind of machine that trained them, within ``RETRACE`` on another (a GPU's run retrained on a CPU), and
+    ``complete.json`` keeps the gap, the steps and the machine that retrained them (``retraced``: this one). The
+    old folder is set aside until the new one is sealed, so a crash loses nothing."""
+    if source.read_config() != run.config:
+        raise ValueError(f"{source.path} holds another config than the shipped {run.path.name}")
+    have = source.checkpoint_steps()
+    missing = sorted(set(steps) - set(have))
+    if missing:
+        raise ValueError(f"steps {missing} have no checkpoint in {source.path} (it has {have}); train it to them "
+                         f"with python -m matcomp train ... --no-shipped --stop-at {max(missing)}")
+    gap = retrace_gap(run.metrics, source.read_metrics(), max(steps))
+    if gap > RETRACE:
+        raise ValueError(f"the retraining in {source.path} departs from the shipped {run.path.name} by {gap:.1%} in a "
+                         f"loss before step {max(steps):,} (at most {RETRACE:.0%}): not the same run")
+    aside = run.path.with_name(f".{run.path.name}.adding")
+    run.path.rename(aside)
+    try:
+        target = RunFolder(run.path)
+        shutil.copytree(aside, target.path)
+        target.checkpoint_dir.mkdir(exist_ok=True)
+        for step in steps:
+            shutil.copy2(source.checkpoint_path(step), target.checkpoint_path(step))
+        where = {key: value for key, value in machine().items() if key != "threads"}  # the command names its threads
+        retraced = {"steps": sorted(steps), "gap": gap, "machine": where}
+        summary = {key: value for key, value in run.summary.items() if key not in ("files", "sha256")}
+        target.write_complete({**summary, "command": command, "retraced": retraced, **target.fingerprint()})
+    except BaseException:
+        shutil.rmtree(run.path, ignore_errors=True)
+        aside.rename(run.path)
+        raise
+    shutil.rmtree(aside)
+    return Run(run.path)
