@@ -10,7 +10,8 @@ import pandas as pd
 
 from matcomp.analysis.key_numbers import FINDINGS
 from matcomp.book.chapter import ladder_runs, ladder_trained, larger_task_drops, paper_scale_runs, preset_name
-from matcomp.book.ladder import Ladder, drop_ladders, finding_ladders, number_text, show_ladder
+from matcomp.book.ladder import FINISHED, Ladder, drop_ladders, finding_ladders, show_ladder
+from matcomp.book.register import REGISTER
 from matcomp.book.stored import BOOK, finding_parameters
 from matcomp.book.verdicts import CATEGORIES, MATCHES
 
@@ -39,22 +40,49 @@ def chapter_title(chapter: str) -> str:
 
 
 def verdict_table(ladders: dict[str, Ladder]) -> pd.DataFrame:
-    """One row per judged key number (chapter, key number; those a ladder sets ``apart`` left out): the paper's
-    number, then its verdict where each ladder judges it, with the count of seeds on which it is as the paper's and
-    of those that cannot be read ("reproduces (3 of 7; 4 cannot be read)"; "—" where a ladder has no such place)."""
-    rows = {}
-    for chapter, ladder in ladders.items():
-        for key, claim in ladder.claims.items():
-            if key in ladder.apart:
-                continue
-            row = {"the paper": number_text(claim.paper)}
-            for where, verdicts in ladder.judged().items():
-                v = verdicts[key]
-                unread = f"; {len(v.unread)} cannot be read" if v.unread else ""
-                row[_place(where)] = f"{v.category} ({v.count(MATCHES)} of {len(v.marks)}{unread})"
-            rows[(chapter, key)] = row
+    """One row per key number that judges a claim of the register (``REGISTER``, in the paper's order; chapter,
+    key number): the paper's places it tests and number, then its verdict where each ladder judges it, with the
+    count of seeds on which it is as the paper's and of those that cannot be read ("reproduces (3 of 7; 4 cannot
+    be read)"), or what it is where a ladder shows it apart (a check of the method; "—" where a ladder has no such
+    place). Every number a ladder judges is in the register (``unregistered`` says which are not)."""
+    rows: dict[tuple[str, str], dict[str, str]] = {}
+    for claim in REGISTER:
+        for key in claim.tested_by:
+            assert claim.chapter is not None  # a claim tested by key numbers names its chapter
+            ladder = ladders[claim.chapter]
+            row = rows.setdefault((claim.chapter, key), {"in the paper": "", "the paper": ladder.claims[key].text()})
+            row["in the paper"] = "; ".join(filter(None, (row["in the paper"], claim.where.split(" (")[0])))
+            places = ladder.judged()
+            for where, verdicts in places.items():
+                if key in verdicts:
+                    v = verdicts[key]
+                    unread = f"; {len(v.unread)} cannot be read" if v.unread else ""
+                    row[_place(where)] = f"{v.category} ({v.count(MATCHES)} of {len(v.marks)}{unread})"
+                elif where == next(iter(places)) and (key in ladder.apart or key in ladder.recipe):
+                    row[_place(where)] = ladder.apart.get(key) or ladder.recipe[key]
     table = pd.DataFrame.from_dict(rows, orient="index").fillna("—")
     return table.rename_axis(["chapter", "key number"])
+
+
+def unregistered(ladders: dict[str, Ladder]) -> list[tuple[str, str]]:
+    """The key numbers a ladder shows that no claim of the register names (chapter, key number), how finished
+    each run is aside on the pages that do not judge it: what the verdict table would leave out."""
+    named = {(claim.chapter, key) for claim in REGISTER for key in claim.tested_by}
+    return [(chapter, key) for chapter, ladder in ladders.items() for key in ladder.claims
+            if (chapter, key) not in named and ladder.apart.get(key) != FINISHED]
+
+
+def register_table() -> pd.DataFrame:
+    """The register as the first page lists it: each claim's place, its statement, the chapter that tests it and
+    the key numbers that judge it, or why it is not judged here."""
+    return pd.DataFrame({
+        "the paper's": [c.where for c in REGISTER],
+        "claim": [c.claim for c in REGISTER],
+        "chapter": [f'<a href="{c.chapter}.html">{chapter_title(c.chapter)}</a>' if c.chapter else "—"
+                    for c in REGISTER],
+        "judged here by": ["; ".join(c.tested_by) or "—" for c in REGISTER],
+        "not judged": [c.untested or "—" for c in REGISTER],
+    })
 
 
 def _place(where: str) -> str:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from matcomp.book.chapter import checked_parameters
-from matcomp.book.summary import categories_table, chapter_ladders, linked, verdict_table
+from matcomp.book.summary import categories_table, chapter_ladders, linked, register_table, verdict_table
 from matcomp.book.tables import glue_texts, styled
 from matcomp.book.verdicts import TOLERANCE
 from matcomp.config import RunConfig
 
 __all__ = [  # the names its notebook uses
-    "TOLERANCE", "categories_table", "chapter_ladders", "checked_parameters", "glue_texts", "linked", "styled",
+    "TOLERANCE", "categories_table", "chapter_ladders", "checked_parameters", "glue_texts", "linked", "register_table",
+    "styled",
     "verdict_table",
 ]
 

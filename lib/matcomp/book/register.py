@@ -1,0 +1,486 @@
+"""The register of the paper's claims: every claim Gopalani, Lubana & Hu make (NeurIPS 2024), section by
+section and appendix by appendix, with the chapter that tests it and the key numbers that judge it, or why none
+does. The book's first page lists it, and its verdict table is generated from it (``summary.verdict_table``),
+so a judged number cannot be left out of the table, nor a claim out of sight. A place is the NeurIPS paper's;
+where the workshop version ("WS", *How Do Transformers Fill in the Blanks?*) places or numbers it otherwise,
+its place follows in brackets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PaperClaim:
+    """One claim of the paper: ``key`` (a short name), ``where`` (its section, figure or table), ``claim`` (one
+    sentence, as the paper states it, every part of it), ``chapter`` (the notebook that tests it; None where
+    none does), ``tested_by`` (the key numbers of that chapter's ladder that judge it) and ``untested`` (why a
+    part, or the whole, is not judged here)."""
+
+    key: str
+    where: str
+    claim: str
+    chapter: str | None
+    tested_by: tuple[str, ...] = ()
+    untested: str = ""
+
+
+REGISTER: tuple[PaperClaim, ...] = (
+    PaperClaim('bert_solves_lrmc',
+               'NeurIPS Abstract, §1, §3 (WS §2, App. B)',
+               'A BERT trained online on low-rank matrix completion posed as masked language modelling solves it '
+               'to low error: the 4-layer, 8-head model on 7×7 rank-2 matrices converges to a total MSE of about '
+               '4e-3, near-optimal.',
+               'sudden_drop',
+               ('× below the plateau',)),
+    PaperClaim('plateau_then_sudden_drop',
+               'NeurIPS Abstract, §1, Fig. 1(B) (WS Abstract, §1)',
+               'The training loss plateaus early in training and then drops suddenly and sharply to near-optimal '
+               'values, with no change in the training procedure or hyper-parameters.',
+               'sudden_drop',
+               ('plateau / E[X²]', 'drop step', '× below the plateau')),
+    PaperClaim('algorithmic_transition',
+               'NeurIPS Abstract (a), §1, Fig. 1(B) (WS Abstract (i), §1)',
+               'The point of the sudden drop coincides with an algorithmic transition: the pre-transition model '
+               'simply copies the masked input (predicting ~0 at masked positions), the post-transition model '
+               'accurately predicts the masked entries.',
+               'copying_phase',
+               (),
+               'a synthesis of §3.1-3.2, judged through its parts (the copying-phase and observed-entries '
+               'chapters); the sudden-drop page shows the predictions checkpoint by checkpoint, not judged'),
+    PaperClaim('components_converge_at_different_points',
+               'NeurIPS §1 (third contribution), §4, Fig. 8',
+               'Training individual components with the others fixed to their final values, different components '
+               'converge to their optimal values at quite different points in training.',
+               'components',
+               (),
+               "judged on its page, not among the key numbers: the five parts of Fig. 8's reading, on one seed"),
+    PaperClaim('setup_method',
+               'NeurIPS §2.1-2.2 (WS §2, App. A-B)',
+               'Method: X = UVᵀ with U, V ∈ R^{n×r} i.i.d. Unif[-1, 1], entries masked independently with p_mask '
+               '= 0.3, a 4-layer 8-head BERT (absolute positions, no token types, no dropout) on 7×7 rank-2 '
+               'matrices, MSE on all entries, 256 fresh matrices a step, Adam at a constant 1e-4 for 50,000 steps'
+               ' without warm-up or weight decay; pre-shift = step 4,000, post-shift = step 50,000.',
+               'task',
+               (),
+               'a statement of method, not a finding'),
+    PaperClaim('tokenization_online',
+               'NeurIPS App. D (WS App. B)',
+               'Values in [-10, 10] are discretised in steps of 0.01 to token ids from 1 (MASK = id 0), so the '
+               'loss is against X rounded to 2 decimals; training is online, so train and test losses are nearly '
+               'identical and only the training loss is analysed.',
+               'task',
+               (),
+               'a statement of method, not a finding'),
+    PaperClaim('plateau_level',
+               'NeurIPS §3, §3.1.2, Fig. 2 (WS §3, §3.1.2, Fig. 2)',
+               'On the plateau the model predicts ~0 at masked entries, so L_mask sits at about 0.2236 (pre-shift'
+               ' model, step 4,000, 256 samples) while L stays well above its final value.',
+               'sudden_drop',
+               ('plateau / E[X²]',),
+               'a check of the method: any model that copies its input sits at E[X²]'),
+    PaperClaim('drop_step',
+               "NeurIPS §3, Fig. 2 (WS §3, Fig. 2: 'shortly after step 15000')",
+               'The sudden drop in training loss occurs at approximately step 15,000 (shortly after it) of 50,000.',
+               'sudden_drop',
+               ('drop step',)),
+    PaperClaim('drop_driven_by_lmask',
+               "WS §3, Fig. 2 (NeurIPS Fig. 2 shows L, L_obs, L_mask; the sentence is the workshop's)",
+               'The decrease in total loss is driven almost exclusively by L_mask, since L_obs is very close to 0'
+               ' both before and after the drop.',
+               'sudden_drop',
+               (),
+               'shown as a figure (the three losses), not judged'),
+    PaperClaim('drop_not_metric_artifact',
+               'WS §3 only',
+               'The sudden drop is in the (continuous) MSE loss, not in a discontinuous metric like accuracy, so '
+               'emergence as an artifact of discontinuous metrics is unlikely to explain it.',
+               'sudden_drop',
+               (),
+               'an argument from the choice of metric, not a measurement'),
+    PaperClaim('copy_token_intervention',
+               'NeurIPS §3.1.1, App. A, Table 1 (WS §3.1.1, App. C, Table 1: step 4,000 only)',
+               'Before the drop (steps 1,000, 4,000 and 14,000) the model copies: with masked entries replaced by'
+               ' the token of m ∈ {MASK (m = 0), 0.44, -0.24}, it outputs ≈ m there and the ground truth at '
+               "observed entries, L'_mask and L_obs all ≤ 1.5e-3 on rank-2 inputs (≈ 3e-4 at step 4,000, ≤ 1.1e-4"
+               ' at step 14,000, averaged over 512 samples).',
+               'copying_phase',
+               (),
+               "shown beside the paper's Table 1 on the page, not judged in the key numbers"),
+    PaperClaim('copy_random_matrices',
+               "NeurIPS §3.1.1, App. A, Table 1 'Random matrices' rows (WS §3.1.1, App. C, Table 1 row 2)",
+               'On full-rank matrices with i.i.d. Unif[-1, 1] entries the pre-shift model copies just as well '
+               "(e.g. L'_mask 2.8e-4-3.7e-4, L_obs 2.8e-4-3.5e-4 at step 4,000), so it computes no low-rank "
+               'completion and copies every entry, masked or observed.',
+               'copying_phase',
+               (),
+               "shown beside the paper's Table 1 on the page, not judged in the key numbers"),
+    PaperClaim('pre_shift_heads_uninterpretable',
+               'NeurIPS §3.1.2, Fig. 22(a) (WS §3.1.2, Fig. 9a)',
+               'At the pre-shift stage (step 4,000) the attention heads do not attend to tokens in an '
+               'interpretable manner.',
+               'head_taxonomy',
+               (),
+               'shown as maps and family scores across training; the key numbers count post-shift heads only'),
+    PaperClaim('pre_shift_uniform_ablation',
+               "NeurIPS §3.1.2 'Uniform Ablation' (WS §3.1.2, App. J)",
+               'Making every head of the pre-shift model attend uniformly changes its losses negligibly, over 256'
+               ' samples L_obs 3.4e-4 → 3.2e-4 and L_mask 0.2236 → 0.2236, so attention does not contribute to '
+               'the output at this stage.',
+               'copying_phase',
+               ('uniform attention, pre-shift: L_obs ×',),
+               'the L_mask half (unchanged at the plateau) is shown on the page, not judged'),
+    PaperClaim('pre_shift_model_switching',
+               "NeurIPS §3.1.2 'Model Switching' (WS §3.1.2)",
+               "Transplanting the post-shift model's attention key, query and value weights into the pre-shift "
+               'model leaves L_mask at the plateau (0.2246 vs 0.2236) while L_obs becomes 5e-3, about the final '
+               'total MSE, over 256 samples: the optimal attention weights do not help at this stage.',
+               'copying_phase',
+               ('Q, K, V from post-shift: L_mask ×',)),
+    PaperClaim('bert_beats_nuclear_norm',
+               'NeurIPS §1, §3, §3.2, Fig. 3 (WS §1, App. D, Fig. 5)',
+               'The BERT trained at p_mask = 0.3 has a lower MSE than constrained nuclear-norm minimisation '
+               '(CVXPY) at the various levels of p_mask tested.',
+               'nuclear_norm',
+               ('L: BERT / nuclear norm min', 'masking rates where BERT beats nuclear norm min beyond 2 s.e.: share')),
+    PaperClaim('bert_larger_nuclear_norm',
+               'NeurIPS §3.2, Fig. 3 (WS App. D, Fig. 5)',
+               "The BERT's completions have a larger nuclear norm than nuclear-norm minimisation's, so (with the "
+               'lower MSE) the model is not implicitly implementing nuclear-norm minimisation.',
+               'nuclear_norm',
+               (),
+               'read on the page at each p_mask and at matched MSE, not judged'),
+    PaperClaim('bert_beats_regularised',
+               'NeurIPS §3.2, App. B (WS App. D)',
+               'For every λ tried, the BERT still outperforms the regularised problem min (1/|Ω|)Σ_Ω(U_ij − '
+               "X_ij)² + λ‖U‖_* in MSE (its best L ≈ 0.0121, about 3× the BERT's 4e-3), so the model does not "
+               'implicitly optimise that objective either.',
+               'nuclear_norm',
+               ('L: regularised / BERT',)),
+    PaperClaim('lambda_table',
+               'NeurIPS App. B, its table (WS App. D, λ table)',
+               'On 256 7×7 rank-2 matrices drawn as the training data (p_mask 0.3, rounded to 2 decimals), the '
+               'regularised problem gives L = 0.012173, 0.01211, 0.012155, 0.012264, 0.013516 at λ = 0.0005, '
+               '0.001, 0.0015, 0.002, 0.005 (L_mask 0.0405-0.0434, L_obs 1.0e-5-7.9e-4).',
+               'nuclear_norm',
+               (),
+               "recomputed on the paper's task and compared on the page with standard errors over draws, not judged"),
+    PaperClaim('post_uniform_ablation_observed',
+               "NeurIPS §3.2.1 'Uniform Ablation' (WS §3.2.1, App. J)",
+               'Uniformly ablating every head of the post-shift model keeps L_obs small, 9.2e-5 → 3.7e-3 (close '
+               'to the total L at the end of training), over 256 samples.',
+               'observed_entries',
+               ('uniform attention, post-shift: L_obs ×',)),
+    PaperClaim('post_uniform_ablation_missing',
+               "NeurIPS §3.2.1 'Uniform Ablation' (WS §3.2.1, App. J)",
+               'The same ablation raises L_mask from 0.0128 to 0.2183, about the plateau value before the drop, '
+               'so attention heads matter much more for missing entries than for observed ones.',
+               'observed_entries',
+               (),
+               'shown on the page (the interventions table and findings), not among the key numbers'),
+    PaperClaim('reverse_model_switching',
+               "NeurIPS §3.2.1 'Model Switching' (WS §3.2.1)",
+               'Transplanting the pre-shift attention key, query and value weights into the post-shift model (the'
+               ' stronger direction) leaves L_obs not too large, 9.5e-4 over 256 samples: observed predictions '
+               'are not substantially affected by attention.',
+               'observed_entries',
+               ('Q, K, V from pre-shift: L_obs ×',)),
+    PaperClaim('positions_permuted',
+               "NeurIPS §3.2.1 'Position Sensitivity' (WS §3.2.1)",
+               "Randomly permuting the post-shift model's positional embeddings leaves L_obs at 2.4e-4 (2.6× "
+               'unablated) while L_mask becomes 0.5687 (2.5× the plateau, worse than predicting 0), over 256 '
+               'samples: positions matter little for observed entries and are needed for missing ones.',
+               'observed_entries',
+               ('positions permuted: L_obs ×', 'positions permuted: L_mask / E[X²]')),
+    PaperClaim('sub_algorithm_split',
+               'NeurIPS §3.2.1, §6 (WS §3, §3.2.1)',
+               'Sub-algorithm hypothesis: after the shift the model has two mechanisms: observed entries are '
+               'still simply copied, as before the shift, needing neither attention nor positional information, '
+               'while missing entries are computed from positional information through attention.',
+               'observed_entries',
+               ('uniform attention, post-shift: L_obs ×', 'Q, K, V from pre-shift: L_obs ×',
+                'positions permuted: L_obs ×')),
+    PaperClaim('patching_steers_missing',
+               'NeurIPS §3.2.2, App. F (WS §3.2.2, App. J)',
+               "Patching every attention head's output (before the output projection) from input X into the run "
+               'on -X gives, at missing entries, MSE ≈ 0.014 to X (comparable to the optimal L_mask) against '
+               '0.8066 to -X over 256 samples: attention heads are causally relevant to the missing entries.',
+               'attention_patching',
+               ('restored, all layers', 'restored, last layer')),
+    PaperClaim('row_and_column_heads',
+               "NeurIPS §3.2.2 'Structure in Attention Heads', Fig. 4 (WS §3.2.2, Fig. 3)",
+               'Post-shift heads (maps averaged over matrices and masks) group by the region they attend to: row '
+               "heads attend to the query's row (block-diagonal, e.g. (2,1)) and column heads to its column "
+               '(off-diagonal bands, e.g. (2,2)).',
+               'head_taxonomy',
+               ('row heads', 'column heads')),
+    PaperClaim('identity_heads_last_layer',
+               "NeurIPS §3.2.2 'Structure in Attention Heads', Fig. 4 (WS §3.2.2, Fig. 3)",
+               'Identity heads attend to the query element itself, diagonal patterns in the last layer, e.g. (4,3).',
+               'head_taxonomy',
+               ('identity heads: share in the last layer',)),
+    PaperClaim('uninterpretable_heads_inconsequential',
+               'NeurIPS §3.2.2 (WS §3.2.2; the layer-1 exceptions are (1,3), (1,4) in NeurIPS, (1,2), (1,3) in WS)',
+               'Some heads fit no family (all of layer 1 but two, (3,3), (4,2), (4,5-7)), and uniformly ablating '
+               '(3,3), (4,2), (4,5-7) barely changes the output: L_obs 9.44e-5 → 9.36e-5, L_mask 0.01428 → '
+               '0.01575.',
+               'head_taxonomy',
+               (),
+               "compared on the page (the unclaimed heads' L_mask ratio against the paper's ×1.10, by the book's "
+               'tolerance), not among the key numbers'),
+    PaperClaim('masked_row_heads',
+               "NeurIPS §3.2.2 'Structured Masking', Fig. 5 (WS App. E item 1, Fig. 6: 'masked-only' heads)",
+               'With one structured mask shared by the batch, heads (2,1), (3,4) and (4,8) are active mainly at '
+               'the masked rows and there attend to the only observed position in those rows.',
+               'head_taxonomy',
+               ('masked-row heads', 'masked-row heads, separating mask')),
+    PaperClaim('observed_copy_heads',
+               "NeurIPS §3.2.2 'Structured Masking', Fig. 5 (WS App. E item 2, Fig. 6: 'identity-map' heads)",
+               'Heads (4,3) and (4,4) are roughly an identity map, deviating in the masked rows where their '
+               "maximal attention is on the row's only observed position.",
+               'head_taxonomy',
+               (),
+               'classified on the page (identity at observed queries), not among the key numbers'),
+    PaperClaim('mask_ignore_heads',
+               "NeurIPS §3.2.2 'Structured Masking', Fig. 5 (WS App. E item 3, Fig. 6: 'observed-only' heads)",
+               "Several column ('parallel off-diagonal') heads, (2,2-4), (2,6), (3,2), (3,3), (3,5), ignore the "
+               'masked rows entirely, and (3,1), (3,6) attend only to the observed element of each masked row: '
+               'together mask-ignore heads that use only observed entries to compute missing ones.',
+               'head_taxonomy',
+               (),
+               'classified on the page (mask-ignore family), not among the key numbers'),
+    PaperClaim('longest_contiguous_column_heads',
+               "NeurIPS §3.2.2 'Structured Masking', Fig. 24, App. M.2 (WS App. E item 4, App. H, Fig. 10)",
+               'Heads (2,5), (2,7), (2,8) respond systematically to the mask: for each row they attend to the '
+               'longest contiguous unmasked column (the 6th column for mask (a), the 2nd for mask (b)).',
+               'head_taxonomy',
+               ('longest-contiguous-column heads', 'longest-contiguous-column heads, separating mask')),
+    PaperClaim('input_processing_heads',
+               "NeurIPS §3.2.2 'Structured Masking', Figs. 4-5 (WS App. E item 5, Figs. 3, 6)",
+               'Heads (1,1-2), (1,5-8) fit no category, are mostly static across mask and input variations and '
+               'focus almost exclusively on the middle row of the input and a few other elements, possibly '
+               'processing the positional and token embeddings for later layers.',
+               'head_taxonomy',
+               (),
+               'a hypothesis about the maps; no family score for it, not judged'),
+    PaperClaim('group_ablation',
+               'NeurIPS §3.2.2, App. L, its table',
+               'Uniformly ablating each sub-group of structured heads separately (masked-row, observed-copy, '
+               'mask-ignore, longest-contiguous-column, input-processing) significantly affects the output, to '
+               'varying degrees depending on the group.',
+               'head_taxonomy',
+               (),
+               "ablated per family on the page, not judged: the paper's numbers were lost in extraction"),
+    PaperClaim('probe_masked_row',
+               "NeurIPS §3.2.2 'Probing', Fig. 6 (WS App. I, Fig. 11)",
+               "In the 12-layer model, a linear least-squares probe from an element's hidden state to the "
+               'n-dimensional masked row it belongs to (missing entries as 0) has much lower MSE and much higher '
+               'cosine similarity at layers 3 and 4 than at the other layers.',
+               'probing',
+               ("masked-row probe: best layer's MSE / answering 0's",),
+               'where it is held (layers 3–4 of 12) cannot be told on a 4-layer model, whose layers are a quarter'
+               " of its depth apart: read on the probing chapter's 12-layer model, not judged"),
+    PaperClaim('probe_element_depth',
+               "NeurIPS §3.2.2 'Probing', App. K",
+               'At missing entries the hidden states become gradually more correlated with the true matrix '
+               'element with depth (linear probing).',
+               'probing',
+               ('element probe at missing entries: layers that lower its MSE',
+                'element probe at missing entries: first / last layer MSE')),
+    PaperClaim('probe_singular_vectors_inconclusive',
+               "NeurIPS §3.2.2 'Probing', App. K",
+               'Linear probes could not conclusively extract the singular vectors of the ground-truth matrix from'
+               ' the hidden states.',
+               'probing',
+               (),
+               'a negative result; the first-singular-vector probe is shown, not judged'),
+    PaperClaim('token_norm_symmetric',
+               'NeurIPS §3.3, Fig. 7(a) (WS §4, Fig. 4a)',
+               'The ℓ2 norm of the token embeddings of values from -1.5 to 1.5 is symmetric with respect to 0 (it'
+               ' depends on the magnitude, not the sign).',
+               'embeddings',
+               (),
+               'measured on the page (symmetry error), not judged'),
+    PaperClaim('token_pca_sign_magnitude',
+               'NeurIPS §3.3, Fig. 7(b) (WS §4, Fig. 4b)',
+               'The top-2 principal components of the token embeddings separate by the sign of the value (y-axis)'
+               ' and vary continuously with its magnitude (x-axis).',
+               'embeddings',
+               (),
+               'measured on the page (component correlations with sign and |x|), not judged'),
+    PaperClaim('token_embeddings_before_drop',
+               'NeurIPS §3.3, App. C, Fig. 9 (WS §4, App. F, Fig. 7)',
+               'Token embeddings do not change abruptly: projected on the final (step 50,000) top-2 principal '
+               'components they align closely with the final arrangement before the drop, as copying only needs '
+               'the embedding-unembedding (WS: such components evolving beforehand may drive the shift).',
+               'embeddings',
+               (),
+               "shown as a figure (the paper's Fig. 9 on our checkpoints), not judged"),
+    PaperClaim('position_column_clusters',
+               'NeurIPS §3.3, Fig. 7(c) (WS §4, Fig. 4c)',
+               'In the t-SNE projection of the post-shift positional embeddings, positions in the same column '
+               'cluster together, although no marker tokens end a row or column.',
+               'embeddings',
+               ('position silhouette by column', 'by column − by row')),
+    PaperClaim('position_clusters_after_drop',
+               'NeurIPS §3.3, App. C, Fig. 10',
+               'Unlike the token embeddings, the positional embeddings do not evolve continually: the column '
+               'clustering appears only after the sudden drop.',
+               'embeddings',
+               ('position silhouette by column, pre-shift',)),
+    PaperClaim('position_norm_dip',
+               'WS §4, App. F, Fig. 8 only (not in our NeurIPS text)',
+               'The ℓ2 norm of the positional embeddings is nearly constant across positions except for a drop at'
+               ' positions around 21-26, most of the middle row of the 7×7 input, possibly marking an origin.',
+               'embeddings',
+               (),
+               "judged on its page, not among the key numbers: the middle row's norms below the other rows', seed"
+               ' by seed'),
+    PaperClaim('components_token_mlp_no_plateau',
+               'NeurIPS §4 (a), Fig. 8',
+               'Re-initialising one component and freezing the rest at their final values, the MLP layers and the'
+               ' token embeddings converge without any observable plateau or sudden drop.',
+               'components',
+               (),
+               "judged on its page, not among the key numbers: token and MLP 'no plateau', one seed"),
+    PaperClaim('components_attention_position_plateau',
+               'NeurIPS §4 (b), Fig. 8',
+               "Trained alone, the attention layers and the positional embeddings show the full model's dynamics,"
+               ' a plateau and then a sudden drop.',
+               'components',
+               (),
+               "judged on its page, not among the key numbers: 'a plateau, then a sudden drop' for each, one seed"),
+    PaperClaim('components_position_longest',
+               'NeurIPS §4 (c), Fig. 8',
+               'The positional embeddings show the longest plateau, their sudden drop coming just before step 40,000.',
+               'components',
+               (),
+               'judged on its page, not among the key numbers: positions leave the plateau last, one seed'),
+    PaperClaim('components_drop_before_full',
+               'NeurIPS Fig. 8 caption',
+               'Except for the positional embeddings, every component trained alone drops before the sudden drop '
+               'of usual training.',
+               'components',
+               (),
+               "not among its page's checks; the table shows each group's steps beside normal training's"),
+    PaperClaim('drop_is_learning_attention',
+               'NeurIPS §4, App. M.1',
+               'Since the pre-shift model does not use attention and relies on other components to copy, the '
+               'sudden drop corresponds in large part to learning the right attention patterns.',
+               'components',
+               (),
+               'an interpretation; the copying-phase page reads its model switching against it, not judged'),
+    PaperClaim('attention_maps_change_at_drop',
+               'NeurIPS Abstract (b), §1, App. M.1, Fig. 22 (WS Abstract (ii), App. G, Fig. 9)',
+               'The attention maps at steps 4,000, 14,000, 16,000 and 20,000 show the heads changing from no '
+               'interpretable pattern to the task-relevant structure during the sudden drop.',
+               'head_taxonomy',
+               (),
+               'shown as maps and family scores across training beside L_mask, not judged'),
+    PaperClaim('gpt_drop_is_copying',
+               'NeurIPS §4, App. G, Fig. 11',
+               'A 2-layer, 2-head GPT trained by next-token cross-entropy on (masked 7×7 rank-2 matrix, [SEP], '
+               'full matrix) also learns abruptly: its sudden loss drop is learning to copy the observed entries,'
+               ' and it does not reach BERT-comparable performance at missing entries.',
+               'gpt',
+               (),
+               'described on the page (onset, accuracies), not judged'),
+    PaperClaim('gpt_attention_change',
+               'NeurIPS App. G, Fig. 12',
+               "The GPT's heads change suddenly from trivial (step 200: layer 2 attends to [SEP] from every "
+               'output position) to layer-1 heads attending to the corresponding input position (step 600: '
+               '~identity maps that copy).',
+               'gpt',
+               (),
+               'shown as maps and a table of attention shares, not judged'),
+    PaperClaim('width_effect',
+               'NeurIPS §4, App. H, Fig. 13',
+               'On 7×7 rank-2 inputs (MLP width 4d), width d = 64 is too small for accurate completion and d = '
+               '128 is sub-optimal; wider models complete better.',
+               'width_depth',
+               (),
+               'judged on its page, not among the key numbers: widest over narrowest L_mask < 1, seed by seed'),
+    PaperClaim('depth_effect',
+               'NeurIPS §4, App. H, Fig. 14',
+               'Going from 4 to 6 layers moves the sudden drop earlier, 8 and 12 layers change little more, and '
+               'the final MSE decreases from 4 up to 12 layers, though not significantly.',
+               'width_depth',
+               (),
+               "compared on the page (earlier / later / within the seeds' spread), not judged by the book's rule"),
+    PaperClaim('size_mixture_learning_order',
+               'NeurIPS §4, App. I, Fig. 16',
+               'Trained on a uniform mixture of 5×5, 7×7 and 9×9 rank-1 matrices (one size per step of 256), the '
+               'model learns every size, its per-size test MSE showing a learning order (the caption states '
+               'none).',
+               'sizes_ranks',
+               (),
+               'no order stated to judge; drop order read over seeds on the page'),
+    PaperClaim('ranks_12layer',
+               'NeurIPS §4, App. I (its figure not in our text; WS App. B)',
+               'A 12-layer, 12-head model trained separately on matrices of several ranks also solves them; WS: '
+               'it reaches a total MSE of order 1e-3 on 7×7 r2, 10×10 r3, 12×12 r3 and 15×15 r4, and the 4-layer '
+               'model (~4e-3) is comparable.',
+               'sizes_ranks',
+               (),
+               'needs a 12-layer model on larger matrices (GPU); the page trains small sizes and ranks on the CPU'
+               ' model'),
+    PaperClaim('gaussian_training_drop',
+               'NeurIPS §4, App. J.1, Fig. 18',
+               'Training on i.i.d. N(0, 1) entries also shows the sudden drop, with a final loss of about 5.6e-3,'
+               ' similar to the Unif[-1, 1] case.',
+               'ood',
+               (),
+               'read seed by seed beside uniform twins on the page, not judged'),
+    PaperClaim('ood_distributions_similar',
+               "NeurIPS App. J.2 'Matrix Distribution'",
+               "At inference on Gaussian and Laplace entries (256 samples, 7×7 rank 2) the trained model's MSE is"
+               ' similar to that on the training (uniform) distribution.',
+               'ood',
+               (),
+               "described on the page (relative and absolute L_mask), not judged; the paper's numbers were lost "
+               'in extraction'),
+    PaperClaim('ood_tracks_nuclear_norm',
+               'NeurIPS App. J.2, Fig. 19(a), (b)',
+               "Out of distribution in rank and in the number of rows, the model's performance is close to "
+               "nuclear-norm minimisation's on the same inputs.",
+               'ood',
+               (),
+               'judged on its page for the rows panel only, on one model; the rank panel is read on a rank-1 model'),
+    PaperClaim('ood_columns_break',
+               'NeurIPS App. J.2, Fig. 19(c)',
+               "Changing the number of columns adversely affects the model's performance, unlike nuclear-norm "
+               "minimisation, since the positional embeddings depend on an element's column.",
+               'ood',
+               (),
+               'described on the page (misses where nuclear-norm minimisation completes), not judged'),
+    PaperClaim('larger_input_heads_similar',
+               'NeurIPS App. N (WS App. L, Figs. 12-14; WS App. B)',
+               'The attention heads of 12-layer, 12-head models on 7×7 rank-2, 12×12 rank-3 and 15×15 rank-4 '
+               'inputs are similar to those of the smaller 4-layer model.',
+               None,
+               (),
+               'needs 12-layer models on larger inputs; no chapter'),
+    PaperClaim('why_sudden_open',
+               'NeurIPS §6 (WS §5)',
+               'Why the shift occurs suddenly rather than gradually, and a mathematical characterisation of the '
+               'algorithm for missing entries, are left for future work.',
+               'progress',
+               (),
+               'an open question; the progress chapter goes beyond the paper'),
+    PaperClaim('plateau_length_not_suddenness',
+               'NeurIPS App. E (WS App. K)',
+               "Related work: softmax attention is said to lengthen loss plateaus, but reducing the plateau's "
+               'length does not explain why the drop is sudden; here the drop comes with training steps, not with'
+               ' dataset size.',
+               'shortening',
+               (),
+               'a remark on related work; the shortening chapter goes beyond the paper'),
+    PaperClaim('scope_small_matrices',
+               'NeurIPS §6',
+               'All experiments use small matrices (the largest 15×15), the method would likely need '
+               'modifications to scale, and it is not advocated as a replacement for efficient matrix-completion '
+               'solvers.',
+               None,
+               (),
+               'a statement of scope, not a finding'),
+)
