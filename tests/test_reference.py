@@ -1,7 +1,11 @@
 """Shipped reference runs: used only for an exactly matching config, never when damaged."""
 
+import os
+import time
+
 import pytest
 
+import matcomp.runs.folder
 import matcomp.runs.shipped
 from matcomp.drop import Drop
 from matcomp.runs.folder import RunFolder
@@ -76,6 +80,26 @@ def test_a_run_kept_with_its_metrics_alone_gains_a_checkpoint_retrained_from_ste
     with pytest.raises(ValueError, match="departs from the shipped"):
         add_checkpoints(narrowed, source, [20], "again")
     assert find_reference(micro).steps == [] and not list((tmp_path / "reference").glob(".*"))  # nothing aside
+
+
+def test_opening_a_shipped_run_hashes_its_files_once_and_a_changed_file_again(shipped, micro, monkeypatch):
+    """A chapter opens a shipped run several times (its announcement, its training guard, its phases): its bytes
+    are hashed once per process once they have settled, and a file changed since is hashed again and refused."""
+    hashed = []
+    monkeypatch.setattr(matcomp.runs.folder, "_DIGESTS", {})
+    real = matcomp.runs.folder.file_digest
+    monkeypatch.setattr(matcomp.runs.folder, "file_digest", lambda path, *a: hashed.append(path) or real(path, *a))
+    old = time.time() - 60
+    for path in shipped.folder.files():
+        os.utime(path, (old, old))  # settled: written a minute ago
+    for _ in range(3):
+        assert find_reference(micro).path == shipped.path
+    assert sorted(hashed) == shipped.folder.files()  # every file once, over three openings
+    checkpoint = shipped.folder.checkpoint_path(20)
+    flip_last_bytes(checkpoint)
+    os.utime(checkpoint, (old + 1, old + 1))  # changed, and settled again
+    with pytest.raises(ValueError, match="has changed since the run finished"):
+        find_reference(micro)
 
 
 def test_only_an_identical_config_uses_the_shipped_run(shipped, micro, monkeypatch):

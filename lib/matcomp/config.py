@@ -23,6 +23,7 @@ import re
 import typing
 from dataclasses import dataclass, field
 
+from matcomp.drop import SMOOTHING
 from matcomp.paper import PAPER_CHECKPOINT_STEPS
 from matcomp.seeding import MAX_SEED
 from matcomp.tokenizer import VALUE_MAX
@@ -212,8 +213,9 @@ class TrainConfig:
         object.__setattr__(self, "checkpoint_steps", tuple(self.checkpoint_steps))
         _require(all(isinstance(s, int) and s >= 0 for s in self.checkpoint_steps), "train.checkpoint_steps",
                  "a list of integers >= 0", self.checkpoint_steps)
-        _require(self.stop_after_drop == 0 or self.stop_after_drop > 50, "train.stop_after_drop",
-                 "0 (train every step) or > 50 (the drop step is read from a 101-step centred mean)",
+        _require(self.stop_after_drop == 0 or self.stop_after_drop > SMOOTHING // 2, "train.stop_after_drop",
+                 f"0 (train every step) or > {SMOOTHING // 2} (the drop step is read from a {SMOOTHING}-step centred "
+                 f"mean)",
                  self.stop_after_drop)
         _require(self.precision in PRECISIONS, "train.precision", f"one of {PRECISIONS}", self.precision)
         _require(self.attention in ATTENTIONS, "train.attention", f"one of {ATTENTIONS}", self.attention)

@@ -51,9 +51,10 @@ class Run:
         self._check(self.folder.metrics_path)
         return self.folder.read_metrics()
 
-    @property
+    @cached_property
     def steps(self) -> list[int]:
-        """Steps with a saved checkpoint (a shipped run may keep few, or none: its metrics alone)."""
+        """Steps with a saved checkpoint (a shipped run may keep few, or none: its metrics alone), read once: a
+        ``Run`` is a finished run, whose folder no longer changes."""
         return self.folder.checkpoint_steps()
 
     @property
