@@ -120,14 +120,15 @@ def test_arm_summary_counts_censored_seeds_as_later_and_keeps_them_out_of_the_sp
     assert list(summary.index) == ["plain", "faster", "slower"]
     assert summary.loc["plain", "dropped"] == "3/4" and summary.loc["plain", "max"] == 11000
     faster_row = summary.loc["faster"]
-    assert faster_row["earlier than plain"] == "4/4" and faster_row["verdict"] == "earlier on every seed"
+    assert faster_row["earlier than plain"] == "4/4" and faster_row["outcome"] == "earlier on every seed"
     assert faster_row["mean change"] == pytest.approx(np.mean([-2000, -3000, -2000]))  # seeds where both drop
     assert summary.loc["slower", "dropped"] == "2/4" and summary.loc["slower", "mean"] == 9000
     assert summary.loc["slower", "earlier than plain"] == "0/4"
-    assert summary.loc["slower", "verdict"] == "mixed"  # seed 3: neither drops
+    assert summary.loc["slower", "outcome"] == "earlier on 0, later on 3 of 4 seeds"  # seed 3: neither drops
+    assert faster_row["both dropped"] == 3 and summary.loc["slower", "both dropped"] == 2  # what the mean is over
     assert summary.loc["slower", "sd"] == pytest.approx(np.std([6000, 12000], ddof=1))
     never = pd.DataFrame({"drop step": pd.array([None] * 4, dtype="Int64")}, index=[0, 1, 2, 3])
-    assert arm_summary(never, {"same": never}, budget=20000).loc["same", "verdict"] == "no seed tells them apart"
+    assert arm_summary(never, {"same": never}, budget=20000).loc["same", "outcome"] == "no seed tells them apart"
 
 
 def test_a_chapter_says_it_must_train_before_it_starts(store, capsys):

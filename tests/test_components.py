@@ -88,7 +88,7 @@ def test_plateau_table_tells_a_plateau_from_a_quick_fall():
     assert table.loc["fast", "plateau"] == "no" and table.loc["fast", "leaves the plateau"] == 101
     assert table.loc["fast", "final L_mask"] == pytest.approx(0.02, abs=1e-3)
     assert table.loc["slow", "fall"] == "sudden" and table.loc["slow", "fall (steps)"] < 150
-    assert pd.isna(table.loc["fast", "fall"])  # a fall with no plateau before it is not called sudden
+    assert table.loc["fast", "fall"] == "no plateau before it"  # a fall with no plateau before it: not sudden
     gradual = pd.DataFrame({"step": step, "L_mask": np.interp(step, [0, 600, 3000], [0.11, 0.11, 0.02])})
     table = plateau_table({"gradual": gradual}, level=0.11, min_plateau=500)
     assert table.loc["gradual", "plateau"] == "yes" and table.loc["gradual", "fall"] == "gradual"

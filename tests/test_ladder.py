@@ -9,7 +9,7 @@ import pytest
 from matcomp.analysis.interventions import attention_interventions
 from matcomp.analysis.key_numbers import BEST_LAMBDA, Side, key_numbers_derivation
 from matcomp.book.chapter import ladder_runs
-from matcomp.book.ladder import DEPTH, drop_ladders, finding_ladders, unread_reason
+from matcomp.book.ladder import COPYING, DEPTH, OWN_RECIPE, _ladder, drop_ladders, finding_ladders, unread_reason
 from matcomp.book.stored import chapter_defaults
 from matcomp.book.verdicts import Claim
 from matcomp.data import sample_batch
@@ -40,11 +40,13 @@ def test_the_drop_is_judged_on_every_seed_of_the_largest_task_and_a_seed_without
     # the ladder's 7x7 row is the mean of all three (every seed can be read on its metrics), printed, not judged
     assert ladder.tasks.index.tolist() == ["4×4, seed 0, step 20,000", "7×7, mean of 3 read of 3 seeds"]
     assert pd.isna(ladder.tasks.iloc[1]["drop step"]) or ladder.tasks.iloc[1]["drop step"] == pytest.approx(13923.5)
-    table = ladder.seed_table()
-    assert table.loc["drop step", "seed 1, step 20,000"] == "— ✗" and table.loc["drop step", "verdict"] == "mixed"
+    table = ladder.seed_table()  # a step of another recipe than the paper's: shown, not judged
+    assert table.loc["drop step", "seed 1, step 20,000"] == "— ✗" and table.loc["drop step", "verdict"] == OWN_RECIPE
+    assert table.loc["plateau / E[X²]", "verdict"] == COPYING  # any copying model sits there: a check
+    assert list(ladder.judged()["7×7, 3 seeds"]) == [DEPTH]  # the one number judged on the ladder's own recipe
     assert ladder.sentences()[-1].startswith("Trained on: 4×4 seed 0: AMD EPYC, 1 thread; 7×7 seed 0: AMD EPYC")
-    assert ladder.sentences()[1] == ("drop step, 7×7: mixed: as the paper on 2 of 3 seeds, neither on 1 "
-                                     "(seeds 0, 1, 3: 12,542, —, 15,305; the paper: 15,000).")
+    assert ladder.sentences()[1] == (f"drop step, 7×7: {OWN_RECIPE} (seeds 0, 1, 3: 12,542, —, 15,305; "
+                                     f"the paper: 15,000).")
 
 
 def test_a_single_run_above_the_ladder_is_one_seed_consistent_with_the_paper_never_a_reproduction():
@@ -65,6 +67,28 @@ def test_a_claim_the_paper_makes_in_direction_only_holds_on_its_side():
     assert Claim(Side(0, strict=True)).mark(0.0) == "against" and Claim(Side(0.1)).mark(0.1) == "matches"
 
 
+def test_a_seed_without_a_drop_is_read_on_its_pre_shift_numbers_and_the_headline_says_which_seeds_were_read():
+    claims = {"pre": Claim(1.0), "post": Claim(Side(1))}
+    runs = {"7×7": {0: run(7, 1 / 9, 12000, 0.005), 1: run(7, 1 / 9, None, 0.1, seed=1),
+                    2: run(7, 1 / 9, None, 0.1, seed=2, last_step=18000, steps=60000)}}
+    rows = {"7×7": {0: {"pre": 1.0, "pre s.e.": 0.01, "post": 2.0}, 1: {"pre": 1.02, "pre s.e.": 0.01},
+                    2: {"pre": 0.5, "pre s.e.": 0.01}}}
+    unread = {"7×7": {"post": {1: "no drop in 20,000 steps", 2: "no drop by step 18,000, where it was stopped"}}}
+    ladder = _ladder("numbers", claims, rows, {"7×7": {0: 20000, 1: 4000, 2: 4000}}, unread, {}, {}, runs=runs)
+    verdicts = ladder.verdicts()
+    assert verdicts["pre"].marks == {0: "matches", 1: "matches", 2: "against"}  # every seed reads a pre-shift number
+    assert verdicts["post"].marks == {0: "matches", 1: "cannot be read", 2: "cannot be read"}
+    table = ladder.seed_table()
+    assert list(table.columns[:3]) == ["seed 0, step 20,000", "seed 1, pre-shift step 4,000",
+                                       "seed 2, pre-shift step 4,000"]
+    assert table.loc["pre", "seed 1, pre-shift step 4,000"] == "1.02 ± 0.01 ✓"
+    assert table.loc["post", "seed 1, pre-shift step 4,000"] == "·"
+    headline = ladder.headline().data
+    assert "pre: **mixed** (as the paper on 2 of 3, read on 3: 1 that dropped and 2 on their plateau)" in headline
+    assert ("post: **consistent with** (as the paper on 1 of 3, read on seed 0, which dropped; cannot be read on "
+            "seed 1: no drop in 20,000 steps; seed 2: no drop by step 18,000, where it was stopped)") in headline
+
+
 SEVEN = "7×7 (cpu7x7)"
 UNREAD = {1: "no drop in 60,000 steps", 2: "no drop in 60,000 steps", 4: "no drop by step 18,000, where it was stopped",
           5: "no drop by step 18,000, where it was stopped"}
@@ -77,9 +101,9 @@ def runs():
 
 def test_the_ladder_reads_every_7x7_seed_trained_and_the_shipped_ones_at_their_own_phases(runs):
     assert [list(seeds) for seeds in runs.values()] == [[0], [0], [0, 1, 2, 3, 4, 5, 6]]
-    kept = {seed: shift for seed, (_, shift) in runs[SEVEN].items() if shift is not None}
-    assert list(kept) == [0, 3, 6]  # 1, 2, 4 and 5 are shipped with their metrics alone, and never trained here
-    assert [(shift.pre, shift.post) for shift in kept.values()] == [(3000, 25000), (4000, 28000), (2000, 21000)]
+    shifts = {seed: (shift.pre, shift.post) for seed, (_, shift) in runs[SEVEN].items()}
+    assert shifts == {0: (3000, 25000), 3: (4000, 28000), 6: (2000, 21000),  # each at its own drop's fractions
+                      **dict.fromkeys([1, 2, 4, 5], (4000, 4000))}  # no drop: the paper's pre-shift step, retrained
     assert {seed: unread_reason(run, shift) for seed, (run, shift) in runs[SEVEN].items()
             if unread_reason(run, shift)} == UNREAD
 
@@ -94,26 +118,31 @@ def test_a_findings_key_numbers_are_the_chapters_analysis_on_each_run(runs, tmp_
         batch = sample_batch(run.config.data, 64, analysis_generator(0))
         table = attention_interventions(run.bert(shift.pre), run.bert(shift.post), batch, "post-shift")
         expected = table.loc["all heads uniform", "L_obs"] / table.loc["no intervention", "L_obs"]
-        assert numbers["uniform attention, pre-shift: L_obs ×"] == pytest.approx(expected, rel=1e-12)
+        assert numbers["uniform attention, pre-shift: L_obs ×"] == pytest.approx(expected, rel=1e-6)  # float64 sums
     ladder = finding_ladders("copying_phase", runs, {"ablation_samples": 256, "eval_seed": 0})  # the shipped tables
     assert ladder.tasks.index.tolist() == ["4×4 (cpu), seed 0, step 20,000", "5×5 (cpu5x5), seed 0, step 17,000",
-                                           "7×7 (cpu7x7), mean of 3 read of 7 seeds"]
-    assert ladder.unread == UNREAD and ladder.seeds.index.tolist() == list(range(7))
+                                           "7×7 (cpu7x7), mean of 7 read of 7 seeds"]
+    post = "Q, K, V from post-shift: L_mask ×"  # the claim's point: L_mask stays on the plateau (0.2246 / 0.2236)
+    assert ladder.unread == {post: UNREAD} and ladder.seeds.index.tolist() == list(range(7))
+    assert ladder.dropped == (0, 3, 6) and ladder.claims[post].paper == pytest.approx(0.2246 / 0.2236)
     read = ladder.seeds.loc[[0, 3, 6]]
-    assert ladder.tasks.iloc[2].tolist() == pytest.approx(read.mean().tolist(), rel=1e-12)  # printed, not judged
-    assert ladder.claims["Q, K, V from post-shift: L_obs ×"].paper == pytest.approx(5e-3 / 3.4e-4)
+    assert ladder.tasks.iloc[2][post] == pytest.approx(read[post].mean(), rel=1e-12)  # printed, not judged
     assert read[DEPTH].round(1).tolist() == [23.9, 4.3, 5.0]  # the recipe finishes seed 0 alone
     assert ladder.tasks.iloc[1][DEPTH] == pytest.approx(10.5, abs=0.05)
     assert DEPTH not in ladder.judged()["7×7 (cpu7x7), 7 seeds"]  # how finished a run is: judged on sudden_drop only
     verdicts = ladder.verdicts()
-    assert all(verdicts[key].count("cannot be read") == 4 for key in ladder.claims)  # every seed counted
-    table = ladder.seed_table()  # the seeds that cannot be read shown, grouped by why
-    assert table.columns.tolist() == ["seed 0, step 25,000", "seed 3, step 28,000", "seed 6, step 21,000",
-                                      "seeds 1, 2: no drop in 60,000 steps",
-                                      "seeds 4, 5: no drop by step 18,000, where it was stopped",
-                                      "mean of 3 read (range)", "the paper", "verdict"]
-    assert table.loc[DEPTH, "seed 0, step 25,000"] == "23.9 ~" and table.loc[DEPTH, "mean of 3 read (range)"] == \
-        "11.1 (4.29 to 23.9)"
+    assert verdicts[post].count("cannot be read") == 4 and verdicts[post].count("matches") == 3  # every seed counted
+    uniform = verdicts["uniform attention, pre-shift: L_obs ×"]  # a pre-shift number: read on every seed
+    assert uniform.count("cannot be read") == 0 and uniform.category == "reproduces"
+    assert (ladder.errors.loc[[0, 3, 6], post] < 1e-3).all()  # 256 matrices estimate the ratio to a thousandth
+    table = ladder.seed_table()  # every seed has a column: those that never dropped read on their pre-shift model
+    assert table.columns.tolist() == ["seed 0, step 25,000", "seed 1, pre-shift step 4,000",
+                                      "seed 2, pre-shift step 4,000", "seed 3, step 28,000",
+                                      "seed 4, pre-shift step 4,000", "seed 5, pre-shift step 4,000",
+                                      "seed 6, step 21,000", "mean of those read (range)", "the paper", "verdict"]
+    assert table.loc[DEPTH, "seed 0, step 25,000"] == "23.9 ~"
+    assert table.loc[post, "seed 1, pre-shift step 4,000"] == "·"
+    assert "read on 7: 3 that dropped and 4 on their plateau" in ladder.headline().data
 
 
 def test_the_7x7_seeds_read_the_uniform_attention_and_last_layer_misses_seed_by_seed(runs):

@@ -195,7 +195,9 @@ def test_the_pipeline_at_smoke_trains_packs_unpacks_and_the_chapters_read_it(tmp
     assert all(again[k] == pytest.approx(v, rel=1e-6) if isinstance(v, float) else again[k] == v
                for k, v in stored.to_dict().items())
     ladder = finding_ladders("embeddings", {"stand-in": {0: (run, shift)}}, params, paper_scale_runs("smoke"))
-    rung, = ladder.beyond.index  # the stand-in has no drop: the rung is counted, as one that cannot be read
-    assert rung.startswith(label) and ladder.beyond_unread[rung] == "no drop in 300 steps"
+    rung, = ladder.beyond.index  # the stand-in has no drop: counted, and read on its pre-shift number alone
+    why = ladder.beyond_unread[rung]
+    assert rung.startswith(label) and why["position silhouette by column"] == "no drop in 300 steps"
     assert ladder.beyond_verdicts()[rung]["position silhouette by column"].category == "cannot be read"
+    assert ladder.beyond_verdicts()[rung]["position silhouette by column, pre-shift"].category != "cannot be read"
     assert not (tmp_path / "empty-store" / "derived").exists()  # every table was read, none computed

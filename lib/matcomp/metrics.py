@@ -42,12 +42,26 @@ def masked_mse(pred: torch.Tensor, target: torch.Tensor, observed: torch.Tensor)
     }
 
 
+def ratio_estimate(numerators: torch.Tensor, denominators: torch.Tensor) -> tuple[float, float]:
+    """Σ_k a_k / Σ_k b_k over matrices k, with its standard error as a ratio estimate,
+    sqrt(B/(B−1) Σ_k (a_k − R b_k)²) / Σ_k b_k (NaN for a single matrix): a pooled loss (a_k the squared
+    errors of matrix k, b_k its count of entries) or the ratio of two pooled losses on the same entries.
+
+    >>> [round(x, 3) for x in ratio_estimate(torch.tensor([4.0, 2.0]), torch.tensor([2.0, 2.0]))]
+    [1.5, 0.5]
+    """
+    a, b = numerators.double(), denominators.double()
+    ratio = (a.sum() / b.sum()).item()
+    n = len(a)
+    spread = ((a - ratio * b) ** 2).sum().item() * n / (n - 1) if n > 1 else math.nan
+    return ratio, math.sqrt(spread) / b.sum().item()
+
+
 def loss_ratio(pred: torch.Tensor, base: torch.Tensor, target: torch.Tensor,
                where: torch.Tensor) -> tuple[float, float]:
     """The pooled MSE of ``pred`` over that of ``base`` on the same entries (``where``) of the same matrices
-    (dimension 0), with its standard error over the matrices: a paired ratio estimate, Σ_k a_k / Σ_k b_k of
-    per-matrix sums of squared errors, whose standard error is sqrt(B/(B−1) Σ_k (a_k − R b_k)²) / Σ_k b_k
-    (NaN for a single matrix), so an intervention's effect is told from the sampling of its matrices.
+    (dimension 0), with its standard error over the matrices (``ratio_estimate``, paired), so an
+    intervention's effect is told from the sampling of its matrices.
 
     >>> t = torch.zeros(2, 2); w = torch.ones(2, 2, dtype=torch.bool)
     >>> [round(x, 3) for x in loss_ratio(torch.tensor([[2.0, 2.0], [2.0, 0.0]]), t + 1, t, w)]
@@ -56,8 +70,4 @@ def loss_ratio(pred: torch.Tensor, base: torch.Tensor, target: torch.Tensor,
     def sums(p: torch.Tensor) -> torch.Tensor:
         return ((p.reshape(target.shape).double() - target.double()) ** 2 * where).flatten(1).sum(1)
 
-    a, b = sums(pred), sums(base)
-    ratio = (a.sum() / b.sum()).item()
-    n = len(a)
-    spread = ((a - ratio * b) ** 2).sum().item() * n / (n - 1) if n > 1 else math.nan
-    return ratio, math.sqrt(spread) / b.sum().item()
+    return ratio_estimate(sums(pred), sums(base))

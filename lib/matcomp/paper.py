@@ -51,6 +51,7 @@ POST_SHIFT = {
 PATCHING = {"all layers": {"L_mask(X)": 0.014, "L_mask(-X)": 0.8066}}
 
 # NeurIPS §3.2.2 (WS §3.2.2): uniform ablation of the heads that fit no family, (3,3), (4,2), (4,5-7), 256 samples
+UNINTERPRETABLE_HEADS = ("(3,3)", "(4,2)", "(4,5)", "(4,6)", "(4,7)")  # counted from 1, all in its last two layers
 UNINTERPRETABLE_ABLATION = {"without": (9.44e-5, 0.01428), "with": (9.36e-5, 0.01575)}  # (L_obs, L_mask)
 
 # NeurIPS §3.2.2, Figs. 4-5, 22-24: the paper's families (heads counted from 1), from its figures

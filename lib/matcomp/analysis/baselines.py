@@ -11,7 +11,6 @@ problem's objective; ``completion_sweep`` and the λ tables are stored derivatio
 from __future__ import annotations
 
 import dataclasses
-import math
 import warnings
 from dataclasses import replace
 
@@ -29,7 +28,7 @@ from matcomp.analysis.solvers import (
 )
 from matcomp.config import DataConfig
 from matcomp.data import Batch, sample_batch
-from matcomp.metrics import LOSSES, PAPER_ORDER, masked_mse
+from matcomp.metrics import LOSSES, PAPER_ORDER, masked_mse, ratio_estimate
 from matcomp.models.bert import MatrixBert
 from matcomp.runs.derived import Derivation, load_or_compute
 from matcomp.runs.run import Run
@@ -107,8 +106,7 @@ def pooled_with_se(completed: torch.Tensor, values: torch.Tensor, observed: torc
     error over the matrices (key "<name> se").
 
     A pooled loss is a ratio Σ_k s_k / Σ_k c_k of per-matrix sums of squared errors s_k over counts
-    c_k of entries; its standard error is the ratio estimate's,
-    sqrt(B/(B−1) Σ_k (s_k − L c_k)²) / Σ_k c_k (NaN for a single matrix).
+    c_k of entries; its standard error is the ratio estimate's (``metrics.ratio_estimate``).
 
     >>> v = torch.zeros(2, 1, 2); obs = torch.tensor([[[True, False]], [[True, True]]])
     >>> {k: round(x, 3) for k, x in pooled_with_se(v + torch.tensor([1.0, 2.0]), v, obs).items()}
@@ -117,10 +115,7 @@ def pooled_with_se(completed: torch.Tensor, values: torch.Tensor, observed: torc
     err = (completed.double() - values.double()) ** 2
     out = {}
     for name, where in zip(PAPER_ORDER, [observed, ~observed, torch.ones_like(observed)]):
-        sums, counts = (err * where).sum((1, 2)), where.sum((1, 2)).double()
-        mean = sums.sum() / counts.sum()
-        spread = ((sums - mean * counts) ** 2).sum() * len(sums) / (len(sums) - 1) if len(sums) > 1 else math.nan
-        out[name], out[name + " se"] = mean.item(), (torch.as_tensor(spread).sqrt() / counts.sum()).item()
+        out[name], out[name + " se"] = ratio_estimate((err * where).sum((1, 2)), where.sum((1, 2)))
     return out
 
 

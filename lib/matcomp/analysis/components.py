@@ -34,7 +34,8 @@ def plateau_table(curves: dict[str, pd.DataFrame], level: float, min_plateau: in
         plateau = (leaves or end) >= min_plateau
         rows[name] = {"plateau": "yes" if plateau else "no",
                       "leaves the plateau": leaves, "below half": half, "fall (steps)": fall,
-                      "fall": None if fall is None or not plateau else "sudden" if fall < (leaves or 0) else "gradual",
+                      "fall": ("no fall" if fall is None else "no plateau before it") if fall is None or not plateau
+                      else "sudden" if fall < (leaves or 0) else "gradual",
                       "final L_mask": float(final_losses(metrics)["L_mask"])}
     table = pd.DataFrame.from_dict(rows, orient="index")
     return table.astype({"leaves the plateau": "Int64", "below half": "Int64", "fall (steps)": "Int64"})

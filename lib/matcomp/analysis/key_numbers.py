@@ -13,15 +13,16 @@ from typing import cast
 import pandas as pd
 import torch
 
-from matcomp.analysis.baselines import NN, REGULARISED, headline_table, stored_sweep
+from matcomp.analysis.baselines import BERT, NN, REGULARISED, headline_table, stored_sweep
 from matcomp.analysis.embeddings import position_embeddings, position_silhouettes
 from matcomp.analysis.heads import classify_model, family_counts, separating_mask
-from matcomp.analysis.interventions import attention_interventions
+from matcomp.analysis.interventions import intervention_predictions
 from matcomp.analysis.patching import all_layers, last_layer, negation_patching, restored_fraction
 from matcomp.analysis.phases import Phases
 from matcomp.analysis.positions import permuted_losses
-from matcomp.analysis.probing import probe_layers
+from matcomp.analysis.probing import answer_zero_mse, probe_layers
 from matcomp.data import Batch, sample_batch, second_moment
+from matcomp.metrics import loss_ratio, masked_mse
 from matcomp.paper import LAMBDA_TABLE, PATCHING, POST_SHIFT, PRE_SHIFT, SUDDEN_DROP
 from matcomp.presets import preset
 from matcomp.runs.derived import Derivation, load_or_compute
@@ -57,10 +58,13 @@ Reader = Callable[[Run, Phases, dict], dict[str, float]]
 @dataclass(frozen=True)
 class KeyNumbers:
     """A finding's key numbers: ``read(run, phases, params)`` gives them on one run (``params``: the
-    chapter's parameters it reads, ``parameters``), ``paper`` the paper's (a number, or a ``Side`` where it
+    chapter's parameters it reads, ``parameters``), each estimated from sampled matrices with its standard
+    error under the key ``<number> s.e.`` (``SE``); ``paper`` the paper's (a number, or a ``Side`` where it
     reports a direction only), ``references`` the value each number has without the effect (1 for a
-    ratio), for the "direction only" verdict; ``checks`` the numbers that hold by construction in any model,
-    which check the method and are never judged as findings."""
+    ratio), for the "direction only" verdict; ``ours`` the numbers whose bound is the book's, where the
+    paper states the claim in words alone; ``pre_shift`` the numbers read on the pre-shift model alone,
+    which a seed that never dropped still has; ``checks`` the numbers that hold by construction in any
+    model (or in any model that dropped), which check the method and are never judged as findings."""
 
     finding: str
     read: Reader = field(repr=False)
@@ -68,6 +72,11 @@ class KeyNumbers:
     references: dict[str, float]
     parameters: tuple[str, ...]
     checks: tuple[str, ...] = ()
+    ours: tuple[str, ...] = ()
+    pre_shift: tuple[str, ...] = ()
+
+
+SE = " s.e."  # the suffix of a key number's standard error in a reader's numbers
 
 
 def _batch(run: Run, samples: int, seed: int, mask: torch.Tensor | None = None) -> Batch:
@@ -75,23 +84,36 @@ def _batch(run: Run, samples: int, seed: int, mask: torch.Tensor | None = None) 
     return sample_batch(run.config.data, samples, analysis_generator(seed), mask=mask)
 
 
-def _ratio(table: pd.DataFrame, row: str, base: str = "no intervention", column: str = "L_obs") -> float:
-    return float(table.loc[row, column] / table.loc[base, column])
+def _ratios(predictions: dict[str, torch.Tensor], batch: Batch,
+            numbers: dict[str, tuple[str, str]]) -> dict[str, float]:
+    """Each key number (key -> condition and loss, "L_obs" or "L_mask") as the condition's loss over the
+    unablated model's on the same matrices, with its standard error (``loss_ratio``)."""
+    out = {}
+    for key, (condition, loss) in numbers.items():
+        where = batch.observed if loss == "L_obs" else ~batch.observed
+        base = predictions["no intervention"]
+        out[key], out[key + SE] = loss_ratio(predictions[condition], base, batch.values, where)
+    return out
 
 
 def _copying(run: Run, phases: Phases, p: dict) -> dict[str, float]:
     batch = _batch(run, p["ablation_samples"], p["eval_seed"])
-    table = attention_interventions(run.bert(phases.pre), run.bert(phases.post), batch, "post-shift")
-    return {"uniform attention, pre-shift: L_obs ×": _ratio(table, "all heads uniform"),
-            "Q, K, V from post-shift: L_obs ×": _ratio(table, "Q, K, V from post-shift")}
+    predictions = intervention_predictions(run.bert(phases.pre), run.bert(phases.post), batch, "post-shift")
+    return _ratios(predictions, batch, {"uniform attention, pre-shift: L_obs ×": ("all heads uniform", "L_obs"),
+                                        "uniform attention, pre-shift: L_mask ×": ("all heads uniform", "L_mask"),
+                                        "Q, K, V from post-shift: L_mask ×": ("Q, K, V from post-shift", "L_mask")})
 
 
 def _observed(run: Run, phases: Phases, p: dict) -> dict[str, float]:
     batch, post = _batch(run, p["samples"], p["eval_seed"]), run.bert(phases.post)
-    table = attention_interventions(post, run.bert(phases.pre), batch, "pre-shift")
+    predictions = intervention_predictions(post, run.bert(phases.pre), batch, "pre-shift")
     permuted = permuted_losses(post, batch, seeds=range(p["permutations"]))
-    return {"uniform attention, post-shift: L_obs ×": _ratio(table, "all heads uniform"),
-            "Q, K, V from pre-shift: L_obs ×": _ratio(table, "Q, K, V from pre-shift"),
+    unablated = masked_mse(predictions["no intervention"], batch.values, batch.observed)["L_obs"].item()
+    uniform = masked_mse(predictions["all heads uniform"], batch.values, batch.observed)["L_mask"].item()
+    return {**_ratios(predictions, batch, {"uniform attention, post-shift: L_obs ×": ("all heads uniform", "L_obs"),
+                                           "Q, K, V from pre-shift: L_obs ×": ("Q, K, V from pre-shift", "L_obs")}),
+            "uniform attention, post-shift: L_mask / E[X²]": uniform / second_moment(run.config.data),
+            "positions permuted: L_obs ×": float(permuted.loc["L_obs", "mean"] / unablated),
             "positions permuted: L_mask / E[X²]":
                 float(permuted.loc["L_mask", "mean"] / second_moment(run.config.data))}
 
@@ -130,18 +152,24 @@ def _paper_restored() -> float:
 TAXONOMY_FAMILIES = ("row", "column", "masked-row", "longest-contiguous-column")
 SEPARATED = ("masked-row", "longest-contiguous-column")  # the families fig5_mask cannot tell apart
 THRESHOLDS = ("mass", "enrichment", "identity_enrichment", "mask_ratio")  # classify_heads's, set by the chapter
+LAST_LAYER_IDENTITY = "identity heads: share in the last layer"  # the paper's identity head is (4,3) (§3.2.2, Fig. 4)
 
 
 def _taxonomy(run: Run, phases: Phases, p: dict) -> dict[str, float]:
     """Heads of each family on random masks, and of the two that ``fig5_mask`` confounds on
     ``separating_mask`` (NaN on a task smaller than 5×5, which has none)."""
-    thresholds, d, model = {name: p[name] for name in THRESHOLDS}, run.config.data, run.bert(phases.post)
+    thresholds, model = {name: p[name] for name in THRESHOLDS}, run.bert(phases.post)
+    d, layers = run.config.data, run.config.model
     masks: dict[str, torch.Tensor | None] = {"random": None}  # None: random masks
     if min(d.n_rows, d.n_cols) >= 5:
         masks["separating"] = separating_mask(d.n_rows, d.n_cols)
-    counts = family_counts({name: classify_model(model, _batch(run, p["samples"], p["eval_seed"], mask), **thresholds)
-                            for name, mask in masks.items()}).astype(float)
+    tables = {name: classify_model(model, _batch(run, p["samples"], p["eval_seed"], mask), **thresholds)
+              for name, mask in masks.items()}
+    counts = family_counts(tables).astype(float)
     numbers = {f"{family} heads": counts.loc[family, "random"] for family in TAXONOMY_FAMILIES}
+    identity = [layer for layer, _ in tables["random"].index[tables["random"].families.str.contains("identity")]]
+    numbers[LAST_LAYER_IDENTITY] = (sum(layer == layers.layers - 1 for layer in identity) / len(identity)
+                                    if identity else float("nan"))
     for family in SEPARATED:
         numbers[f"{family} heads, separating mask"] = (counts.loc[family, "separating"] if "separating" in counts
                                                        else float("nan"))
@@ -154,7 +182,7 @@ def _embeddings(run: Run, phases: Phases, p: dict) -> dict[str, float]:
                      for step in (phases.pre, phases.post))
     return {"position silhouette by column": after["by column"],
             "by column − by row": after["by column"] - after["by row"],
-            "by column: post − pre-shift": after["by column"] - before["by column"]}
+            "position silhouette by column, pre-shift": before["by column"]}
 
 
 def _probing(run: Run, phases: Phases, p: dict) -> dict[str, float]:
@@ -163,30 +191,47 @@ def _probing(run: Run, phases: Phases, p: dict) -> dict[str, float]:
     test = sample_batch(d, p["test_matrices"], analysis_generator(1))
     row = probe_layers(model, train, test, "row")["test MSE"].drop(0)
     missing = probe_layers(model, train, test, "element")["test MSE missing"].drop(0)
-    return {"masked-row probe: best layer / depth": int(row.idxmin()) / run.config.model.layers,
+    return {"masked-row probe: best layer's MSE / answering 0's": float(row.min() / answer_zero_mse(test, "row")),
+            "element probe at missing entries: layers that lower its MSE": float((missing.diff().dropna() < 0).mean()),
             "element probe at missing entries: first / last layer MSE": float(missing.iloc[0] / missing.iloc[-1])}
 
 
 def _nuclear(run: Run, phases: Phases, p: dict) -> dict[str, float]:
+    """BERT's L over nuclear-norm minimisation's, whose standard error is that of their paired difference
+    over L_NN (L_BERT / L_NN = 1 − (L_NN − L_BERT) / L_NN), and the regularised problem's L over BERT's."""
     sweep = stored_sweep(run, phases.post, p["p_masks"], p["samples"], p["lam"], p["eval_seed"], p["workers"])["sweep"]
-    over_bert = headline_table(sweep, run.config.data.p_mask)["L / BERT's"]
+    headline = headline_table(sweep, run.config.data.p_mask)
+    over_bert = headline["L / BERT's"]
+    rates = sweep[sweep["method"] == NN].set_index("p_mask")
+    bert = sweep[sweep["method"] == BERT].set_index("p_mask")["L"]
+    beaten = (rates["L"] - bert) > NOISE_SE * rates["± s.e. of L − L_BERT"]  # beyond the noise at each masking rate
     return {f"L: BERT / {NN}": float(1 / over_bert[NN]),
+            f"L: BERT / {NN}{SE}": float(headline.loc[NN, "± s.e. of L − L_BERT"] / headline.loc[NN, "L"]),
+            ACROSS_RATES: float(beaten.mean()),
             "L: regularised / BERT": float(over_bert[REGULARISED.format(p["lam"])])}
 
 
+ACROSS_RATES = f"masking rates where BERT beats {NN} beyond 2 s.e.: share"  # Fig. 3: at every p_mask shown
+NOISE_SE = 2.0  # standard errors within which an estimate cannot be told from no effect (the verdicts' rule too)
 BEST_LAMBDA = min(LAMBDA_TABLE, key=lambda lam: LAMBDA_TABLE[lam][2])  # App. B's best λ: the chapter's default
-# The paper's masked-row probe is best at layers 3-4 of 12 (Fig. 6). A 4-layer model's layers are a quarter of its
-# depth apart, so that position cannot be told from its neighbours; the ladder judges what a 4-layer model can show,
-# that the row is best read before the last layer (the probing chapter's 12-layer model reads the position itself).
+# The paper's masked-row probe "correlates quite strongly" at layers 3-4 of 12 (§3.3, Fig. 6), with no number: the
+# ladder judges the first part, that the row is held, by the book's bound (the best layer's probe halves the MSE of
+# answering 0). Where it is held cannot be judged on a 4-layer model, whose layers are a quarter of its depth apart;
+# the probing chapter's 12-layer model reads it, and the ladder judges no weaker stand-in for it.
 
 FINDINGS: dict[str, KeyNumbers] = {k.finding: k for k in (
-    KeyNumbers("copying_phase", _copying,
+    KeyNumbers("copying_phase", _copying,  # the paper's claim: neither moves the pre-shift model (ratios near 1)
                {"uniform attention, pre-shift: L_obs ×": _paper_ratio(PRE_SHIFT, "all heads uniform"),
-                "Q, K, V from post-shift: L_obs ×": _paper_ratio(PRE_SHIFT, "Q, K, V from post-shift")},
-               {"Q, K, V from post-shift: L_obs ×": 1.0}, ("ablation_samples", "eval_seed")),
+                "uniform attention, pre-shift: L_mask ×": _paper_ratio(PRE_SHIFT, "all heads uniform", 1),
+                "Q, K, V from post-shift: L_mask ×": _paper_ratio(PRE_SHIFT, "Q, K, V from post-shift", 1)},
+               {}, ("ablation_samples", "eval_seed"),
+               pre_shift=("uniform attention, pre-shift: L_obs ×", "uniform attention, pre-shift: L_mask ×")),
     KeyNumbers("observed_entries", _observed,
                {"uniform attention, post-shift: L_obs ×": _paper_ratio(POST_SHIFT, "all heads uniform"),
+                "uniform attention, post-shift: L_mask / E[X²]":  # back to the plateau (§3.2.1)
+                    _reported(POST_SHIFT, "all heads uniform", 1) / SUDDEN_DROP["L_mask on the plateau"],
                 "Q, K, V from pre-shift: L_obs ×": _paper_ratio(POST_SHIFT, "Q, K, V from pre-shift"),
+                "positions permuted: L_obs ×": _paper_ratio(POST_SHIFT, "positions permuted"),
                 "positions permuted: L_mask / E[X²]":
                     _reported(POST_SHIFT, "positions permuted", 1) / SUDDEN_DROP["L_mask on the plateau"]},
                {"positions permuted: L_mask / E[X²]": 1.0},  # the L_obs ratios have no direction: any ablation
@@ -197,17 +242,21 @@ FINDINGS: dict[str, KeyNumbers] = {k.finding: k for k in (
                checks=("restored, all layers",)),  # every site patched: the clean run itself, in any model
     KeyNumbers("head_taxonomy", _taxonomy,
                {**{f"{family} heads": Side(1) for family in TAXONOMY_FAMILIES},
-                **{f"{family} heads, separating mask": Side(1) for family in SEPARATED}}, {},
+                **{f"{family} heads, separating mask": Side(1) for family in SEPARATED}, LAST_LAYER_IDENTITY: 1.0}, {},
                ("samples", "eval_seed", *THRESHOLDS)),
-    KeyNumbers("embeddings", _embeddings,
+    KeyNumbers("embeddings", _embeddings,  # positions cluster by column (Fig. 7c), only after the drop (Fig. 10)
                {"position silhouette by column": Side(0.1), "by column − by row": Side(0, strict=True),
-                "by column: post − pre-shift": Side(0, strict=True)}, {}, ()),
-    KeyNumbers("probing", _probing,
-               {"masked-row probe: best layer / depth": Side(1, above=False, strict=True),
+                "position silhouette by column, pre-shift": Side(0.1, above=False, strict=True)}, {}, (),
+               ours=("position silhouette by column", "position silhouette by column, pre-shift"),
+               pre_shift=("position silhouette by column, pre-shift",)),
+    KeyNumbers("probing", _probing,  # the row held (best layer's MSE half of answering 0's); the value gradually
+               {"masked-row probe: best layer's MSE / answering 0's": Side(0.5, above=False),  # with depth
+                "element probe at missing entries: layers that lower its MSE": Side(1),
                 "element probe at missing entries: first / last layer MSE": Side(1, strict=True)}, {},
-               ("train_matrices", "test_matrices")),
+               ("train_matrices", "test_matrices"), ours=("masked-row probe: best layer's MSE / answering 0's",),
+               checks=("element probe at missing entries: first / last layer MSE",)),  # any model that dropped
     KeyNumbers("nuclear_norm", _nuclear,
-               {f"L: BERT / {NN}": Side(1, above=False, strict=True),
+               {f"L: BERT / {NN}": Side(1, above=False, strict=True), ACROSS_RATES: 1.0,
                 "L: regularised / BERT": LAMBDA_TABLE[BEST_LAMBDA][2] / SUDDEN_DROP["final L"]},
                {"L: regularised / BERT": 1.0}, ("p_masks", "samples", "lam", "eval_seed", "workers")),
 )}

@@ -48,15 +48,17 @@ def phase_targets(drop_step: int | None, paper_steps: bool) -> tuple[float, tupl
 
 def phases(run: Run, paper_steps: bool = False) -> Phases:
     """Pre- and post-shift checkpoints of ``run`` (``phase_targets``, each the nearest checkpoint
-    after step 0); without a drop, the whole run is plateau and its middle the 'pre-shift' model."""
+    after step 0); without a drop the whole run is plateau, and its pre-shift model the checkpoint nearest
+    the paper's (step 4,000): a copying model as far into training as the paper's, whichever seed it is."""
     steps = [s for s in run.steps if s > 0] or run.steps
     drop = run.drop
     if drop.half_step is None:
-        middle = steps[len(steps) // 2]
-        return Phases(False, tuple(steps), middle, (steps[0], middle, steps[-1]), steps[-1], note=fill(
-            f"This run shows no drop: L_mask stays on its plateau ({drop.plateau:.3g}) to step {steps[-1]}, "
-            f"so its 'post-shift' model (step {steps[-1]}) is still a copying model and every "
-            f"before/after contrast below compares two plateau models."))
+        pre = run.nearest_step(PRE_SHIFT_STEP, trained=True)
+        return Phases(False, tuple(steps), pre, tuple(dict.fromkeys((steps[0], pre, steps[-1]))), steps[-1], note=fill(
+            f"This run shows no drop: L_mask stays on its plateau ({drop.plateau:.3g}) to step {run.last_step:,}, "
+            f"so it has no post-shift model; its pre-shift model is step {pre:,}, the saved checkpoint nearest the "
+            f"paper's pre-shift step ({PRE_SHIFT_STEP:,}), and a before/after contrast below compares two plateau "
+            f"models."))
     smoothed = centred_mean(run.metrics)
     plateau = [s for s in steps if s < drop.half_step and smoothed.get(s, drop.plateau) >= ON_PLATEAU * drop.plateau]
     pre_target, copy_targets = phase_targets(drop.half_step, paper_steps)

@@ -54,7 +54,13 @@ def trained_on(summary: dict) -> str:
     'NVIDIA H200'
     >>> trained_on({"device": "cpu", "trained_on": "an NVIDIA H200 (steps 0–25,000), then a CPU (to 28,000)"})[:14]
     'an NVIDIA H200'
+    >>> trained_on({"trained_on": "an H200", "retraced": {"steps": [4000], "gap": 0.001, "machine": {"cpu": "AMD"}}})
+    'an H200; its checkpoint 4,000 retrained on AMD, within 0.1% of its loss'
     """
+    return _machine_text(summary) + _retraced_text(summary.get("retraced"))
+
+
+def _machine_text(summary: dict) -> str:
     if summary.get("trained_on"):
         return summary["trained_on"]
     machine = summary.get("machine") or {}
@@ -63,6 +69,18 @@ def trained_on(summary: dict) -> str:
     threads = machine.get("threads")
     count = f", {threads} thread{'s' if threads != 1 else ''}" if threads else ""
     return (machine.get("cpu") or "unrecorded") + count
+
+
+def _retraced_text(retraced: dict | None) -> str:
+    """Where checkpoints were added to a run from a retraining (``runs.shipped.add_checkpoints``), and how closely
+    it retraced the run: "; its checkpoint 4,000 retrained on AMD EPYC, bit for bit"."""
+    if not retraced:
+        return ""
+    steps = ", ".join(f"{step:,}" for step in retraced["steps"])
+    how = "bit for bit" if retraced["gap"] == 0 else f"within {retraced['gap']:.1%} of its loss"
+    machine = retraced.get("machine") or {}
+    where = machine.get("gpu") or machine.get("cpu") or "another machine"
+    return f"; its checkpoint{'s' * (len(retraced['steps']) > 1)} {steps} retrained on {where}, {how}"
 
 
 def drop_over_seeds(runs: dict[int, Run]) -> pd.DataFrame:

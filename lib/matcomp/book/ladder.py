@@ -12,16 +12,17 @@ from dataclasses import dataclass, field
 import pandas as pd
 from IPython.display import Markdown, display
 
-from matcomp.analysis.key_numbers import Side, finding_spec, key_numbers
+from matcomp.analysis.key_numbers import SE, finding_spec, key_numbers
 from matcomp.analysis.phases import Phases
 from matcomp.analysis.seeds import trained_on
-from matcomp.book.tables import findings, styled
+from matcomp.book.tables import findings, number_text, styled
 from matcomp.book.verdicts import (
     AGAINST,
     CHECK,
     DIRECTION,
     MARKS,
     MATCHES,
+    NOISE,
     UNREAD,
     Claim,
     Verdict,
@@ -36,6 +37,8 @@ from matcomp.runs.run import Run
 
 DEPTH = "× below the plateau"  # how far below its plateau a run ends (``Drop.factor``): how finished it is
 FINISHED = "how finished each run is (judged with the sudden drop)"  # DEPTH on a one-model page: judged once
+COPYING = "a check: any model that copies its input sits at E[X²]"  # the plateau's level, in any copying model
+OWN_RECIPE = "the step of this scale's own recipe, not comparable with the paper's"  # judged on the paper's recipe
 
 
 def paper_depth() -> float:
@@ -52,18 +55,6 @@ def unread_reason(run: Run, phases: Phases | None) -> str | None:
         return f"no drop by step {run.last_step:,}, where it was stopped" if stopped else \
             f"no drop in {run.last_step:,} steps"
     return "kept with its metrics alone" if phases is None else None
-
-
-def number_text(value) -> str:
-    """A key number as the tables write it: 100 or more (steps) in full with separators, others to three
-    significant digits, a missing one "—"; text and the paper's directions (``Side``) as they are.
-
-    >>> [number_text(v) for v in (16406.0, 0.01234, float("nan"), Side(1))]
-    ['16,406', '0.0123', '—', '≥ 1']
-    """
-    if isinstance(value, (str, Side)):
-        return str(value)
-    return "—" if pd.isna(value) else f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
 def _spread(values: pd.Series) -> str:
@@ -86,10 +77,14 @@ def _spread(values: pd.Series) -> str:
 class Ladder:
     """One finding's key numbers up the ladder. ``tasks``: one row per task, smallest first (a task read on
     several seeds: the mean over those that can be read); ``seeds``: the judged task's (``task``) numbers seed
-    by seed, every seed trained for it (NaN where ``unread`` says why it cannot be read), read at ``steps``;
-    ``beyond``: single larger runs (label -> numbers), judged each as one seed; ``apart``: key numbers shown
-    and not judged here (key -> what they are: a check of the method, which holds by construction, or how
-    finished each run is, judged once, on the sudden drop's page)."""
+    by seed, every seed trained for it, read at ``steps`` (NaN where ``unread`` says why: key number -> seed
+    -> why it cannot be read there), with their standard errors where they are estimates (``errors``);
+    ``dropped``: the seeds of the judged task that left their plateau; ``beyond``: single larger runs (label ->
+    numbers), judged each as one seed; ``apart``: key numbers shown and not judged here (key -> what they are:
+    a check of the method, which holds by construction, or how finished each run is, judged once, on the
+    sudden drop's page); ``recipe``: key numbers that depend on the training recipe (a drop step), shown apart
+    on the ladder's tasks, which train by another, and judged on the runs above it, which train by the
+    paper's."""
 
     what: str
     claims: dict[str, Claim]
@@ -97,45 +92,73 @@ class Ladder:
     task: str
     seeds: pd.DataFrame
     steps: dict[int, int]
-    unread: dict[int, str] = field(default_factory=dict)
+    unread: dict[str, dict[int, str]] = field(default_factory=dict)
+    errors: pd.DataFrame = field(default_factory=pd.DataFrame)
+    dropped: tuple[int, ...] = ()
     beyond: pd.DataFrame = field(default_factory=pd.DataFrame)
-    beyond_unread: dict[str, str] = field(default_factory=dict)
+    beyond_unread: dict[str, dict[str, str]] = field(default_factory=dict)  # label -> key number -> why
+    beyond_errors: pd.DataFrame = field(default_factory=pd.DataFrame)
     apart: dict[str, str] = field(default_factory=dict)
+    recipe: dict[str, str] = field(default_factory=dict)  # shown apart on the ladder, judged on the runs above it
     machines: dict[str, str] = field(default_factory=dict)  # each run of the ladder ("4×4 (cpu) seed 0") -> its machine
+
+    def unread_on(self, key: str) -> dict[int, str]:
+        """The seeds on which ``key`` cannot be read, with why."""
+        return self.unread.get(key, {})
+
+    def read_on(self, key: str) -> list[int]:
+        """The seeds on which ``key`` is read."""
+        return [seed for seed in self.seeds.index if seed not in self.unread_on(key)]
 
     def verdicts(self) -> dict[str, Verdict]:
         """Each key number's verdict over every seed of the judged task (those ``apart`` too, for their marks)."""
-        return {key: verdict(self.seeds[key].to_dict(), claim, self.unread) for key, claim in self.claims.items()}
+        return {key: verdict(self.seeds[key].to_dict(), claim, self.unread_on(key), self.errors[key].to_dict())
+                for key, claim in self.claims.items()}
 
     def beyond_verdicts(self) -> dict[str, dict[str, Verdict]]:
         """Each single run above the ladder (label -> key number -> verdict), judged as one seed."""
         return {label: {key: verdict({label: row[key]}, claim,
-                                     {label: self.beyond_unread[label]} if label in self.beyond_unread else None)
+                                     {label: why} if (why := self.beyond_unread.get(label, {}).get(key)) else None,
+                                     {label: self.beyond_errors.loc[label, key]})
                         for key, claim in self.claims.items()} for label, row in self.beyond.iterrows()}
 
     def judged(self) -> dict[str, dict[str, Verdict]]:
         """Every verdict of the finding (those ``apart`` left out), by where it is read: the judged task over
         its seeds, then each run above it."""
-        places = {f"{self.task}, {len(self.seeds)} seed{'s' * (len(self.seeds) > 1)}": self.verdicts(),
-                  **self.beyond_verdicts()}
+        task = {key: v for key, v in self.verdicts().items() if key not in self.recipe}
+        places = {f"{self.task}, {len(self.seeds)} seed{'s' * (len(self.seeds) > 1)}": task, **self.beyond_verdicts()}
         return {where: {key: v for key, v in verdicts.items() if key not in self.apart}
                 for where, verdicts in places.items()}
 
+    def _cell(self, seed, key: str, mark: str) -> str:
+        """One seed's number as the seed table writes it: the number, its standard error where it is an
+        estimate, and its mark."""
+        se = self.errors.loc[seed, key]
+        shown = number_text(self.seeds.loc[seed, key]) + ("" if pd.isna(se) else f" ± {number_text(se)}")
+        return f"{shown} {MARKS[mark]}"
+
     def seed_table(self) -> pd.DataFrame:
-        """The judged task seed by seed as text, one key number a row: each seed read with its number and mark
-        (``MARKS``), the seeds that cannot be read grouped by why (one column a reason), the mean and range of
-        those read, the paper's number and the verdict."""
+        """The judged task seed by seed as text, one key number a row: each seed read on some key number with
+        its numbers and marks (``MARKS``; a number it cannot read marked so), the seeds read on none grouped by
+        why (one column a reason), the mean and range of those read, the paper's number and the verdict."""
         verdicts, columns = self.verdicts(), {}
-        for seed in self.seeds.index.drop(list(self.unread)):
-            columns[f"seed {seed}, step {self.steps[seed]:,}"] = {
-                key: f"{number_text(self.seeds.loc[seed, key])} {MARKS[verdicts[key].marks[seed]]}"
-                for key in self.claims}
-        for why, seeds in by_reason(self.unread).items():
+        nowhere: dict[int, str] = {}  # seeds read on no key number, with the one reason
+        for seed in self.seeds.index:
+            whys = {self.unread_on(key).get(seed) for key in self.claims}
+            if len(whys) == 1 and None not in whys:
+                nowhere[seed] = str(whys.pop())
+        for seed in self.seeds.index.drop(list(nowhere)):
+            partly = any(seed in self.unread_on(key) for key in self.claims)  # read on its pre-shift model alone
+            columns[f"seed {seed}, {'pre-shift ' * partly}step {self.steps[seed]:,}"] = {
+                key: self._cell(seed, key, verdicts[key].marks[seed]) if seed not in self.unread_on(key)
+                else MARKS[UNREAD] for key in self.claims}
+        for why, seeds in by_reason(nowhere).items():
             columns[f"{seed_list(seeds)}: {why}"] = dict.fromkeys(self.claims, MARKS[UNREAD])
-        read = self.seeds.drop(index=list(self.unread))
-        columns[f"mean of {len(read)} read (range)"] = {key: _spread(read[key]) for key in self.claims}
-        columns["the paper"] = {key: number_text(claim.paper) for key, claim in self.claims.items()}
-        columns["verdict"] = {key: self.apart.get(key) or verdicts[key].category for key in self.claims}
+        columns["mean of those read (range)"] = {key: _spread(self.seeds.loc[self.read_on(key), key])
+                                                 for key in self.claims}
+        columns["the paper"] = {key: claim.text() for key, claim in self.claims.items()}
+        columns["verdict"] = {key: self.apart.get(key) or self.recipe.get(key) or verdicts[key].category
+                              for key in self.claims}
         return pd.DataFrame(columns)
 
     def task_table(self) -> pd.DataFrame:
@@ -144,26 +167,39 @@ class Ladder:
         beyond = self.beyond_verdicts()
         columns = {label: {key: number_text(row[key]) for key in self.claims} for label, row in self.tasks.iterrows()}
         for label, row in self.beyond.iterrows():
-            columns[label] = {key: MARKS[UNREAD] if label in self.beyond_unread else
+            columns[label] = {key: MARKS[UNREAD] if key in self.beyond_unread.get(label, {}) else
                               f"{number_text(row[key])} {MARKS[beyond[label][key].marks[label]]}"
                               for key in self.claims}
-        columns["the paper"] = {key: number_text(claim.paper) for key, claim in self.claims.items()}
+        columns["the paper"] = {key: claim.text() for key, claim in self.claims.items()}
         return pd.DataFrame(columns)
+
+    def read_text(self, key: str) -> str:
+        """Which seeds ``key`` is read on, and how many of them are the seeds that dropped: "the 3 that dropped
+        (seeds 0, 3, 6)", "7: the 3 that dropped and 4 on their plateau"."""
+        read = self.read_on(key)
+        dropped = [seed for seed in read if seed in self.dropped]
+        if not read:
+            return "none"
+        if len(dropped) == len(read):
+            return f"the {len(read)} that dropped ({seed_list(read)})" if len(read) > 1 else \
+                f"{seed_list(read)}, which dropped"
+        return f"{len(read)}: {len(dropped)} that dropped and {len(read) - len(dropped)} on their plateau"
 
     def sentences(self) -> list[str]:
         """One sentence per key number: its verdict over the judged task's seeds and the numbers of those read,
         then each run above the ladder; a number ``apart`` said as what it is."""
         verdicts, beyond, sentences = self.verdicts(), self.beyond_verdicts(), []
-        read = [seed for seed in self.seeds.index if seed not in self.unread]
         for key, claim in self.claims.items():
+            read = self.read_on(key)
             values = (f"{seed_list(read)}: " + ", ".join(number_text(self.seeds.loc[seed, key]) for seed in read)
                       if read else "no seed read")
             if key in self.apart:
                 sentences.append(f"{key}: {self.apart[key]}, not judged here ({values}).")
                 continue
-            text = f"{key}, {self.task}: {verdicts[key]} ({values}; the paper: {number_text(claim.paper)})."
+            judged = self.recipe.get(key) or verdicts[key]
+            text = f"{key}, {self.task}: {judged} ({values}; the paper: {claim.text()})."
             for label, by_key in beyond.items():
-                shown = self.beyond_unread.get(label) or number_text(self.beyond.loc[label, key])
+                shown = self.beyond_unread.get(label, {}).get(key) or number_text(self.beyond.loc[label, key])
                 text += f" {label}, one seed: {by_key[key].category} ({shown})."
             sentences.append(text)
         if self.machines:
@@ -172,37 +208,57 @@ class Ladder:
 
     def headline(self) -> Markdown:
         """The chapter's verdicts at a glance, for the top of its page: each key number judged, where, with its
-        count of seeds."""
+        count of seeds, which seeds it is read on and why the others cannot be."""
         lines = []
         for where, verdicts in self.judged().items():
             lines.append(f"- {where}:")
             for key, v in verdicts.items():
-                unread = f"; {len(v.unread)} cannot be read" if v.unread else ""
-                count = f"as the paper on {v.count(MATCHES)} of {len(v.marks)}{unread}"
+                count = f"as the paper on {v.count(MATCHES)} of {len(v.marks)}"
+                if where.startswith(self.task) and self.dropped != tuple(self.seeds.index):
+                    count += f", read on {self.read_text(key)}"
+                if where.startswith(self.task) and v.unread:
+                    reasons = "; ".join(f"{seed_list(seeds)}: {why}" for why, seeds in by_reason(v.unread).items())
+                    count += f"; cannot be read on {reasons}"
+                elif v.unread:
+                    count += f"; {len(v.unread)} cannot be read"
                 lines.append(f"  - {key}: **{v.category}** ({count})")
         return Markdown("\n".join(lines))
 
 
 def _ladder(what: str, claims: dict[str, Claim], rows: dict[str, dict[int, dict[str, float]]],
-            steps: dict[str, dict[int, int]], unread: dict[str, dict[int, str]],
-            beyond: dict[str, dict[str, float]], beyond_unread: dict[str, str], apart: dict[str, str] | None = None,
-            runs: Mapping[str, Mapping[int, Run]] | None = None) -> Ladder:
-    """A ``Ladder`` from each task's numbers seed by seed (``rows``: task -> seed -> key number -> value,
-    smallest task first; the largest is judged), their steps and their unread seeds."""
+            steps: dict[str, dict[int, int]], unread: dict[str, dict[str, dict[int, str]]],
+            beyond: dict[str, dict[str, float]], beyond_unread: dict[str, dict[str, str]],
+            apart: dict[str, str] | None = None,
+            runs: Mapping[str, Mapping[int, Run]] | None = None, recipe: dict[str, str] | None = None) -> Ladder:
+    """A ``Ladder`` from each task's numbers seed by seed (``rows``: task -> seed -> key number -> value, and
+    its standard error under ``<key> s.e.``; smallest task first; the largest is judged), their steps and the
+    numbers each seed cannot read (task -> key number -> seed -> why)."""
     tasks = {}
     for label, seeds in rows.items():
-        read = {s: v for s, v in seeds.items() if s not in unread[label]}
+        table = pd.DataFrame.from_dict(seeds, orient="index").reindex(columns=list(claims)).astype(float)
+        for key, why in unread[label].items():
+            table.loc[list(why), key] = float("nan")
+        read = table.drop(index=[s for s in seeds if all(s in unread[label].get(k, {}) for k in claims)])
         name = (f"{label}, seed {next(iter(seeds))}, step {steps[label][next(iter(seeds))]:,}" if len(seeds) == 1
                 else f"{label}, mean of {len(read)} read of {len(seeds)} seeds")
-        table = pd.DataFrame.from_dict(read, orient="index", columns=list(claims)).astype(float)
-        tasks[name] = table.mean(skipna=False)  # a seed without the number: no mean of the others
+        tasks[name] = pd.Series({key: read.loc[[s for s in read.index if s not in unread[label].get(key, {})], key]
+                                 .mean(skipna=False) for key in claims})  # a seed without the number: no mean
     task = list(rows)[-1]
-    seeds = pd.DataFrame.from_dict(rows[task], orient="index", columns=list(claims)).astype(float)
-    return Ladder(what, claims, pd.DataFrame(tasks).T, task, seeds, steps[task], unread[task],
-                  pd.DataFrame.from_dict(beyond, orient="index", columns=list(claims)).astype(float),
-                  beyond_unread, apart or {},
+    seeds = pd.DataFrame.from_dict(rows[task], orient="index").reindex(columns=list(claims)).astype(float)
+    errors = _error_table(rows[task], claims)
+    dropped = tuple(seed for seed, run in (runs or {}).get(task, {}).items() if run.drop.half_step is not None)
+    beyond_table = pd.DataFrame.from_dict(beyond, orient="index")
+    return Ladder(what, claims, pd.DataFrame(tasks).T, task, seeds, steps[task], unread[task], errors, dropped,
+                  beyond_table.reindex(columns=list(claims)).astype(float), beyond_unread,
+                  _error_table(beyond, claims), apart or {}, recipe or {},
                   {f"{label} seed {seed}": trained_on(run.summary) for label, seeds in (runs or {}).items()
                    for seed, run in seeds.items()})
+
+
+def _error_table(numbers: Mapping, claims: Mapping[str, Claim]) -> pd.DataFrame:
+    """The standard errors among ``numbers`` (row -> key number or ``<key> s.e.`` -> value), by key number."""
+    return pd.DataFrame({key: {row: values.get(key + SE, float("nan")) for row, values in numbers.items()}
+                         for key in claims}, index=list(numbers), columns=list(claims)).astype(float)
 
 
 def finding_ladders(finding: str, runs: Mapping[str, Mapping[int, tuple[Run, Phases | None]]], params: dict,
@@ -210,29 +266,39 @@ def finding_ladders(finding: str, runs: Mapping[str, Mapping[int, tuple[Run, Pha
     """A one-model chapter's ladder (``matcomp.analysis.key_numbers.FINDINGS``) on ``runs`` (task label -> seed
     -> run and its phases, None where it was kept with its metrics alone; smallest task first) and the single
     runs of ``beyond`` (the paper-scale run, ``chapter.paper_scale_runs``), read with the chapter's parameters
-    ``params``, each run at its own post-shift step (a stored derivation, shipped for the default build). The
+    ``params``, each run at its own post-shift step (a stored derivation, shipped for the default build); a
+    seed without a drop is read on the numbers of its pre-shift model alone (``KeyNumbers.pre_shift``). The
     first key number is how far below its plateau each run ends (``DEPTH``, judged on the sudden drop's page
     only): a number that holds on a deeper run and not on a shallower one points to an unfinished model."""
     spec = finding_spec(finding)
     claims = {DEPTH: drop_claims()[DEPTH],  # shown as how finished each run is; judged with the drop
-              **{key: Claim(paper, spec.references.get(key)) for key, paper in spec.paper.items()}}
+              **{key: Claim(paper, spec.references.get(key), ours=key in spec.ours)
+                 for key, paper in spec.paper.items()}}
 
-    def read(run: Run, phases: Phases | None) -> tuple[dict[str, float], str | None]:
+    def read(run: Run, phases: Phases | None) -> tuple[dict[str, float], dict[str, str]]:
+        """A run's numbers, and why it cannot read the others (key number -> why)."""
         why = unread_reason(run, phases)
-        numbers = {} if why is not None or phases is None else key_numbers(finding, run, phases, params)
-        return {DEPTH: run.drop.factor, **numbers}, why
+        readable = [] if phases is None else list(spec.paper) if why is None else list(spec.pre_shift)
+        numbers = key_numbers(finding, run, phases, params) if readable and phases is not None else {}
+        kept = {key: value for key, value in numbers.items() if key.removesuffix(SE) in readable}
+        return {DEPTH: run.drop.factor, **kept}, {key: why for key in spec.paper if key not in readable and why}
 
-    rows, steps, unread = {}, {}, {}
+    rows: dict[str, dict[int, dict[str, float]]] = {}
+    steps: dict[str, dict[int, int]] = {}
+    unread: dict[str, dict[str, dict[int, str]]] = {}  # task -> key number -> seed -> why
     for label, seeds in runs.items():
         read_seeds = {seed: read(run, phases) for seed, (run, phases) in seeds.items()}
         rows[label] = {seed: numbers for seed, (numbers, _) in read_seeds.items()}
-        unread[label] = {seed: why for seed, (_, why) in read_seeds.items() if why is not None}
-        steps[label] = {seed: phases.post if phases is not None and seed not in unread[label] else run.last_step
+        unread[label] = {}
+        for seed, (_, whys) in read_seeds.items():
+            for key, why in whys.items():
+                unread[label].setdefault(key, {})[seed] = why
+        steps[label] = {seed: run.last_step if phases is None else phases.post if phases.dropped else phases.pre
                         for seed, (run, phases) in seeds.items()}
     above = {_single(label, run, phases.post): read(run, phases) for label, (run, phases) in (beyond or {}).items()}
     return _ladder(f"the {finding.replace('_', ' ')} key numbers", claims, rows, steps, unread,
                    {label: numbers for label, (numbers, _) in above.items()},
-                   {label: why for label, (_, why) in above.items() if why is not None},
+                   {label: whys for label, (_, whys) in above.items() if whys},
                    {DEPTH: FINISHED, **{key: CHECK for key in spec.checks}},
                    {label: {seed: run for seed, (run, _) in seeds.items()} for label, seeds in runs.items()})
 
@@ -264,7 +330,7 @@ def drop_ladders(runs: Mapping[str, Mapping[int, Run]], beyond: Mapping[str, Run
     steps = {label: {seed: run.last_step for seed, run in seeds.items()} for label, seeds in runs.items()}
     return _ladder("the sudden drop", drop_claims(), rows, steps, {label: {} for label in runs},
                    {_single(label, run, run.last_step): _drop_numbers(run) for label, run in (beyond or {}).items()},
-                   {}, runs=runs)
+                   {}, {"plateau / E[X²]": COPYING}, runs, {"drop step": OWN_RECIPE})
 
 
 def show_ladder(ladder: Ladder, chapter: str) -> None:
@@ -276,7 +342,7 @@ def show_ladder(ladder: Ladder, chapter: str) -> None:
     from myst_nb import glue
 
     legend = (f"{MARKS[MATCHES]} as the paper, {MARKS[DIRECTION]} its direction only, {MARKS[AGAINST]} neither, "
-              f"{MARKS[UNREAD]} cannot be read")
+              f"{MARKS[NOISE]} cannot tell (within two standard errors of no effect), {MARKS[UNREAD]} cannot be read")
     seeds = ladder.seed_table()
     if seeds.shape[1] > seeds.shape[0] + 3:  # many seeds and few key numbers: one seed a row, so it fits the page
         seeds = seeds.T

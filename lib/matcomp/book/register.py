@@ -128,8 +128,7 @@ REGISTER: tuple[PaperClaim, ...] = (
                ' samples L_obs 3.4e-4 → 3.2e-4 and L_mask 0.2236 → 0.2236, so attention does not contribute to '
                'the output at this stage.',
                'copying_phase',
-               ('uniform attention, pre-shift: L_obs ×',),
-               'the L_mask half (unchanged at the plateau) is shown on the page, not judged'),
+               ('uniform attention, pre-shift: L_obs ×', 'uniform attention, pre-shift: L_mask ×')),
     PaperClaim('pre_shift_model_switching',
                "NeurIPS §3.1.2 'Model Switching' (WS §3.1.2)",
                "Transplanting the post-shift model's attention key, query and value weights into the pre-shift "
@@ -176,8 +175,7 @@ REGISTER: tuple[PaperClaim, ...] = (
                'The same ablation raises L_mask from 0.0128 to 0.2183, about the plateau value before the drop, '
                'so attention heads matter much more for missing entries than for observed ones.',
                'observed_entries',
-               (),
-               'shown on the page (the interventions table and findings), not among the key numbers'),
+               ('uniform attention, post-shift: L_mask / E[X²]',)),
     PaperClaim('reverse_model_switching',
                "NeurIPS §3.2.1 'Model Switching' (WS §3.2.1)",
                'Transplanting the pre-shift attention key, query and value weights into the post-shift model (the'

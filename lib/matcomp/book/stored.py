@@ -14,7 +14,7 @@ code would compute (its key: checkpoints, parameters, source, library versions).
 from __future__ import annotations
 
 from matcomp.analysis.baselines import draws_derivation, lambda_derivation, sweep_derivation
-from matcomp.analysis.key_numbers import FINDINGS, key_numbers_derivation
+from matcomp.analysis.key_numbers import FINDINGS, finding_spec, key_numbers_derivation
 from matcomp.analysis.ood import default_axes, panel_derivations, rank_panel, rank_panel_config
 from matcomp.analysis.phases import Phases, phases
 from matcomp.book.chapter import DEFAULT_PRESET, ladder_runs, model_preset, paper_scale_runs, sizes
@@ -90,13 +90,16 @@ def finding_parameters(finding: str, preset: str) -> dict:
 
 
 def ladder_derivations(preset: str = DEFAULT_PRESET) -> list[Derivation]:
-    """The key numbers of every one-model chapter on each run of its size ladder at ``preset``
-    (``matcomp.book.ladder.finding_ladders``) and on its paper-scale run where one is shipped with checkpoints
-    (``chapter.paper_scale_runs``; recomputed here from its bf16 weights), with the chapter's default parameters."""
+    """The key numbers of every one-model chapter on each run of its size ladder at ``preset`` that reads them
+    (``matcomp.book.ladder.finding_ladders``: every finding on a seed that dropped, those with pre-shift numbers
+    on a seed kept with its pre-shift checkpoint that did not) and on its paper-scale run where one is shipped
+    with checkpoints (``chapter.paper_scale_runs``; recomputed here from its bf16 weights), with the chapter's
+    default parameters, finding by finding."""
     runs = [(run, phases) for seeds in ladder_runs(preset).values() for run, phases in seeds.values()
-            if phases is not None and unread_reason(run, phases) is None]  # seeds a post-shift finding is read on
-    by_run = [finding_derivations(run, phases, preset) for run, phases in [*runs, *paper_scale_runs(preset).values()]]
-    return [per_run[i] for i in range(len(FINDINGS)) for per_run in by_run]  # finding by finding
+            if phases is not None] + list(paper_scale_runs(preset).values())
+    return [key_numbers_derivation(finding, run, phases, finding_parameters(finding, preset))
+            for finding in FINDINGS for run, phases in runs
+            if unread_reason(run, phases) is None or finding_spec(finding).pre_shift]
 
 
 def paper_scale_derivations(run: Run, preset: str) -> list[Derivation]:

@@ -58,7 +58,7 @@ def verdict_table(ladders: dict[str, Ladder]) -> pd.DataFrame:
                     v = verdicts[key]
                     unread = f"; {len(v.unread)} cannot be read" if v.unread else ""
                     row[_place(where)] = f"{v.category} ({v.count(MATCHES)} of {len(v.marks)}{unread})"
-                elif where == next(iter(places)) and (key in ladder.apart or key in ladder.recipe):
+                elif key in ladder.apart or key in ladder.recipe:  # a check anywhere; another recipe's on the ladder
                     row[_place(where)] = ladder.apart.get(key) or ladder.recipe[key]
     table = pd.DataFrame.from_dict(rows, orient="index").fillna("—")
     return table.rename_axis(["chapter", "key number"])
@@ -73,16 +73,19 @@ def unregistered(ladders: dict[str, Ladder]) -> list[tuple[str, str]]:
 
 
 def register_table() -> pd.DataFrame:
-    """The register as the first page lists it: each claim's place, its statement, the chapter that tests it and
-    the key numbers that judge it, or why it is not judged here."""
+    """The register as the first page lists it, one row a claim under its place in the paper: the claim, the
+    chapter that tests it, and the key numbers that judge it, or why it is not judged here (in part: after them)."""
+    def judged(claim) -> str:
+        numbers = "; ".join(claim.tested_by)
+        untested = f"not judged: {claim.untested}" if claim.untested else ""
+        return "; ".join(filter(None, (numbers, untested)))
+
     return pd.DataFrame({
-        "the paper's": [c.where for c in REGISTER],
         "claim": [c.claim for c in REGISTER],
         "chapter": [f'<a href="{c.chapter}.html">{chapter_title(c.chapter)}</a>' if c.chapter else "—"
                     for c in REGISTER],
-        "judged here by": ["; ".join(c.tested_by) or "—" for c in REGISTER],
-        "not judged": [c.untested or "—" for c in REGISTER],
-    })
+        "judged here by": [judged(c) for c in REGISTER],
+    }, index=pd.Index([c.where for c in REGISTER], name="in the paper"))
 
 
 def _place(where: str) -> str:

@@ -145,30 +145,38 @@ def narrow_reference(run: Run, steps: list[int]) -> Run:
     return narrowed
 
 
-RETRACE = 0.02  # the largest relative gap in a loss by which a retraining on another machine still retraces a run
+RETRACE = 0.01  # the largest gap in a loss, over the total loss, by which a retraining still retraces a run
 
 
 def retrace_gap(shipped: pd.DataFrame, retrained: pd.DataFrame, to_step: int) -> float:
-    """The largest relative gap between two trainings' losses (``LOSSES``, train and evaluation) at every step to
-    ``to_step``: 0 where the retraining repeats the run bit for bit (the same kind of machine), small where another
-    machine's rounding moves it; a step the retraining lacks is a ValueError.
+    """The largest gap between two trainings' losses (``LOSSES``, train and evaluation) at every step to
+    ``to_step``, over the total loss L at that step (the evaluation's L for its losses: L_obs is a thousandth of
+    L on the plateau, and a relative gap in it measures rounding, not the trajectory): 0 where the retraining
+    repeats the run bit for bit (the same kind of machine), small where another machine's rounding moves it; a
+    step the retraining lacks is a ValueError.
 
-    >>> a = pd.DataFrame({"step": [1, 2], "L": [1.0, 0.5], "L_obs": [1.0, 1.0], "L_mask": [1.0, 1.0]})
-    >>> round(retrace_gap(a, a.assign(L=[1.0, 0.51]), 2), 6), retrace_gap(a, a, 2)
-    (0.02, 0.0)
+    >>> a = pd.DataFrame({"step": [1, 2], "L": [1.0, 0.5], "L_obs": [0.001, 0.001], "L_mask": [1.0, 1.0]})
+    >>> [round(retrace_gap(a, b, 2), 6) for b in (a.assign(L=[1.0, 0.51]), a.assign(L_obs=[0.001, 0.0012]))]
+    [0.02, 0.0004]
     """
-    columns = [c for c in (*LOSSES, *(f"eval_{name}" for name in LOSSES)) if c in shipped and c in retrained]
-    ours, theirs = (t.set_index("step").loc[lambda d: d.index <= to_step, columns] for t in (shipped, retrained))
+    ours, theirs = (t.set_index("step").loc[lambda d: d.index <= to_step] for t in (shipped, retrained))
     if not ours.index.equals(theirs.index):
         raise ValueError(f"the retraining does not log every step to {to_step} that the shipped run does")
-    return float(((theirs - ours).abs() / ours.abs()).max().max())
+    gaps = []
+    for prefix in ("", "eval_"):
+        names = [prefix + name for name in LOSSES if prefix + name in ours and prefix + name in theirs]
+        scale = ours[prefix + "L"].abs() if prefix + "L" in ours else None
+        if names and scale is not None:
+            gaps.append(float((theirs[names] - ours[names]).abs().div(scale, axis=0).max().max()))
+    return max(gaps, default=0.0)
 
 
 def add_checkpoints(run: Run, source: RunFolder, steps: list[int], command: str) -> Run:
     """Add to the shipped ``run`` the checkpoints at ``steps`` of ``source``, the same config trained again from
     step 0 in the working store (a seed kept with its metrics alone gains the pre-shift model its findings read).
     The retraining must retrace the shipped metrics to the last step added (``retrace_gap``): bit for bit on
-    the kind of machine that trained them, within ``RETRACE`` on another (a GPU's run retrained on a CPU), and
+    the kind of machine that trained them, within ``RETRACE`` of the loss on another (a GPU's run retrained on
+    a CPU), and
     ``complete.json`` keeps the gap, the steps and the machine that retrained them (``retraced``: this one). The
     old folder is set aside until the new one is sealed, so a crash loses nothing."""
     if source.read_config() != run.config:
@@ -180,8 +188,8 @@ def add_checkpoints(run: Run, source: RunFolder, steps: list[int], command: str)
                          f"with python -m matcomp train ... --no-shipped --stop-at {max(missing)}")
     gap = retrace_gap(run.metrics, source.read_metrics(), max(steps))
     if gap > RETRACE:
-        raise ValueError(f"the retraining in {source.path} departs from the shipped {run.path.name} by {gap:.1%} in a "
-                         f"loss before step {max(steps):,} (at most {RETRACE:.0%}): not the same run")
+        raise ValueError(f"the retraining in {source.path} departs from the shipped {run.path.name} by {gap:.1%} of "
+                         f"its loss before step {max(steps):,} (at most {RETRACE:.0%}): not the same run")
     aside = run.path.with_name(f".{run.path.name}.adding")
     run.path.rename(aside)
     try:

@@ -42,13 +42,18 @@ from matcomp.config import RunConfig
 from matcomp.paper import WS_POSITION_NORM_DIP
 
 __all__ = [  # the names its notebook uses
-    "WS_POSITION_NORM_DIP", "Claim", "Side", "chapter_config", "checked_parameters", "closing_findings",
+    "MIDDLE_ROW_DIP", "WS_POSITION_NORM_DIP", "chapter_config", "checked_parameters", "closing_findings",
     "component_correlations", "findings", "middle_row_z", "model_preset", "norm_symmetry", "on_top_components",
     "open_seeds", "position_embeddings", "position_grouping", "position_norm_profile", "position_silhouettes",
     "principal_components", "seed_configs", "seeds_from", "setup", "show_chapter_ladder", "silhouette_findings",
     "silhouettes_by_seed", "silhouettes_over_seeds", "sizes", "styled", "trained_runs", "tsne_layout",
     "unread_reason", "value_embeddings", "verdict",
 ]
+
+
+# claim (d): a dip at the middle row that stands out, its mean norm at least 2 sd of the other rows' norms below
+# them (the book's bound; the paper shows the dip in a picture, WS Fig. 8)
+MIDDLE_ROW_DIP = Claim(Side(-2.0, above=False), ours=True)
 
 
 def runs_read(preset: str) -> list[RunConfig]:

@@ -25,6 +25,7 @@ from matcomp.book.chapter import (
     sizes,
 )
 from matcomp.book.chapters import model_runs
+from matcomp.book.ladder import paper_depth
 from matcomp.book.summary import show_chapter_ladder
 from matcomp.book.tables import beside, findings, styled
 from matcomp.config import RunConfig
@@ -36,8 +37,8 @@ from matcomp.presets import preset as named_preset
 __all__ = [  # the names its notebook uses
     "FINAL_STEPS", "LAMBDA_TABLE", "NN", "POST_SHIFT", "SUDDEN_DROP", "agreement_text", "als_findings", "beside",
     "checked_parameters", "final_losses", "findings", "headline_table", "lambda_findings", "matched_norms",
-    "named_preset", "norm_findings", "paper_task_runs", "setup", "show_chapter_ladder", "stored_lambda_draws",
-    "stored_lambda_table", "stored_sweep", "styled", "versus_findings", "versus_table",
+    "named_preset", "norm_findings", "paper_depth", "paper_task_runs", "setup", "show_chapter_ladder",
+    "stored_lambda_draws", "stored_lambda_table", "stored_sweep", "styled", "versus_findings", "versus_table",
 ]
 
 

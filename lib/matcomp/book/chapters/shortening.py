@@ -35,6 +35,7 @@ from matcomp.book.chapter import (
 )
 from matcomp.book.chapters import seed_runs
 from matcomp.book.tables import and_text, at_step, findings, glue_texts, seeds_text, span_text, steps_text, styled
+from matcomp.book.verdicts import seed_list
 from matcomp.config import RunConfig, parse_overrides
 from matcomp.data import second_moment
 from matcomp.presets import preset as named_preset
@@ -125,7 +126,7 @@ def shortening_numbers(by_seed: pd.DataFrame, summary: pd.DataFrame, ends: pd.Da
         "short_fading_later_seeds": and_text(fading_vs_plain.index[fading_vs_plain > 0]),
         "short_fading_with": f"{fade_end['L_mask with the change']:.4f}",
         "short_fading_without": f"{fade_end['L_mask without it']:.4f}",
-        "short_nodiag_stays": and_text(by_seed.index[~dropped]),
+        "short_nodiag_stays": seed_list(by_seed.index[~dropped]) if (~dropped).any() else "no seed",
         "short_nodiag_span": span_text(by_seed.loc[dropped, no_diagonal]),
         "short_nodiag_with_span": span_text(by_seed.loc[dropped, fading]),
         "short_nodiag_seeds": seeds_text(by_seed.index[dropped]),

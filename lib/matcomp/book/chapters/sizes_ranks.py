@@ -153,6 +153,9 @@ def rank_drop_numbers() -> dict[str, str]:
             "rank2_heads_after": " and ".join(f"{after[h]:.1f}×" for h in heads)}
 
 
+FLAT = 0.05  # L_mask within this share of its early value: on its plateau still
+
+
 def rank_search_findings(readings: dict[str, pd.DataFrame], count: pd.DataFrame, reference: str,
                          reference_drop: int | None, drops: dict[str, int] | None = None) -> list[str]:
     """The sizes_ranks chapter's sentences on the rank-2 search: for each run of ``readings`` (label ->
@@ -165,10 +168,15 @@ def rank_search_findings(readings: dict[str, pd.DataFrame], count: pd.DataFrame,
     for label, table in readings.items():
         row, column, last = table["best row head / uniform"], table["best column head / uniform"], table.iloc[-1]
         dropped = f" It drops at step {drops[label]:,}." if label in drops else ""
+        level, early = table["L_mask / E[X²]"], table.index[min(1, len(table) - 1)]
+        held = abs(level.iloc[-1] / level[early] - 1) < FLAT
+        moved = (f"as at step {early:,} ({level[early]:.2f}×): flat since, the level this evaluation batch gives a "
+                 f"copying model, not a move off the plateau" if held else
+                 f"from {level[early]:.2f}× at step {early:,}")
         sentences.append(f"{label}, checkpoints {table.index[0]:,}–{table.index[-1]:,}: the best row head reaches "
                          f"{row.max():.3f}× uniform attention at most ({row.iloc[-1]:.3f}× at the last), the best "
                          f"column head {column.max():.3f}×; at the last checkpoint L_mask is "
-                         f"{last['L_mask / E[X²]']:.2f}× E[X²] and the collapse {last['collapse (missing)']:.2f}."
+                         f"{level.iloc[-1]:.2f}× E[X²], {moved}, and the collapse {last['collapse (missing)']:.2f}."
                          + dropped)
     free = count["missing undetermined"]
     bar = free[reference]
