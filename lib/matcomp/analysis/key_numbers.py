@@ -14,7 +14,7 @@ import pandas as pd
 import torch
 
 from matcomp.analysis.baselines import BERT, NN, REGULARISED, headline_table, stored_sweep
-from matcomp.analysis.embeddings import position_embeddings, position_silhouettes
+from matcomp.analysis.embeddings import middle_row_z, position_embeddings, position_silhouettes
 from matcomp.analysis.heads import classify_model, family_counts, separating_mask
 from matcomp.analysis.interventions import intervention_predictions
 from matcomp.analysis.patching import all_layers, last_layer, negation_patching, restored_fraction
@@ -152,6 +152,7 @@ def _paper_restored() -> float:
 TAXONOMY_FAMILIES = ("row", "column", "masked-row", "longest-contiguous-column")
 SEPARATED = ("masked-row", "longest-contiguous-column")  # the families fig5_mask cannot tell apart
 THRESHOLDS = ("mass", "enrichment", "identity_enrichment", "mask_ratio")  # classify_heads's, set by the chapter
+MIDDLE_ROW_DIP = "position norms: middle row's z"  # its mean norm in sd of the other rows' norms, from their mean
 LAST_LAYER_IDENTITY = "identity heads: share in the last layer"  # the paper's identity head is (4,3) (§3.2.2, Fig. 4)
 
 
@@ -182,7 +183,8 @@ def _embeddings(run: Run, phases: Phases, p: dict) -> dict[str, float]:
                      for step in (phases.pre, phases.post))
     return {"position silhouette by column": after["by column"],
             "by column − by row": after["by column"] - after["by row"],
-            "position silhouette by column, pre-shift": before["by column"]}
+            "position silhouette by column, pre-shift": before["by column"],
+            MIDDLE_ROW_DIP: middle_row_z(run, phases.post)}
 
 
 def _probing(run: Run, phases: Phases, p: dict) -> dict[str, float]:
@@ -244,10 +246,11 @@ FINDINGS: dict[str, KeyNumbers] = {k.finding: k for k in (
                {**{f"{family} heads": Side(1) for family in TAXONOMY_FAMILIES},
                 **{f"{family} heads, separating mask": Side(1) for family in SEPARATED}, LAST_LAYER_IDENTITY: 1.0}, {},
                ("samples", "eval_seed", *THRESHOLDS)),
-    KeyNumbers("embeddings", _embeddings,  # positions cluster by column (Fig. 7c), only after the drop (Fig. 10)
-               {"position silhouette by column": Side(0.1), "by column − by row": Side(0, strict=True),
-                "position silhouette by column, pre-shift": Side(0.1, above=False, strict=True)}, {}, (),
-               ours=("position silhouette by column", "position silhouette by column, pre-shift"),
+    KeyNumbers("embeddings", _embeddings,  # positions cluster by column (Fig. 7c), only after the drop (Fig. 10);
+               {"position silhouette by column": Side(0.1), "by column − by row": Side(0, strict=True),  # their
+                "position silhouette by column, pre-shift": Side(0.1, above=False, strict=True),  # norms dip at the
+                MIDDLE_ROW_DIP: Side(-2.0, above=False)}, {}, (),  # middle row (WS Fig. 8): 2 sd below, ours
+               ours=("position silhouette by column", "position silhouette by column, pre-shift", MIDDLE_ROW_DIP),
                pre_shift=("position silhouette by column, pre-shift",)),
     KeyNumbers("probing", _probing,  # the row held (best layer's MSE half of answering 0's); the value gradually
                {"masked-row probe: best layer's MSE / answering 0's": Side(0.5, above=False),  # with depth

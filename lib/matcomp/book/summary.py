@@ -77,7 +77,9 @@ def register_table() -> pd.DataFrame:
     chapter that tests it, and the key numbers that judge it, or why it is not judged here (in part: after them)."""
     def judged(claim) -> str:
         numbers = "; ".join(claim.tested_by)
-        untested = f"not judged: {claim.untested}" if claim.untested else ""
+        untested = claim.untested
+        if untested and "judged" not in untested:  # a reason that does not say it already
+            untested = f"not judged: {untested}"
         return "; ".join(filter(None, (numbers, untested)))
 
     return pd.DataFrame({

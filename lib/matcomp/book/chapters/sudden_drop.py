@@ -32,7 +32,7 @@ __all__ = [  # the names its notebook uses
     "ON_PLATEAU", "SMOOTHING", "SUDDEN_DROP", "answer_rise", "checked_parameters", "drop_ladders",
     "drop_over_seeds", "final_losses", "findings", "glue_texts", "km_median", "ladder_trained", "named_preset",
     "paper_table", "paper_task_runs", "record", "seed_configs", "seeds_from", "setup",
-    "show_ladder", "trained_runs",
+    "partial_moves", "show_ladder", "trained_runs",
 ]
 
 
@@ -72,3 +72,13 @@ def paper_table(run: Run, larger: list[tuple[str, Run]]) -> pd.DataFrame:
     return pd.DataFrame({"paper (7x7, rank 2)": paper, **ours},
                         index=["L_mask on the plateau", "drop step (L_mask below half)",
                                f"final L (last {FINAL_STEPS} steps)", "steps"])
+
+
+def partial_moves(tasks: dict[str, dict[int, Run]]) -> list[str]:
+    """A sentence for each seed of the judged (largest) task that has no drop by the book's rule (L_mask below
+    half its plateau) and yet ends off its plateau (below ``ON_PLATEAU`` of it): it left the plateau in part,
+    which a count of drops does not show."""
+    label, runs = list(tasks.items())[-1]
+    return [f"{label} seed {seed} has no drop by the book's rule, yet ends {run.drop.factor:.2f}× below its plateau "
+            f"at step {run.last_step:,}: it left its plateau in part, short of a drop."
+            for seed, run in runs.items() if run.drop.half_step is None and run.drop.factor > 1 / ON_PLATEAU]

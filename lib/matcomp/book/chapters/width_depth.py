@@ -3,7 +3,6 @@ and a papermill sweep over depth."""
 
 from __future__ import annotations
 
-from matcomp.analysis.key_numbers import Side
 from matcomp.analysis.seeds import seed_configs, seeds_from
 from matcomp.analysis.variants import (
     READ_AFTER_DROP,
@@ -16,14 +15,12 @@ from matcomp.analysis.variants import (
 from matcomp.book.chapter import chapter_config, checked_parameters, preset_name, sizes, trained_runs
 from matcomp.book.sweep import collect, grid, run_sweep
 from matcomp.book.tables import findings, styled, variant_findings
-from matcomp.book.verdicts import Claim, verdict
 from matcomp.config import RunConfig
 from matcomp.runs.store import runs_root
 
 __all__ = [  # the names its notebook uses
-    "READ_AFTER_DROP", "Claim", "Side", "checked_parameters", "collect", "findings", "grid", "preset_name",
-    "run_sweep", "runs_root", "setup", "styled", "variant_findings", "variant_summary", "variant_table",
-    "verdict", "width_loss_ratios",
+    "READ_AFTER_DROP", "checked_parameters", "collect", "findings", "grid", "preset_name", "run_sweep",
+    "runs_root", "setup", "styled", "variant_findings", "variant_summary", "variant_table", "width_loss_ratios",
 ]
 
 
