@@ -5,7 +5,8 @@ whose outputs are not cached and that MyST-NB would execute (not excluded by ``e
 parallel (jupyter-cache's local-parallel executor: a kernel per core, each in the notebook's own folder, as
 MyST-NB runs it) into the cache MyST-NB then reads, so each page finds its outputs there and the build executes
 nothing more. A chapter that fails here is left uncached: MyST-NB executes it again and reports its error as
-it always does.
+it always does. Beside the cache it notes the inputs each chapter ran with (``matcomp.book.executed``), so the
+tests that would execute a chapter again with the same inputs read it instead.
 
 Kernels get one thread each unless ``OMP_NUM_THREADS`` says otherwise (two kernels of two threads on two cores
 only contend). ``MATCOMP_BUILD_SERIAL=1`` turns it off; it is off on one core, and unless the execution mode is
@@ -46,6 +47,9 @@ def execute_ahead(app, env, docnames: list[str]) -> None:
     todo = [path for path in notebooks if path in outdated]
     if len(todo) < 2:
         return  # one notebook: MyST-NB executes it as it reads it
+    from matcomp.book.executed import inputs_fingerprint, record_inputs
+
+    fingerprint = inputs_fingerprint()  # what the chapters execute with, for the tests that would run them again
     before = os.environ.get("OMP_NUM_THREADS")
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # jupyter-cache's pool runs a kernel on every core
     try:
@@ -55,4 +59,6 @@ def execute_ahead(app, env, docnames: list[str]) -> None:
     finally:
         if before is None:
             os.environ.pop("OMP_NUM_THREADS", None)
+    if not config.execution_allow_errors:  # a chapter cached with its errors is no execution to read
+        record_inputs(cache, todo, fingerprint)
 

@@ -1,0 +1,77 @@
+"""The chapters the book's build has just executed, for the tests that would execute them again with the same
+inputs to read instead (``tests/test_default_scale.py``: the one-model chapters at the default scale, which the
+default build executes as they do).
+
+The build's notebook cache (jupyter-cache) matches a notebook by its code alone, so a cached execution says
+nothing of the library, the shipped runs or the environment it ran with. When ``matcomp.book.parallel_build``
+executes a chapter it therefore records beside the cache the fingerprint of those inputs (``inputs_fingerprint``:
+every source file of the library, every shipped run's seal and table, the preset, seed and overrides the
+environment sets, the versions of the packages that compute); a test reads a cached execution only where that
+fingerprint is still the current one, and executes the chapter itself otherwise (as in CI, which builds
+nothing first).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from importlib.metadata import version
+from pathlib import Path
+
+import nbformat
+
+from matcomp.book.chapter import ENV_SEED, ENV_SET, preset_name
+from matcomp.runs.folder import atomic_write_bytes
+from matcomp.runs.shipped import REFERENCE_ROOT, REPO
+
+BUILD_CACHE = REPO / "_build" / ".jupyter_cache"  # jupyter-book's default execution cache
+STAMP = "matcomp-inputs.json"  # in the cache's folder: cached record's hash key -> its inputs' fingerprint
+PACKAGES = ("torch", "transformers", "numpy", "pandas", "scikit-learn", "cvxpy")  # what computes the outputs
+
+
+def inputs_fingerprint() -> str:
+    """The SHA-256 of what a chapter's outputs depend on beyond its own code: the library's source, the shipped
+    runs' seals (each lists the SHA-256 of every file of its run) and their tables, the preset, seed and
+    overrides the environment sets, and the versions of the computing packages."""
+    digest = hashlib.sha256()
+    files = sorted((REPO / "lib" / "matcomp").rglob("*.py")) + sorted(
+        p for p in REFERENCE_ROOT.rglob("*") if p.suffix in (".json", ".csv") and p.is_file())
+    for path in files:
+        digest.update(path.relative_to(REPO).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    settings = {"preset": preset_name(), **{name: os.environ.get(name, "") for name in (ENV_SEED, ENV_SET)},
+                **{package: version(package) for package in PACKAGES}}
+    digest.update(json.dumps(settings, sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+def record_inputs(cache, notebooks: list[str], fingerprint: str) -> None:
+    """After the build executed ``notebooks`` into ``cache`` (a jupyter-cache), note the inputs they ran with
+    beside the cache, under each one's cache record; one that failed has no record and is not noted."""
+    stamp_path = Path(cache.path) / STAMP
+    stamps = json.loads(stamp_path.read_text()) if stamp_path.exists() else {}
+    for path in notebooks:
+        try:
+            record = cache.match_cache_notebook(nbformat.read(path, as_version=4))
+        except KeyError:
+            continue
+        stamps[record.hashkey] = fingerprint
+    atomic_write_bytes(stamp_path, json.dumps(stamps, indent=1).encode())
+
+
+def build_execution(notebook: Path, cache_path: Path = BUILD_CACHE) -> nbformat.NotebookNode | None:
+    """The build's execution of ``notebook`` (its code cells with their outputs) where the build executed this
+    very code with today's inputs (``inputs_fingerprint``), else None: the caller executes it."""
+    stamp_path = cache_path / STAMP
+    if not stamp_path.exists():
+        return None
+    from jupyter_cache import get_cache
+
+    cache = get_cache(cache_path)
+    try:
+        record = cache.match_cache_notebook(nbformat.read(notebook, as_version=4))
+    except KeyError:
+        return None
+    if json.loads(stamp_path.read_text()).get(record.hashkey) != inputs_fingerprint():
+        return None
+    return cache.get_cache_bundle(record.pk).nb

@@ -1,0 +1,44 @@
+"""A test reads the build's execution of a chapter only where the build executed that very code with today's
+inputs (``matcomp.book.executed``); anything else leaves it to execute the chapter itself."""
+
+import nbformat
+import pytest
+from jupyter_cache import get_cache
+
+import matcomp.book.executed as executed
+
+
+@pytest.fixture
+def cached(tmp_path):
+    """A notebook executed into a jupyter-cache, as the build's executor leaves it."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(1)")])
+    nb.cells[0].outputs = [nbformat.v4.new_output("stream", text="1\n")]
+    path = tmp_path / "chapter.ipynb"
+    nbformat.write(nb, path)
+    cache = get_cache(tmp_path / "cache")
+    cache.cache_notebook_file(path, check_validity=False)
+    return cache, path
+
+
+def test_a_chapter_executed_with_todays_inputs_is_read_and_any_change_of_them_executes_it_again(cached, monkeypatch):
+    cache, path = cached
+    assert executed.build_execution(path, cache.path) is None  # nothing noted: the build did not say its inputs
+    executed.record_inputs(cache, [str(path)], executed.inputs_fingerprint())
+    read = executed.build_execution(path, cache.path)
+    assert read is not None and read.cells[0].outputs[0].text == "1\n"
+    monkeypatch.setenv("MATCOMP_SEED", "3")  # another seed: other inputs, so executed again
+    assert executed.build_execution(path, cache.path) is None
+    monkeypatch.delenv("MATCOMP_SEED")
+    monkeypatch.setattr(executed, "inputs_fingerprint", lambda: "the library changed since")
+    assert executed.build_execution(path, cache.path) is None
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[0].source = "print(2)"  # other code: no cached execution of it at all
+    nbformat.write(nb, path)
+    assert executed.build_execution(path, cache.path) is None
+
+
+def test_the_fingerprint_reads_the_library_the_shipped_runs_and_the_settings(monkeypatch):
+    before = executed.inputs_fingerprint()
+    assert executed.inputs_fingerprint() == before  # the same inputs, the same fingerprint
+    monkeypatch.setenv("MATCOMP_SET", "train.lr=2e-3")
+    assert executed.inputs_fingerprint() != before
