@@ -83,6 +83,13 @@ def test_a_seed_without_a_drop_is_read_on_its_pre_shift_numbers_and_the_headline
                                        "seed 2, pre-shift step 4,000"]
     assert table.loc["pre", "seed 1, pre-shift step 4,000"] == "1.02 ± 0.01 ✓"
     assert table.loc["post", "seed 1, pre-shift step 4,000"] == "·"
+    apart = _ladder("numbers", {"depth": Claim(17.0), "post": Claim(Side(1))},
+                    {"7×7": {0: {"depth": 20.0, "post": 2.0}, 1: {"depth": 1.5}}}, {"7×7": {0: 20000, 1: 60000}},
+                    {"7×7": {"post": {1: "no drop in 60,000 steps"}}}, {}, {}, {"depth": "how finished"},
+                    runs={"7×7": {0: runs["7×7"][0], 1: runs["7×7"][1]}})
+    assert apart.seed_table().columns[1] == "seed 1: no drop in 60,000 steps"  # read on a shown number alone: none
+    assert apart.seed_table().loc["depth", "mean of those read (range)"] == "20 (20 to 20)"  # seed 0's alone
+    assert apart.tasks.index[0] == "7×7, mean of 1 read of 2 seeds"
     headline = ladder.headline().data
     assert "pre: **mixed** (as the paper on 2 of 3, read on 3: 1 that dropped and 2 on their plateau)" in headline
     assert ("post: **consistent with** (as the paper on 1 of 3, read on seed 0, which dropped; cannot be read on "

@@ -1,7 +1,6 @@
 """Shipped reference runs: used only for an exactly matching config, never when damaged."""
 
 import os
-import time
 
 import pytest
 
@@ -74,9 +73,14 @@ def test_a_run_kept_with_its_metrics_alone_gains_a_checkpoint_retrained_from_ste
     assert added.steps == [20] and added.last_step == 40 and added.summary["retraced"]["gap"] == 0.0
     assert find_reference(micro).steps == [20]  # sealed whole: its complete.json lists the new checkpoint
     assert added.summary["command"].endswith("--add-steps 20")
+    with pytest.raises(ValueError, match=r"steps \[20\] are shipped with .* already"):
+        add_checkpoints(added, source, [20], "again")  # never overwritten
     metrics = source.read_metrics()
     source.write_metrics(metrics.assign(L=metrics.L * 1.1))  # another run's losses
     narrowed = narrow_reference(added, [])
+    with pytest.raises(ValueError, match="departs from the shipped"):
+        add_checkpoints(narrowed, source, [20], "again")
+    source.write_metrics(metrics.assign(L=float("nan")))  # a retraining whose loss went NaN retraces nothing
     with pytest.raises(ValueError, match="departs from the shipped"):
         add_checkpoints(narrowed, source, [20], "again")
     assert find_reference(micro).steps == [] and not list((tmp_path / "reference").glob(".*"))  # nothing aside
@@ -87,17 +91,16 @@ def test_opening_a_shipped_run_hashes_its_files_once_and_a_changed_file_again(sh
     are hashed once per process once they have settled, and a file changed since is hashed again and refused."""
     hashed = []
     monkeypatch.setattr(matcomp.runs.folder, "_DIGESTS", {})
+    monkeypatch.setattr(matcomp.runs.folder, "SETTLED_S", 0.0)  # settled at once (a clone's files are minutes old)
     real = matcomp.runs.folder.file_digest
     monkeypatch.setattr(matcomp.runs.folder, "file_digest", lambda path, *a: hashed.append(path) or real(path, *a))
-    old = time.time() - 60
-    for path in shipped.folder.files():
-        os.utime(path, (old, old))  # settled: written a minute ago
     for _ in range(3):
         assert find_reference(micro).path == shipped.path
     assert sorted(hashed) == shipped.folder.files()  # every file once, over three openings
     checkpoint = shipped.folder.checkpoint_path(20)
+    stat = checkpoint.stat()
     flip_last_bytes(checkpoint)
-    os.utime(checkpoint, (old + 1, old + 1))  # changed, and settled again
+    os.utime(checkpoint, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # the same size and mtime: only its ctime moved
     with pytest.raises(ValueError, match="has changed since the run finished"):
         find_reference(micro)
 

@@ -51,6 +51,7 @@ def test_a_seed_within_two_standard_errors_of_no_effect_cannot_tell():
     mixed = verdict({0: 0.915, 3: 0.5, 6: 1.3}, claim, errors={0: 0.14, 3: 0.1, 6: 0.1})
     assert mixed.marks == {0: "cannot tell", 3: "matches", 6: "against"} and mixed.category == "mixed"
     assert str(mixed) == "mixed: as the paper on 1 of 3 seeds, within noise on 1, neither on 1"
+    assert verdict({0: 0.915, 6: 1.3}, claim, errors={0: 0.14, 6: 0.1}).category == "does not"  # none for it
     # noise is judged against the value without the effect, never against the paper's own number
     assert Claim(2.6, reference=1.0).mark(2.0, se=0.4) == "direction only"  # 2.5 s.e. above 1
     assert Claim(2.6, reference=1.0).mark(1.5, se=0.4) == "cannot tell"  # 1.25 s.e. above 1

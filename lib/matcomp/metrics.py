@@ -51,6 +51,8 @@ def ratio_estimate(numerators: torch.Tensor, denominators: torch.Tensor) -> tupl
     [1.5, 0.5]
     """
     a, b = numerators.double(), denominators.double()
+    if len(a) == 0 or b.sum().item() == 0:  # nothing to pool: no ratio to estimate
+        return math.nan, math.nan
     ratio = (a.sum() / b.sum()).item()
     n = len(a)
     spread = ((a - ratio * b) ** 2).sum().item() * n / (n - 1) if n > 1 else math.nan

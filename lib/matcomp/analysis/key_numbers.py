@@ -57,14 +57,15 @@ Reader = Callable[[Run, Phases, dict], dict[str, float]]
 
 @dataclass(frozen=True)
 class KeyNumbers:
-    """A finding's key numbers: ``read(run, phases, params)`` gives them on one run (``params``: the
-    chapter's parameters it reads, ``parameters``), each estimated from sampled matrices with its standard
-    error under the key ``<number> s.e.`` (``SE``); ``paper`` the paper's (a number, or a ``Side`` where it
-    reports a direction only), ``references`` the value each number has without the effect (1 for a
-    ratio), for the "direction only" verdict; ``ours`` the numbers whose bound is the book's, where the
-    paper states the claim in words alone; ``pre_shift`` the numbers read on the pre-shift model alone,
-    which a seed that never dropped still has; ``checks`` the numbers that hold by construction in any
-    model (or in any model that dropped), which check the method and are never judged as findings."""
+    """A finding's key numbers: ``read(run, phases, params)`` gives them on one run (``params``: the chapter's
+    parameters it reads, ``parameters``), each estimated from sampled matrices with its standard error under the
+    key ``<number> s.e.`` (``SE``: shown beside the number, and it enters the verdict where the number has a
+    value without the effect, a ``references`` entry or a ``Side``'s bound); ``paper`` the paper's (a number, or
+    a ``Side`` where it reports a direction only), ``references`` the value each number has without the effect
+    (1 for a ratio), for the "direction only" verdict; ``ours`` the numbers whose bound is the book's, where the
+    paper states the claim in words alone; ``pre_shift`` the numbers read on the pre-shift model alone, which a
+    seed that never dropped still has; ``checks`` the numbers that hold by construction in any model (or in any
+    model that dropped), which check the method and are never judged as findings."""
 
     finding: str
     read: Reader = field(repr=False)
@@ -206,10 +207,11 @@ def _nuclear(run: Run, phases: Phases, p: dict) -> dict[str, float]:
     over_bert = headline["L / BERT's"]
     rates = sweep[sweep["method"] == NN].set_index("p_mask")
     bert = sweep[sweep["method"] == BERT].set_index("p_mask")["L"]
-    beaten = (rates["L"] - bert) > NOISE_SE * rates["± s.e. of L − L_BERT"]  # beyond the noise at each masking rate
+    se = rates["± s.e. of L − L_BERT"]
+    beaten = (rates["L"] - bert) > NOISE_SE * se  # beyond the noise at each masking rate (NaN s.e.: no share)
     return {f"L: BERT / {NN}": float(1 / over_bert[NN]),
             f"L: BERT / {NN}{SE}": float(headline.loc[NN, "± s.e. of L − L_BERT"] / headline.loc[NN, "L"]),
-            ACROSS_RATES: float(beaten.mean()),
+            ACROSS_RATES: float(beaten.mean()) if se.notna().all() else float("nan"),
             "L: regularised / BERT": float(over_bert[REGULARISED.format(p["lam"])])}
 
 

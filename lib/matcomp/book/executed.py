@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 from importlib.metadata import version
 from pathlib import Path
 
@@ -27,7 +28,8 @@ from matcomp.runs.shipped import REFERENCE_ROOT, REPO
 
 BUILD_CACHE = REPO / "_build" / ".jupyter_cache"  # jupyter-book's default execution cache
 STAMP = "matcomp-inputs.json"  # in the cache's folder: cached record's hash key -> its inputs' fingerprint
-PACKAGES = ("torch", "transformers", "numpy", "pandas", "scikit-learn", "cvxpy")  # what computes the outputs
+PACKAGES = ("torch", "transformers", "numpy", "pandas", "scikit-learn", "cvxpy", "safetensors", "pyarrow",
+            "matplotlib")  # what computes and draws the outputs
 
 
 def inputs_fingerprint() -> str:
@@ -40,7 +42,7 @@ def inputs_fingerprint() -> str:
     for path in files:
         digest.update(path.relative_to(REPO).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     settings = {"preset": preset_name(), **{name: os.environ.get(name, "") for name in (ENV_SEED, ENV_SET)},
-                **{package: version(package) for package in PACKAGES}}
+                **{package: version(package) for package in PACKAGES}, "python": sys.version}
     digest.update(json.dumps(settings, sort_keys=True).encode())
     return digest.hexdigest()
 

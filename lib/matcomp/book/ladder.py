@@ -142,9 +142,9 @@ class Ladder:
         its numbers and marks (``MARKS``; a number it cannot read marked so), the seeds read on none grouped by
         why (one column a reason), the mean and range of those read, the paper's number and the verdict."""
         verdicts, columns = self.verdicts(), {}
-        nowhere: dict[int, str] = {}  # seeds read on no key number, with the one reason
+        nowhere: dict[int, str] = {}  # seeds read on no judged key number, with the one reason
         for seed in self.seeds.index:
-            whys = {self.unread_on(key).get(seed) for key in self.claims}
+            whys = {self.unread_on(key).get(seed) for key in self.claims if key not in self.apart}
             if len(whys) == 1 and None not in whys:
                 nowhere[seed] = str(whys.pop())
         for seed in self.seeds.index.drop(list(nowhere)):
@@ -154,8 +154,9 @@ class Ladder:
                 else MARKS[UNREAD] for key in self.claims}
         for why, seeds in by_reason(nowhere).items():
             columns[f"{seed_list(seeds)}: {why}"] = dict.fromkeys(self.claims, MARKS[UNREAD])
-        columns["mean of those read (range)"] = {key: _spread(self.seeds.loc[self.read_on(key), key])
-                                                 for key in self.claims}
+        columns["mean of those read (range)"] = {  # over the seeds with a column of their own
+            key: _spread(self.seeds.loc[[s for s in self.read_on(key) if s not in nowhere], key])
+            for key in self.claims}
         columns["the paper"] = {key: claim.text() for key, claim in self.claims.items()}
         columns["verdict"] = {key: self.apart.get(key) or self.recipe.get(key) or verdicts[key].category
                               for key in self.claims}
@@ -238,7 +239,8 @@ def _ladder(what: str, claims: dict[str, Claim], rows: dict[str, dict[int, dict[
         table = pd.DataFrame.from_dict(seeds, orient="index").reindex(columns=list(claims)).astype(float)
         for key, why in unread[label].items():
             table.loc[list(why), key] = float("nan")
-        read = table.drop(index=[s for s in seeds if all(s in unread[label].get(k, {}) for k in claims)])
+        judged = [k for k in claims if k not in (apart or {})] or list(claims)  # read on none of these: not read
+        read = table.drop(index=[s for s in seeds if all(s in unread[label].get(k, {}) for k in judged)])
         name = (f"{label}, seed {next(iter(seeds))}, step {steps[label][next(iter(seeds))]:,}" if len(seeds) == 1
                 else f"{label}, mean of {len(read)} read of {len(seeds)} seeds")
         tasks[name] = pd.Series({key: read.loc[[s for s in read.index if s not in unread[label].get(key, {})], key]

@@ -31,7 +31,7 @@ CATEGORIES = {
     "direction only": "on every seed that can be read the effect is there (the number lies on the paper's side of "
                       "its value without the effect: 1 for a ratio), but it is not as the paper's on all of them",
     "mixed": "it is as the paper's, or in its direction, on some seeds that can be read, and neither on others",
-    "does not": "it is neither as the paper's nor in its direction on any seed that can be read",
+    "does not": "it is neither as the paper's nor in its direction on any seed that can be read (some may not tell)",
     "cannot tell": "on every seed that can be read the number is an estimate within two standard errors of its "
                    "value without the effect (1 for a ratio, the bound the paper names): the noise hides it",
     "cannot be read": "no seed trained for the task can be read: none left its plateau, or none was kept with the "
@@ -120,7 +120,7 @@ class Verdict:
             return "direction only"
         if all(m == NOISE for m in read):
             return "cannot tell"
-        return "does not" if all(m == AGAINST for m in read) else "mixed"
+        return "does not" if all(m in (AGAINST, NOISE) for m in read) else "mixed"
 
     def __str__(self) -> str:
         """The category and its count over every seed trained, e.g. "mixed: as the paper on 1 of 7 seeds, its

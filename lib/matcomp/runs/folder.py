@@ -77,7 +77,7 @@ def read_metrics_bytes(data: bytes) -> pd.DataFrame:
 
 
 SETTLED_S = 2.0  # a file unchanged for this long is hashed once per process; a newer one every time
-_DIGESTS: dict[tuple, str] = {}  # (path, inode, size, mtime_ns) -> SHA-256 of a settled file
+_DIGESTS: dict[tuple, str] = {}  # (path, inode, size, mtime_ns, ctime_ns) -> SHA-256 of a settled file
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
@@ -86,11 +86,12 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     file's size or modification time, so it is hashed again; a file written in the last seconds is always
     hashed, since two writes within one tick of the filesystem's clock can leave the same time."""
     stat = os.stat(path)
-    key = (os.path.abspath(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    key = (os.path.abspath(path), stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)  # ctime: any
+    # write or change of the times moves it, so a file rewritten with its old size and mtime is hashed again
     if key in _DIGESTS:
         return _DIGESTS[key]
     digest = file_digest(path, chunk)
-    if time.time() - stat.st_mtime > SETTLED_S:
+    if time.time() - max(stat.st_mtime, stat.st_ctime) > SETTLED_S:
         _DIGESTS[key] = digest
     return digest
 

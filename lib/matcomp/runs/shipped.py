@@ -9,6 +9,7 @@ regenerates it.
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 from pathlib import Path
@@ -152,8 +153,9 @@ def retrace_gap(shipped: pd.DataFrame, retrained: pd.DataFrame, to_step: int) ->
     """The largest gap between two trainings' losses (``LOSSES``, train and evaluation) at every step to
     ``to_step``, over the total loss L at that step (the evaluation's L for its losses: L_obs is a thousandth of
     L on the plateau, and a relative gap in it measures rounding, not the trajectory): 0 where the retraining
-    repeats the run bit for bit (the same kind of machine), small where another machine's rounding moves it; a
-    step the retraining lacks is a ValueError.
+    repeats the run bit for bit (the same kind of machine), small where another machine's rounding moves it,
+    infinite where a loss is logged in one and not in the other (NaN); a step the retraining lacks is a
+    ValueError.
 
     >>> a = pd.DataFrame({"step": [1, 2], "L": [1.0, 0.5], "L_obs": [0.001, 0.001], "L_mask": [1.0, 1.0]})
     >>> [round(retrace_gap(a, b, 2), 6) for b in (a.assign(L=[1.0, 0.51]), a.assign(L_obs=[0.001, 0.0012]))]
@@ -167,7 +169,10 @@ def retrace_gap(shipped: pd.DataFrame, retrained: pd.DataFrame, to_step: int) ->
         names = [prefix + name for name in LOSSES if prefix + name in ours and prefix + name in theirs]
         scale = ours[prefix + "L"].abs() if prefix + "L" in ours else None
         if names and scale is not None:
-            gaps.append(float((theirs[names] - ours[names]).abs().div(scale, axis=0).max().max()))
+            a, b = ours[names], theirs[names]
+            if (a.isna() != b.isna()).to_numpy().any():  # a loss logged in one and missing or NaN in the other
+                return math.inf
+            gaps.append(float((b - a).abs().div(scale, axis=0).max().max()))  # steps without an evaluation skipped
     return max(gaps, default=0.0)
 
 
@@ -178,33 +183,40 @@ def add_checkpoints(run: Run, source: RunFolder, steps: list[int], command: str)
     the kind of machine that trained them, within ``RETRACE`` of the loss on another (a GPU's run retrained on
     a CPU), and
     ``complete.json`` keeps the gap, the steps and the machine that retrained them (``retraced``: this one). The
-    old folder is set aside until the new one is sealed, so a crash loses nothing."""
+    new folder is sealed beside the old one before it takes its place, so a crash loses nothing; a step the run
+    ships already is refused, never overwritten."""
     if source.read_config() != run.config:
         raise ValueError(f"{source.path} holds another config than the shipped {run.path.name}")
+    kept = sorted(set(steps) & set(run.steps))
+    if kept:
+        raise ValueError(f"steps {kept} are shipped with {run.path.name} already; add only the checkpoints it lacks")
     have = source.checkpoint_steps()
     missing = sorted(set(steps) - set(have))
     if missing:
         raise ValueError(f"steps {missing} have no checkpoint in {source.path} (it has {have}); train it to them "
                          f"with python -m matcomp train ... --no-shipped --stop-at {max(missing)}")
     gap = retrace_gap(run.metrics, source.read_metrics(), max(steps))
-    if gap > RETRACE:
+    if not gap <= RETRACE:  # NaN too: a retraining whose losses went NaN retraces nothing
         raise ValueError(f"the retraining in {source.path} departs from the shipped {run.path.name} by {gap:.1%} of "
                          f"its loss before step {max(steps):,} (at most {RETRACE:.0%}): not the same run")
-    aside = run.path.with_name(f".{run.path.name}.adding")
-    run.path.rename(aside)
+    staging, aside = (run.path.with_name(f".{run.path.name}.{what}") for what in ("adding", "replaced"))
+    shutil.rmtree(staging, ignore_errors=True)
     try:
-        target = RunFolder(run.path)
-        shutil.copytree(aside, target.path)
+        shutil.copytree(run.path, staging)
+        target = RunFolder(staging)
         target.checkpoint_dir.mkdir(exist_ok=True)
         for step in steps:
             shutil.copy2(source.checkpoint_path(step), target.checkpoint_path(step))
         where = {key: value for key, value in machine().items() if key != "threads"}  # the command names its threads
-        retraced = {"steps": sorted(steps), "gap": gap, "machine": where}
+        before = run.summary.get("retraced", {})
+        retraced = {"steps": sorted({*before.get("steps", []), *steps}), "gap": max(gap, before.get("gap", 0.0)),
+                    "machine": where}
         summary = {key: value for key, value in run.summary.items() if key not in ("files", "sha256")}
         target.write_complete({**summary, "command": command, "retraced": retraced, **target.fingerprint()})
     except BaseException:
-        shutil.rmtree(run.path, ignore_errors=True)
-        aside.rename(run.path)
+        shutil.rmtree(staging, ignore_errors=True)  # the shipped run was not touched
         raise
+    run.path.rename(aside)  # the sealed copy replaces it: between these two renames the run is in ``aside``
+    staging.rename(run.path)
     shutil.rmtree(aside)
     return Run(run.path)
