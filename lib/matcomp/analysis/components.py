@@ -34,7 +34,7 @@ def plateau_table(curves: dict[str, pd.DataFrame], level: float, min_plateau: in
         plateau = (leaves or end) >= min_plateau
         rows[name] = {"plateau": "yes" if plateau else "no",
                       "leaves the plateau": leaves, "below half": half, "fall (steps)": fall,
-                      "fall": ("no fall" if fall is None else "no plateau before it") if fall is None or not plateau
+                      "fall": "no fall" if fall is None else "no plateau before it" if not plateau
                       else "sudden" if fall < (leaves or 0) else "gradual",
                       "final L_mask": float(final_losses(metrics)["L_mask"])}
     table = pd.DataFrame.from_dict(rows, orient="index")

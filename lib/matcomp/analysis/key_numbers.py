@@ -16,13 +16,13 @@ import torch
 from matcomp.analysis.baselines import BERT, NN, REGULARISED, headline_table, stored_sweep
 from matcomp.analysis.embeddings import middle_row_z, position_embeddings, position_silhouettes
 from matcomp.analysis.heads import classify_model, family_counts, separating_mask
-from matcomp.analysis.interventions import intervention_predictions
+from matcomp.analysis.interventions import intervention_predictions, interventions_table
 from matcomp.analysis.patching import all_layers, last_layer, negation_patching, restored_fraction
 from matcomp.analysis.phases import Phases
 from matcomp.analysis.positions import permuted_losses
 from matcomp.analysis.probing import answer_zero_mse, probe_layers
 from matcomp.data import Batch, sample_batch, second_moment
-from matcomp.metrics import loss_ratio, masked_mse
+from matcomp.metrics import loss_ratio
 from matcomp.paper import LAMBDA_TABLE, PATCHING, POST_SHIFT, PRE_SHIFT, SUDDEN_DROP
 from matcomp.presets import preset
 from matcomp.runs.derived import Derivation, load_or_compute
@@ -109,12 +109,12 @@ def _observed(run: Run, phases: Phases, p: dict) -> dict[str, float]:
     batch, post = _batch(run, p["samples"], p["eval_seed"]), run.bert(phases.post)
     predictions = intervention_predictions(post, run.bert(phases.pre), batch, "pre-shift")
     permuted = permuted_losses(post, batch, seeds=range(p["permutations"]))
-    unablated = masked_mse(predictions["no intervention"], batch.values, batch.observed)["L_obs"].item()
-    uniform = masked_mse(predictions["all heads uniform"], batch.values, batch.observed)["L_mask"].item()
+    table = interventions_table(predictions, batch)
     return {**_ratios(predictions, batch, {"uniform attention, post-shift: L_obs ×": ("all heads uniform", "L_obs"),
                                            "Q, K, V from pre-shift: L_obs ×": ("Q, K, V from pre-shift", "L_obs")}),
-            "uniform attention, post-shift: L_mask / E[X²]": uniform / second_moment(run.config.data),
-            "positions permuted: L_obs ×": float(permuted.loc["L_obs", "mean"] / unablated),
+            "uniform attention, post-shift: L_mask / E[X²]":
+                float(table.loc["all heads uniform", "L_mask"] / second_moment(run.config.data)),
+            "positions permuted: L_obs ×": float(permuted.loc["L_obs", "mean"] / table.loc["no intervention", "L_obs"]),
             "positions permuted: L_mask / E[X²]":
                 float(permuted.loc["L_mask", "mean"] / second_moment(run.config.data))}
 
@@ -160,8 +160,7 @@ LAST_LAYER_IDENTITY = "identity heads: share in the last layer"  # the paper's i
 def _taxonomy(run: Run, phases: Phases, p: dict) -> dict[str, float]:
     """Heads of each family on random masks, and of the two that ``fig5_mask`` confounds on
     ``separating_mask`` (NaN on a task smaller than 5×5, which has none)."""
-    thresholds, model = {name: p[name] for name in THRESHOLDS}, run.bert(phases.post)
-    d, layers = run.config.data, run.config.model
+    thresholds, d, model = {name: p[name] for name in THRESHOLDS}, run.config.data, run.bert(phases.post)
     masks: dict[str, torch.Tensor | None] = {"random": None}  # None: random masks
     if min(d.n_rows, d.n_cols) >= 5:
         masks["separating"] = separating_mask(d.n_rows, d.n_cols)
@@ -170,7 +169,8 @@ def _taxonomy(run: Run, phases: Phases, p: dict) -> dict[str, float]:
     counts = family_counts(tables).astype(float)
     numbers = {f"{family} heads": counts.loc[family, "random"] for family in TAXONOMY_FAMILIES}
     identity = [layer for layer, _ in tables["random"].index[tables["random"].families.str.contains("identity")]]
-    numbers[LAST_LAYER_IDENTITY] = (sum(layer == layers.layers - 1 for layer in identity) / len(identity)
+    last = run.config.model.layers - 1  # layers counted from 0
+    numbers[LAST_LAYER_IDENTITY] = (sum(layer == last for layer in identity) / len(identity)
                                     if identity else float("nan"))
     for family in SEPARATED:
         numbers[f"{family} heads, separating mask"] = (counts.loc[family, "separating"] if "separating" in counts
@@ -248,10 +248,12 @@ FINDINGS: dict[str, KeyNumbers] = {k.finding: k for k in (
                {**{f"{family} heads": Side(1) for family in TAXONOMY_FAMILIES},
                 **{f"{family} heads, separating mask": Side(1) for family in SEPARATED}, LAST_LAYER_IDENTITY: 1.0}, {},
                ("samples", "eval_seed", *THRESHOLDS)),
-    KeyNumbers("embeddings", _embeddings,  # positions cluster by column (Fig. 7c), only after the drop (Fig. 10);
-               {"position silhouette by column": Side(0.1), "by column − by row": Side(0, strict=True),  # their
-                "position silhouette by column, pre-shift": Side(0.1, above=False, strict=True),  # norms dip at the
-                MIDDLE_ROW_DIP: Side(-2.0, above=False)}, {}, (),  # middle row (WS Fig. 8): 2 sd below, ours
+    # positions cluster by column (Fig. 7c), only after the drop (Fig. 10), and their norms dip at the middle row
+    # (WS Fig. 8): the silhouette's 0.1 and the dip's 2 sd are the book's bounds
+    KeyNumbers("embeddings", _embeddings,
+               {"position silhouette by column": Side(0.1), "by column − by row": Side(0, strict=True),
+                "position silhouette by column, pre-shift": Side(0.1, above=False, strict=True),
+                MIDDLE_ROW_DIP: Side(-2.0, above=False)}, {}, (),
                ours=("position silhouette by column", "position silhouette by column, pre-shift", MIDDLE_ROW_DIP),
                pre_shift=("position silhouette by column, pre-shift",)),
     KeyNumbers("probing", _probing,  # the row held (best layer's MSE half of answering 0's); the value gradually

@@ -65,12 +65,12 @@ def arm_summary(plain: pd.DataFrame, arms: dict[str, pd.DataFrame], budget: int)
         row = {"dropped": f"{len(dropped)}/{len(steps)}", "mean": dropped.mean(), "sd": dropped.std(),
                "min": dropped.min(), "max": dropped.max()}
         if name != "plain":
-            verdict = ("earlier on every seed" if earlier == len(steps) else
+            outcome = ("earlier on every seed" if earlier == len(steps) else
                        "later on every seed" if later == len(steps) else
                        "no seed tells them apart" if earlier + later == 0 else
                        f"earlier on {earlier}, later on {later} of {len(steps)} seeds")
             row |= {"earlier than plain": f"{earlier}/{len(steps)}", "mean change": both.mean(),
-                    "both dropped": len(both), "outcome": verdict}
+                    "both dropped": len(both), "outcome": outcome}
         rows[name] = row
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("arm")
 

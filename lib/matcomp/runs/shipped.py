@@ -181,10 +181,9 @@ def add_checkpoints(run: Run, source: RunFolder, steps: list[int], command: str)
     step 0 in the working store (a seed kept with its metrics alone gains the pre-shift model its findings read).
     The retraining must retrace the shipped metrics to the last step added (``retrace_gap``): bit for bit on
     the kind of machine that trained them, within ``RETRACE`` of the loss on another (a GPU's run retrained on
-    a CPU), and
-    ``complete.json`` keeps the gap, the steps and the machine that retrained them (``retraced``: this one). The
-    new folder is sealed beside the old one before it takes its place, so a crash loses nothing; a step the run
-    ships already is refused, never overwritten."""
+    a CPU), and ``complete.json`` keeps the gap, the steps and the machine that retrained them (``retraced``:
+    this one). The new folder is sealed beside the old one before it takes its place, so a crash loses nothing;
+    a step the run ships already is refused, never overwritten."""
     if source.read_config() != run.config:
         raise ValueError(f"{source.path} holds another config than the shipped {run.path.name}")
     kept = sorted(set(steps) & set(run.steps))
