@@ -20,7 +20,7 @@
 #   python -m matcomp unpack RUN_DIR CHECKPOINT_DIR && python -m matcomp derive
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RUN=(--preset paper --set train.precision=tf32)  # book.sizes.PAPER_SCALE: the paper's run, 50,000 steps, in TF32
+RUN=(--preset paper --set train.precision=tf32)  # matcomp.sizes.PAPER_SCALE: the paper's run, 50,000 steps, in TF32
 DEVICE=cuda
 WALL_S=530    # run: seconds from the command's start to the last checkpoint trained
 AFTER_S=45    # run: seconds kept after it (python's start, sealing 51 float32 checkpoints, the bf16 copy, packing)
@@ -53,14 +53,14 @@ case "${1:-}" in
         limit=$((WALL_S - SECONDS))
         echo "engine $engine; training for at most $limit s" | tee -a "$OUT/log"
         "${MATCOMP[@]}" remote "${RUN[@]}" --set "train.seed=$seed" --device "$DEVICE" --engine "$engine" \
-            --no-derive --limit-s "$limit" --out "$OUT" 2>&1 | tee -a "$OUT/log"
+            --limit-s "$limit" --out "$OUT" 2>&1 | tee -a "$OUT/log"
         echo "done in $SECONDS s (of $((WALL_S + AFTER_S)) planned)" | tee -a "$OUT/log" ;;
     checkpoint)
         seed="${2:?seed}"; engine="${3:?engine (the run command printed it)}"; step="${4:?step}"
         : "${OUT:?set OUT: the folder whose files come back}"
         export MATCOMP_RUNS; MATCOMP_RUNS="$(mktemp -d)"
         "${MATCOMP[@]}" remote "${RUN[@]}" --set "train.seed=$seed" --device "$DEVICE" --engine "$engine" \
-            --no-derive --checkpoint "$step" --out "$OUT" 2>&1 | tee "$OUT/log"
+            --checkpoint "$step" --out "$OUT" 2>&1 | tee "$OUT/log"
         echo "done in $SECONDS s" | tee -a "$OUT/log" ;;
     *)
         echo "usage: bash scripts/paper_on_gpu.sh hide | run SEED | checkpoint SEED ENGINE STEP | restore" >&2

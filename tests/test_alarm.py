@@ -4,6 +4,7 @@ import pandas as pd
 import pytest
 
 from matcomp.analysis import alarm
+from matcomp.book.chapters.progress import alarm_findings, outcomes_text
 from matcomp.runs.run import Run
 from matcomp.runs.shipped import REFERENCE_ROOT
 
@@ -38,12 +39,12 @@ def test_the_alarm_reads_only_the_past():
     assert alarm.alarm_step(a, 0.5) == 3050  # the trailing mean of 3 checkpoints crosses 0.5 at the second
 
 
-@pytest.mark.parametrize("alarm_at, drop, verdict, lead", [
+@pytest.mark.parametrize("alarm_at, drop, outcome, lead", [
     (4000, 5000, "hit", 1000), (2000, 5000, "false alarm (early)", None), (5100, 5000, "miss", None),
     (None, 5000, "miss", None), (3000, None, "false alarm (no drop)", None), (None, None, "quiet (no drop)", None)])
-def test_outcomes(alarm_at, drop, verdict, lead):
+def test_outcomes(alarm_at, drop, outcome, lead):
     out = alarm.ScoredRun(alarm_at, drop)
-    assert (out.verdict, out.lead) == (verdict, lead)
+    assert (out.outcome, out.lead) == (outcome, lead)
 
 
 def test_an_unknown_signal_is_named():
@@ -53,15 +54,15 @@ def test_an_unknown_signal_is_named():
 
 def test_the_verdict_says_whether_the_lead_holds():
     scores = alarm.score(fit_tables(), 4, 4, 1 / 9)
-    sentence = alarm.verdict(scores, resolution=50)
+    sentence = alarm_findings(scores, resolution=50)
     assert sentence.startswith("On 5 held-out runs the attention alarm hits 5 (false alarms 0, misses 0) and the "
                                "loss alarm 5 (0, 0); where both hit (5 runs), attention comes first by a median of "
                                "450 steps (350 to 500): the lead holds")
-    assert "does not hold" in alarm.verdict(scores, resolution=500)
+    assert "does not hold" in alarm_findings(scores, resolution=500)
 
 
 def test_outcomes_in_words():
     scores = alarm.score({7: (fit_tables()[0][0], None)}, 4, 4, 1 / 9)
-    assert alarm.outcomes_text(scores) == (
+    assert outcomes_text(scores) == (
         "seed 7, attention: alarm at step 3,850, drop at none (false alarm (no drop)); "
         "seed 7, loss: alarm at step 4,300, drop at none (false alarm (no drop))")

@@ -12,9 +12,10 @@ import pytest
 import torch
 
 import matcomp.runs.training
-from matcomp.book.chapter import chapter_config, checked_parameters, model_preset
-from matcomp.cli import main
+from matcomp.book.chapter import chapter_config, model_preset
+from matcomp.book.chapters import spec
 from matcomp.data import sample_batch
+from matcomp.main import main
 from matcomp.presets import preset
 from matcomp.runs.folder import RunFolder
 from matcomp.runs.run import Run, summarize
@@ -296,12 +297,12 @@ def test_the_library_names_an_argument_of_the_wrong_type(micro, tmp_path):
 
 def test_a_chapter_refuses_a_parameter_it_does_not_have_an_empty_count_and_a_run_without_a_plateau():
     namespace = {"preset": "smoke", "seed": None, "In": [], "get_ipython": print, "_": None}
-    checked_parameters(namespace, "sudden_drop")  # what a chapter holds before its setup: no complaint
+    spec("sudden_drop").check(namespace)  # what a chapter holds before its setup: no complaint
     with pytest.raises(ValueError, match="the sudden_drop chapter has no parameter 'presett'"):
-        checked_parameters({**namespace, "presett": "smoke"}, "sudden_drop")
+        spec("sudden_drop").check({**namespace, "presett": "smoke"})
     with pytest.raises(ValueError, match="the sudden_drop chapter's parameter seeds must be an integer >= 1, or "
                                          "None for the scale's; got 0"):
-        checked_parameters({**namespace, "seeds": 0}, "sudden_drop")
+        spec("sudden_drop").check({**namespace, "seeds": 0})
     with pytest.raises(ValueError, match=r"train.steps must be > 100 for a chapter: .* got 50"):
         chapter_config("smoke", overrides="train.steps=50")
 
@@ -372,9 +373,9 @@ def test_every_chapter_parameter_is_checked_by_its_name_where_it_enters(chapter,
     from matcomp.book.sweep import notebook_parameters
 
     defaults = notebook_parameters(f"book/{chapter}.ipynb")
-    checked_parameters(defaults, chapter)  # its own defaults pass
+    spec(chapter).check(defaults)  # its own defaults pass
     with pytest.raises(ValueError, match=re.escape(f"the {chapter} chapter's parameter {name} {message}")):
-        checked_parameters({**defaults, name: value}, chapter)
+        spec(chapter).check({**defaults, name: value})
     out = tmp_path / "sweep"
     said = refused(["sweep", f"book/{chapter}.ipynb", "--out", str(out), "--param", name, json.dumps(value),
                     "--fixed", "preset=smoke", "--quiet"], capsys)
@@ -389,7 +390,7 @@ def test_every_parameter_of_every_chapter_has_a_rule_or_is_checked_with_the_conf
     for notebook in sorted(Path("book").glob("*.ipynb")):
         defaults = notebook_parameters(notebook)
         assert set(defaults) - set(RULES) - config == set(), notebook.name
-        checked_parameters(defaults, notebook.stem)
+        spec(notebook.stem).check(defaults)
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -422,8 +423,7 @@ def test_unpack_and_derive_name_a_folder_they_cannot_write_before_any_work(immut
 def test_python_m_matcomp_help_ends_its_sentence(capsys):
     with pytest.raises(SystemExit):
         main(["--help"])
-    assert "and remote / unpack, for a machine lent for minutes (matcomp.remote)." in " ".join(
-        capsys.readouterr().out.split())
+    assert "sweep a chapter with papermill; derive the shipped tables." in " ".join(capsys.readouterr().out.split())
 
 
 def test_a_chapter_announces_training_on_the_console_and_refuses_it_past_the_minutes_set(store, monkeypatch,
@@ -431,6 +431,7 @@ def test_a_chapter_announces_training_on_the_console_and_refuses_it_past_the_min
     import sys
 
     from matcomp.book.chapter import announce_training
+    from matcomp.runs.store import locate, runs_root
 
     cfg = preset("smoke").override({"train.steps": 120})
     read, console_fd = os.pipe()
@@ -445,7 +446,7 @@ def test_a_chapter_announces_training_on_the_console_and_refuses_it_past_the_min
             pass
 
     monkeypatch.setattr(sys, "stderr", KernelStderr())
-    assert announce_training(cfg, "smoke") is True
+    assert announce_training(locate(cfg, runs_root()), "smoke") is True
     os.close(console_fd)
     console = os.read(read, 10000).decode()
     assert console.startswith(f"Training run {cfg.run_id} (120 steps, about ") and "s a step timed here" in console
@@ -453,7 +454,7 @@ def test_a_chapter_announces_training_on_the_console_and_refuses_it_past_the_min
     monkeypatch.setenv("MATCOMP_MAX_TRAIN_MIN", "0.0001")
     with pytest.raises(RunError, match=r"would train 120 steps here, about .* beyond \$MATCOMP_MAX_TRAIN_MIN = "
                                        r"0.0001 minutes"):
-        announce_training(cfg, "smoke")
+        announce_training(locate(cfg, runs_root()), "smoke")
     monkeypatch.setenv("MATCOMP_MAX_TRAIN_MIN", "soon")
     with pytest.raises(ValueError, match=r"\$MATCOMP_MAX_TRAIN_MIN must be a number of minutes >= 0; got 'soon'"):
-        announce_training(cfg, "smoke")
+        announce_training(locate(cfg, runs_root()), "smoke")

@@ -63,9 +63,10 @@ def test_bad_parameters_are_named():
         chapter_config("smoke", overrides="train.speed=2")
 
 
-def fake_run(tmp_path, l_mask: np.ndarray, steps: list[int]) -> Run:
-    folder = RunFolder(tmp_path / "run")
-    cfg = preset("smoke").override({"train.steps": len(l_mask)})
+def fake_run(tmp_path, l_mask: np.ndarray, steps: list[int], name: str = "smoke") -> Run:
+    folder = RunFolder(tmp_path / name)
+    cfg = preset(name).override({"train.steps": len(l_mask), "train.checkpoint_every": 100,
+                                 "train.eval_every": 1, "train.checkpoint_steps": ()})
     folder.write_config(cfg)
     step = np.arange(1, len(l_mask) + 1)
     folder.write_metrics(pd.DataFrame({"step": step, "L": l_mask, "L_obs": 1e-4, "L_mask": l_mask,
@@ -84,7 +85,8 @@ def test_phases_follow_the_drop(tmp_path):
     drop = run.drop.half_step  # ~1950: the paper's 4,000 of 15,000 is 0.27 of it, ~520
     assert p.pre == 500 and p.copy_steps == (500, 1900)  # 0.07, 0.27, 0.93 of the drop, nearest checkpoints
     assert f"at step {drop}" in " ".join(p.note.split()) and "fractions" in p.note
-    paper = phases(run, paper_steps=True)  # the paper's own steps 4,000 and 1,000 / 4,000 / 14,000
+    paper = phases(fake_run(tmp_path, l_mask, [0, 500, 1000, 1500, 1900, 2100, 3000, 4000], name="paper"))
+    # a run of the paper's preset: its own steps 4,000 and 1,000 / 4,000 / 14,000, whoever opens it
     assert paper.pre == 4000 and paper.copy_steps == (1000, 4000)
     assert "the paper's steps" in " ".join(paper.note.split())
 
@@ -132,23 +134,23 @@ def test_arm_summary_counts_censored_seeds_as_later_and_keeps_them_out_of_the_sp
 
 
 def test_a_chapter_says_it_must_train_before_it_starts(store, capsys):
-    from matcomp.book.chapter import open_run
+    from matcomp.book.chapter import open_with_phases
 
     cfg = preset("smoke").override({"train.steps": 120})
-    open_run(cfg, "smoke")
+    open_with_phases(cfg, "smoke")
     out = capsys.readouterr().out
     assert out.startswith(f"Training run {cfg.run_id} (120 steps, about ") and "s a step timed here): it is neither " \
         "shipped nor in the run store" in out
     assert "-p model cpu" in out and "python -m matcomp prepare --preset smoke" in out
     assert f"{cfg.run_id}: 100%" in out  # the progress bar, as text that papermill logs
-    open_run(cfg, "smoke")
+    open_with_phases(cfg, "smoke")
     assert capsys.readouterr().out == ""  # stored now: nothing to say
 
 
 def test_a_run_shipped_with_its_metrics_alone_serves_its_table_but_a_checkpoint_reader_trains_it(
         store, tmp_path, monkeypatch, capsys):
     import matcomp.runs.shipped
-    from matcomp.book.chapter import open_run, trained_run
+    from matcomp.book.chapter import open_with_phases, trained_run
     from matcomp.runs.shipped import export_reference
     from matcomp.runs.store import get_or_train
 
@@ -156,6 +158,32 @@ def test_a_run_shipped_with_its_metrics_alone_serves_its_table_but_a_checkpoint_
     micro = preset("smoke").override({"train.steps": 120})
     shipped = export_reference(get_or_train(micro, progress=False, root=tmp_path / "elsewhere"), [], "python ...")
     assert trained_run(micro, "smoke").path == shipped.path and capsys.readouterr().out == ""  # its metrics serve
-    run, shift = open_run(micro, "smoke")  # its checkpoints are needed: trained into the store, announced
+    run, shift = open_with_phases(micro, "smoke")  # its checkpoints are needed: trained into the store, announced
     assert run.path == store / micro.run_id and run.steps[0] == 0 and shift.post == run.last_step
     assert "it is shipped with its metrics alone (no checkpoint to analyse)" in capsys.readouterr().out
+
+
+def test_opening_a_shipped_run_looks_it_up_once_and_hashes_its_files_once(store, tmp_path, monkeypatch):
+    """The announcement and the action read one ``locate``: one search of the shipped runs, and each of its files
+    hashed once, however many times the book opens it."""
+    import matcomp.runs.folder
+    import matcomp.runs.shipped
+    import matcomp.runs.store
+    from matcomp.book.chapter import open_with_phases, seed_run
+    from matcomp.runs.shipped import export_reference
+    from matcomp.runs.store import get_or_train
+
+    monkeypatch.setattr(matcomp.runs.shipped, "REFERENCE_ROOT", tmp_path / "reference")
+    micro = preset("smoke").override({"train.steps": 120})
+    trained = get_or_train(micro, progress=False, root=tmp_path / "elsewhere")
+    shipped = export_reference(trained, trained.steps, "python ...")
+    lookups, hashed = [], []
+    monkeypatch.setattr(matcomp.runs.folder, "_DIGESTS", {})
+    monkeypatch.setattr(matcomp.runs.folder, "SETTLED_S", 0.0)  # settled at once (a clone's files are minutes old)
+    find, digest = matcomp.runs.store.find_reference, matcomp.runs.folder.file_digest
+    monkeypatch.setattr(matcomp.runs.store, "find_reference", lambda cfg: lookups.append(cfg) or find(cfg))
+    monkeypatch.setattr(matcomp.runs.folder, "file_digest", lambda path, *a: hashed.append(path) or digest(path, *a))
+    run, _ = open_with_phases(micro, "smoke")
+    assert run.path == shipped.path and len(lookups) == 1
+    seed_run(micro, "smoke")
+    assert len(lookups) == 2 and sorted(hashed) == shipped.folder.files()  # two openings, each file hashed once

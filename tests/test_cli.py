@@ -1,7 +1,7 @@
 import pytest
 
 import matcomp.runs.shipped
-from matcomp.cli import main
+from matcomp.main import main
 
 
 def test_train_prints_where_the_run_is_and_ship_refuses_a_bad_budget_by_name(store, tmp_path, monkeypatch, capsys):

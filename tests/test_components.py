@@ -6,12 +6,12 @@ import pytest
 import torch
 
 from matcomp.analysis.components import component_config, plateau_table
-from matcomp.book.sizes import chapter_sizes
 from matcomp.config import ModelConfig
 from matcomp.models.factory import build_model
 from matcomp.models.recipe import COMPONENT_PATTERNS, component_names, freeze_all_but
 from matcomp.presets import preset
 from matcomp.runs.store import get_or_train
+from matcomp.sizes import chapter_sizes
 
 
 def test_groups_split_the_trainable_parameters():

@@ -8,7 +8,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "lib" / "matcomp"
 ORDER = ["core", "models", "runs", "analysis", "book", "top"]
-TOP = {"cli", "bench", "remote", "__main__"}
+TOP = {"cli", "bench", "remote", "main", "__main__"}
 
 
 def layer(module: str) -> str:
@@ -82,3 +82,45 @@ def test_the_check_catches_an_analysis_that_trains(tmp_path):
     bad.write_text("def f(cfg):\n    from matcomp.runs.store import get_or_train, runs_root\n"
                    "    return get_or_train(cfg)\n")
     assert training_imports(bad) == {("matcomp.runs.store", "get_or_train")}
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of ``graph`` (module -> the modules it imports), each once, as a path back to its start."""
+    cycles, done, path = [], set(), []
+
+    def visit(module: str) -> None:
+        if module in path:
+            cycle = path[path.index(module):]
+            first = cycle.index(min(cycle))
+            cycle = cycle[first:] + cycle[:first]
+            if cycle not in cycles:
+                cycles.append(cycle)
+            return
+        if module in done:
+            return
+        path.append(module)
+        for other in sorted(graph.get(module, ())):
+            visit(other)
+        path.pop()
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module)
+    return cycles
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    """At the top or inside a function: a circle means two modules are one concept split in two."""
+    found = modules()
+    graph = {name: {m for m in imported(path) if m in found and m != name} for name, path in found.items()}
+    assert import_cycles(graph) == []
+
+
+def test_the_circle_check_catches_a_circle():
+    assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert import_cycles({"a": {"b"}, "b": set()}) == []
+
+
+@pytest.mark.parametrize("module", ["matcomp.cli", "matcomp.remote"])
+def test_the_run_commands_build_runs_without_the_book(module):
+    assert not {m for m in imported(modules()[module]) if m.startswith("matcomp.book")}

@@ -98,7 +98,8 @@ def test_the_rank_panel_reads_a_rank_2_model_only_if_it_dropped():
 
 
 def test_drops_by_factors_counts_seeds_and_never_says_no_drop_when_one_seed_drops():
-    from matcomp.analysis.ood import drops_by_factors, training_table
+    from matcomp.analysis.ood import training_table
+    from matcomp.book.chapters.ood import drops_by_factors
 
     runs = {("uniform factors", 0): _fake_run(1, [0.11] * 1000 + [0.02] * 1000, name="u0"),
             ("uniform factors", 1): _fake_run(1, [0.11] * 1500 + [0.02] * 500, name="u1"),

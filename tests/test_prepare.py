@@ -8,12 +8,12 @@ import pandas as pd
 import pytest
 import torch
 
-from matcomp.book.chapters import chapter_runs
+from matcomp.book.chapters import spec
 from matcomp.book.plan import plan, plan_table
-from matcomp.cli import main
+from matcomp.main import main
 from matcomp.runs.cost import CostBook
 from matcomp.runs.parallel import train_all
-from matcomp.runs.store import ENV_NO_TRAINING, get_or_train, run_state, runs_root
+from matcomp.runs.store import ENV_NO_TRAINING, get_or_train, locate, runs_root
 
 ray = pytest.importorskip("ray")
 
@@ -53,7 +53,7 @@ def test_a_run_whose_worker_is_killed_resumes_to_the_uninterrupted_metrics(local
     ray.cancel(ref, force=True)  # kills the worker process mid-training
     with pytest.raises(Exception):
         ray.get(ref)
-    assert run_state(cfg, store)[0] == "partial"
+    assert locate(cfg, store).state()[0] == "partial"
     (outcome,) = train_all([cfg], store)
     assert outcome.error is None
     resumed = get_or_train(cfg, progress=False, root=store).metrics
@@ -67,7 +67,7 @@ def test_a_failing_run_is_reported_by_name_and_the_others_finish(local_ray, micr
     good = [micro.override({"train.seed": s}) for s in (5, 6)]
     outcomes = {o.run_id: o for o in train_all([good[0], broken, good[1]], store)}
     assert "init_from" in outcomes[broken.run_id].error and "micro-0000000000" in outcomes[broken.run_id].error
-    assert all(outcomes[c.run_id].error is None and run_state(c, store)[0] == "stored" for c in good)
+    assert all(outcomes[c.run_id].error is None and locate(c, store).state()[0] == "stored" for c in good)
 
 
 def test_the_paper_plan_lists_runs_of_the_papers_shapes_without_training(store):
@@ -95,13 +95,13 @@ def test_after_prepare_the_smoke_chapters_train_nothing(local_ray, monkeypatch, 
     """``prepare`` trains the smoke plan (into the session's store, which the chapters executed after
     this test then find full); a chapter executed with training forbidden then runs through."""
     main(["prepare", "--preset", "smoke", "--quiet"])
-    states = {run_state(p.cfg, runs_root())[0] for p in plan("smoke")}
+    states = {locate(p.cfg, runs_root()).state()[0] for p in plan("smoke")}
     assert states <= {"stored", "shipped"}
     papermill = pytest.importorskip("papermill")
     monkeypatch.setenv(ENV_NO_TRAINING, "1")
     book = os.path.join(os.path.dirname(__file__), "..", "book")
     for chapter in ("components", "sudden_drop"):
-        assert chapter_runs(chapter, "smoke")
+        assert spec(chapter).runs("smoke")
         papermill.execute_notebook(f"{book}/{chapter}.ipynb", str(tmp_path / f"{chapter}.ipynb"),
                                    parameters={"preset": "smoke"}, cwd=book, progress_bar=False)
 

@@ -9,7 +9,7 @@ passes if it is
 - a citation: "§3.2.1", "Fig. 4", "Figs. 11–12", "App. J.2", "Table 1", "eq. (2)", a year after a venue;
 - a value of ``matcomp.paper`` (at the precision the text gives it);
 - a setting the code holds: a field of a preset (``matcomp.presets``) or of the chapters' sizes
-  (``matcomp.book.sizes``), a module constant or a function default of the library (``matcomp.analysis``,
+  (``matcomp.sizes``), a module constant or a function default of the library (``matcomp.analysis``,
   ``matcomp.drop``, ...), a literal of the chapter's own parameters cell; so a sentence that states a
   setting fails the day the code changes it;
 - or one of the few facts in ``ALLOWED`` below.
@@ -34,9 +34,9 @@ import pytest
 
 import matcomp
 import matcomp.paper
-from matcomp.book.sizes import CHAPTER_SIZES
 from matcomp.models.factory import build_model, count_parameters
 from matcomp.presets import PRESETS
+from matcomp.sizes import CHAPTER_SIZES
 from matcomp.tokenizer import BERT_TOKENS, GPT_TOKENS
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,12 +15,11 @@ from transformers import BertConfig, BertModel
 
 import matcomp.runs.derived as derived
 import matcomp.runs.shipped as shipped
-from matcomp.analysis.key_numbers import key_numbers
 from matcomp.book.chapter import paper_scale_runs
+from matcomp.book.chapters import spec, specs
 from matcomp.book.ladder import finding_ladders
-from matcomp.book.stored import chapter_defaults, paper_scale_derivations
-from matcomp.cli import main
 from matcomp.data import sample_batch
+from matcomp.main import main
 from matcomp.presets import preset
 from matcomp.remote import PACKING, kept_steps, remote
 from matcomp.runs.folder import RunFolder
@@ -133,7 +132,7 @@ def test_every_shipped_bf16_model_loads_into_plain_transformers(path):
 
 def test_a_wall_clock_limit_seals_the_run_where_it_stopped_and_says_so(micro, tmp_path, monkeypatch):
     monkeypatch.setenv("MATCOMP_RUNS", str(tmp_path / "store"))
-    progress = remote(micro, "smoke", tmp_path / "out", "the test's", limit_s=1e-6, progress=False, derive=False,
+    progress = remote(micro, tmp_path / "out", "the test's", limit_s=1e-6, progress=False,
                       root=tmp_path / "packing")
     run = open_run(tmp_path / "store" / micro.run_id)  # sealed, verified, its last step where it stopped
     assert run.last_step == 10 < micro.train.steps and run.metrics.step.max() == 10
@@ -146,7 +145,7 @@ def test_a_checkpoint_off_the_schedule_is_refused_before_any_training(micro, tmp
     monkeypatch.setenv("MATCOMP_RUNS", str(tmp_path / "store"))
     with pytest.raises(ValueError, match=r"checkpoint 12 is not one of micro-\w+'s checkpoints after step 0: "
                                          r"\[10, 15, 20, 30, 40\]"):
-        remote(micro, "smoke", tmp_path / "out", "the test's", checkpoint=12, progress=False, derive=False)
+        remote(micro, tmp_path / "out", "the test's", checkpoint=12, progress=False)
     assert not (tmp_path / "store").exists()
 
 
@@ -155,8 +154,8 @@ def test_the_pipeline_at_smoke_trains_packs_unpacks_and_the_chapters_read_it(tmp
     """The GPU script's two commands at ``smoke``, each on a store of its own as on a bare machine: the run
     (its record and last checkpoint) and one checkpoint trained again from step 0, which installs beside the
     record because its bytes are the record's, while one from another training is refused; then the
-    chapters' reading code finds the run as the paper-scale rung and reads every key number from the
-    installed tables, computing none."""
+    tables are derived here from the installed bf16 weights (``derive``), and the chapters' reading code finds
+    the run as the paper-scale rung and reads every key number from those tables, computing none."""
     command = ["remote", "--preset", "smoke", "--set", "train.precision=tf32", "--quiet", "--engine", "ahead"]
     monkeypatch.setenv("MATCOMP_RUNS", str(tmp_path / "machine-1"))
     main([*command, "--out", str(tmp_path / "run")])
@@ -164,7 +163,7 @@ def test_the_pipeline_at_smoke_trains_packs_unpacks_and_the_chapters_read_it(tmp
     assert "trained to step 300 of 300 by the ahead engine" in said and "[100, 200] come back one a command" in said
     cfg = preset("smoke").override({"train.precision": "tf32"})
     copy = open_run(tmp_path / "machine-1" / PACKING / cfg.run_id)
-    assert copy.steps == kept_steps(copy, "smoke") == [100, 200, 300]  # no drop: every one, its phases the middle
+    assert copy.steps == kept_steps(copy) == [100, 200, 300]  # no drop: every one, its phases the middle
     for step in (100, 200):
         monkeypatch.setenv("MATCOMP_RUNS", str(tmp_path / f"machine-{step}"))  # a bare machine each
         main([*command, "--checkpoint", str(step), "--out", str(tmp_path / f"checkpoint-{step}")])
@@ -182,19 +181,23 @@ def test_the_pipeline_at_smoke_trains_packs_unpacks_and_the_chapters_read_it(tmp
     assert "installed" in capsys.readouterr().out and open_run(reference / cfg.run_id).steps == [100, 200, 300]
     monkeypatch.setattr(shipped, "REFERENCE_ROOT", reference)
     monkeypatch.setattr(derived, "SHIPPED_ROOT", reference / "derived")
-    monkeypatch.setenv("MATCOMP_RUNS", str(tmp_path / "empty-store"))
+    monkeypatch.setenv("MATCOMP_RUNS", str(tmp_path / "home"))
     monkeypatch.setenv("MATCOMP_NO_TRAINING", "1")
     (label, (run, shift)), = paper_scale_runs("smoke").items()
     assert label.startswith("4×4 rank 1 (smoke, trained on ") and run.path.parent == reference
-    assert all(derived.is_shipped(d) for d in paper_scale_derivations(run, "smoke"))
-    params = {**chapter_defaults("embeddings")}
-    embeddings, = (d for d in paper_scale_derivations(run, "smoke") if d.name.startswith("key_numbers_embeddings"))
+    tables = [s.key_numbers_derivation(run, shift, s.defaults("smoke")) for s in specs() if s.key_numbers]
+    assert not any(derived.is_shipped(d) for d in tables)  # none came back: the loan's minutes train
+    for derivation in tables:  # what python -m matcomp derive does at home, from the installed bf16 weights
+        derived.write(derivation, derivation.compute(), reference / "derived", derivation.key())
+    monkeypatch.setenv("MATCOMP_RUNS", str(tmp_path / "empty-store"))  # a reader's store: nothing computed there
+    params = spec("embeddings").defaults("smoke")
+    embeddings, = (d for d in tables if d.name.startswith("key_numbers_embeddings"))
     stored = derived.read(embeddings, reference / "derived")[0]["numbers"].iloc[0]
-    again = key_numbers("embeddings", run, shift, params)  # derived again: equal to the stored table's 7 digits
+    again = spec("embeddings").read_key_numbers(run, shift, params)  # again: equal to the stored table's 7 digits
     assert again.keys() == stored.to_dict().keys()  # (another machine's BLAS rounds the last digits otherwise)
     assert all(again[k] == pytest.approx(v, rel=1e-6) if isinstance(v, float) else again[k] == v
                for k, v in stored.to_dict().items())
-    ladder = finding_ladders("embeddings", {"stand-in": {0: (run, shift)}}, params, paper_scale_runs("smoke"))
+    ladder = finding_ladders(spec("embeddings"), {"stand-in": {0: (run, shift)}}, params, paper_scale_runs("smoke"))
     rung, = ladder.beyond.index  # the stand-in has no drop: counted, and read on its pre-shift number alone
     why = ladder.beyond_unread[rung]
     assert rung.startswith(label) and why["position silhouette by column"] == "no drop in 300 steps"

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
-from matcomp.analysis.progress import MEASURES, checkpoint_measures, progress_table
+from matcomp.analysis.progress import MEASURES, checkpoint_measures, progress_table, recorded_tables
 from matcomp.book.plan import plan
 from matcomp.data import sample_batch
 from matcomp.presets import preset
@@ -58,13 +58,12 @@ def test_every_shipped_run_is_read_by_a_chapter():
     assert sorted(p.name for p in REFERENCE_ROOT.glob("*-*") if p.is_dir() and p.name.split("-")[-1] not in read) == []
 
 
-@pytest.mark.parametrize("path", sorted((REFERENCE_ROOT / "progress").glob("*.csv")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted(recorded_tables()), ids=lambda p: p.name)
 def test_shipped_progress_tables_cover_every_checkpoint_and_match_the_shipped_ones(path):
     """A table recorded with a run holds its shipped checkpoints and agrees, at every one of them, with what
     the measuring code computes now: a change to what a measure means cannot leave the recorded tables
     behind silently (a run shipped with its metrics alone has its table checked against its schedule only)."""
-    run = Run(REFERENCE_ROOT / path.name.split("-n")[0])
-    samples, seed = (int(part[1:]) for part in path.stem.split("-")[-2:])
+    run, samples, seed = recorded_tables()[path]
     table = progress_table(run, samples=samples, seed=seed)
     assert set(run.steps) <= set(table.index) <= set(written(run.config, run.last_step))
     assert list(table.columns) == list(MEASURES)

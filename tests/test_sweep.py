@@ -3,7 +3,7 @@ import pandas as pd
 import pytest
 
 from matcomp.book.sweep import collect, grid, point_name, run_sweep
-from matcomp.cli import main
+from matcomp.main import main
 
 
 @pytest.fixture

@@ -11,7 +11,8 @@ import matcomp.runs.training
 from matcomp.presets import preset
 from matcomp.runs.extend import extendable
 from matcomp.runs.folder import RunFolder, atomic_write_bytes, checkpoint_metadata
-from matcomp.runs.store import get_or_train, open_run, run_state
+from matcomp.runs.run import open_run
+from matcomp.runs.store import get_or_train, locate
 
 TIME = ["time_s"]
 
@@ -91,7 +92,7 @@ def test_resume_after_a_crash_is_identical_to_an_uninterrupted_run(micro, tmp_pa
         get_or_train(micro, progress=False, root=tmp_path / "b")
     folder = RunFolder(tmp_path / "b" / micro.run_id)
     assert folder.read_resume()["step"] == 20 and not folder.complete_path.exists()
-    assert folder.resume_step() == 20 and run_state(micro, tmp_path / "b") == ("partial", 20)  # weights not loaded
+    assert folder.resume_step() == 20 and locate(micro, tmp_path / "b").state() == ("partial", 20)  # weights not loaded
     assert RunFolder(tmp_path / "none").resume_step() is None
     monkeypatch.setattr(matcomp.runs.training, "sample_batch", real)
 
@@ -272,21 +273,21 @@ def test_a_longer_budget_continues_a_finished_run_exactly(tmp_path, monkeypatch)
         a, b = whole.folder.read_checkpoint(step), extended.folder.read_checkpoint(step)
         assert all(torch.equal(a[k], b[k]) for k in a)
     assert open_run(tmp_path / "b" / short.run_id).metrics.step.max() == 300  # the shorter run is kept whole
-    assert run_state(longer.override({"train.steps": 900}), tmp_path / "b") == ("partial", 600)
+    assert locate(longer.override({"train.steps": 900}), tmp_path / "b").state() == ("partial", 600)
 
 
 def test_a_chapters_announcement_counts_the_steps_a_continued_run_has_left(micro, tmp_path, monkeypatch, capsys):
-    """The chapter's training announcement reads the run store's one prediction (``run_state``): a longer
+    """The chapter's training announcement reads the run store's one prediction (``locate``): a longer
     budget of a finished run announces only the steps past it, as ``get_or_train`` then trains them."""
     from matcomp.book.chapter import announce_training
 
     monkeypatch.setenv("MATCOMP_RUNS", str(tmp_path))
     get_or_train(micro, progress=False, root=tmp_path)
     longer = micro.override({"train.steps": micro.train.steps * 3})
-    assert run_state(longer, tmp_path) == ("partial", micro.train.steps)
-    assert announce_training(longer, "smoke") is True
+    assert locate(longer, tmp_path).state() == ("partial", micro.train.steps)
+    assert announce_training(locate(longer, tmp_path), "smoke") is True
     assert f"({2 * micro.train.steps:,} steps, about" in capsys.readouterr().out
-    assert announce_training(micro, "smoke") is False  # stored: nothing to say
+    assert announce_training(locate(micro, tmp_path), "smoke") is False  # stored: nothing to say
 
 
 def test_a_run_stopped_after_its_drop_continues_to_a_later_stop_exactly(micro, tmp_path, monkeypatch):

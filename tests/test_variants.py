@@ -82,7 +82,8 @@ def test_learning_order_sorts_sizes_by_their_drop():
 def test_order_findings_tell_resolved_gaps_from_ties_over_seeds():
     from types import SimpleNamespace
 
-    from matcomp.analysis.variants import mixture_orders, order_findings, order_resolution
+    from matcomp.analysis.variants import mixture_orders, order_resolution
+    from matcomp.book.chapters.sizes_ranks import order_findings
     from matcomp.presets import preset
 
     step = np.arange(25, 20001, 25)

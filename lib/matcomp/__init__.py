@@ -3,15 +3,17 @@
 The package is in layers, each a folder that may import only the layers before it (a test walks
 the imports to keep it so):
 
-- core, at the top level: ``config`` (the frozen run configuration), ``presets`` (named configs and
-  the chapters' experiment sizes), ``tokenizer`` (value <-> id maps of both models), ``data`` (the
+- core, at the top level: ``config`` (the frozen run configuration), ``presets`` (named configs, and which
+  one a command or a chapter means after the environment's overrides), ``sizes`` (the chapters' experiment
+  sizes at each preset), ``tokenizer`` (value <-> id maps of both models), ``data`` (the
   sampler and its typed ``Batch``), ``metrics`` (L, L_obs, L_mask), ``drop`` (plateau, drop and
   final losses), ``seeding`` (every random stream) and ``paper`` (the paper's reported numbers);
 - ``models``: the BERT, the GPT, the factory, the attention hooks and the recipe changes;
 - ``runs``: training, the run store, run folders, shipped runs;
 - ``analysis``: one module per family of experiments;
-- ``book``: chapter openings, plots, tables, widgets, sweeps;
-- on top: ``cli`` (``python -m matcomp``), ``bench`` and ``remote`` (the paper-scale pipeline of a lent GPU).
+- ``book``: the chapters' declarations and openings, plots, tables, widgets, sweeps and the book's commands;
+- on top: ``main`` (``python -m matcomp``: ``cli``'s commands, which build runs without the book, and the
+  book's), ``bench`` and ``remote`` (the paper-scale pipeline of a lent GPU).
 """
 
 import importlib
@@ -26,7 +28,8 @@ _SHORTCUTS = {
     "matcomp.models.bert": ["MatrixBert"],
     "matcomp.models.factory": ["build_model"],
     "matcomp.presets": ["PRESETS", "preset"],
-    "matcomp.runs.store": ["Run", "get_or_train", "open_run"],
+    "matcomp.runs.run": ["Run", "open_run"],
+    "matcomp.runs.store": ["get_or_train"],
     "matcomp.tokenizer": ["Tokenizer"],
 }
 _HOME = {name: module for module, names in _SHORTCUTS.items() for name in names}

@@ -1,3 +1,3 @@
-from matcomp.cli import main
+from matcomp.main import main
 
 main()

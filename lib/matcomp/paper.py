@@ -7,6 +7,8 @@ Steps are the paper's: pre-shift = step 4,000, post-shift = step 50,000, drop sh
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pandas as pd
 
 SUDDEN_DROP = {  # NeurIPS §3, Fig. 2
@@ -55,7 +57,7 @@ UNINTERPRETABLE_HEADS = ("(3,3)", "(4,2)", "(4,5)", "(4,6)", "(4,7)")  # counted
 UNINTERPRETABLE_ABLATION = {"without": (9.44e-5, 0.01428), "with": (9.36e-5, 0.01575)}  # (L_obs, L_mask)
 
 # NeurIPS §3.2.2, Figs. 4-5, 22-24: the paper's families (heads counted from 1), from its figures
-FAMILIES = {
+HEADS_BY_FAMILY = {
     "row": ["(2,1)"], "column": ["(2,2)"], "identity": ["(4,3)"],
     "masked-row": ["(2,1)", "(3,4)", "(4,8)"], "observed-copy": ["(4,3)", "(4,4)"],
     "mask-ignore": ["(2,2)", "(2,3)", "(2,4)", "(2,6)", "(3,2)", "(3,3)", "(3,5)", "(3,1)", "(3,6)"],
@@ -128,3 +130,37 @@ WS_SIZE_RANK_TASKS = ((7, 2), (10, 3), (12, 3), (15, 4))
 # at positions around these, "most of the middle row of the 7×7 input": counted from 0 as the figure's axis (the middle
 # row is 21-27; counted from 1 it would be 22-28)
 WS_POSITION_NORM_DIP = (21, 26)
+
+
+def reported(table: dict, row: str, column: int) -> float:
+    """A loss the paper reports in one of its tables (column 0: L_obs, 1: L_mask)."""
+    value = table[row][column]
+    if value is None:
+        raise ValueError(f"the paper reports no value for {row!r}, column {column}")
+    return value
+
+
+def reported_ratio(table: dict, row: str, column: int = 0) -> float:
+    """A condition's loss over the unablated model's in one of the paper's tables (column 0: L_obs)."""
+    return reported(table, row, column) / reported(table, "no intervention", column)
+
+
+@dataclass(frozen=True)
+class Side:
+    """A claim the paper makes in direction only, with no number: the value is at least ``bound``
+    (``above``) or at most it, or strictly so (``strict``)."""
+
+    bound: float
+    above: bool = True
+    strict: bool = False
+
+    def holds(self, value: float) -> bool:
+        if pd.isna(value):
+            return False
+        if self.strict:
+            return value > self.bound if self.above else value < self.bound
+        return value >= self.bound if self.above else value <= self.bound
+
+    def __str__(self) -> str:
+        sign = {(True, True): ">", (True, False): "≥", (False, True): "<", (False, False): "≤"}[self.above, self.strict]
+        return f"{sign} {self.bound:g}"

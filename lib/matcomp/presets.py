@@ -1,4 +1,6 @@
-"""Named run configurations (the sizes of the chapters' experiments at each are ``matcomp.book.sizes``).
+"""Named run configurations, and which one a command or a chapter means: ``preset_name`` and ``configured``
+resolve ``$MATCOMP_PRESET``, ``$MATCOMP_SET`` and ``$MATCOMP_SEED`` (the sizes of the chapters' experiments at
+each preset are ``matcomp.sizes``).
 ``benchmarks/presets.md`` holds the measurements behind the CPU ones.
 
 - ``paper``:   the paper's main run, exactly (4 layers, 8 heads, hidden 768, 7×7 rank 2, lr 1e-4,
@@ -22,7 +24,12 @@
 
 from __future__ import annotations
 
-from matcomp.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+import os
+
+from matcomp.config import DataConfig, ModelConfig, RunConfig, TrainConfig, parse_overrides
+
+ENV_PRESET, ENV_SEED, ENV_SET = "MATCOMP_PRESET", "MATCOMP_SEED", "MATCOMP_SET"
+DEFAULT_PRESET = "cpu"
 
 PAPER = RunConfig(
     name="paper",
@@ -94,3 +101,37 @@ def preset(name: str, overrides: dict[str, object] | None = None) -> RunConfig:
         raise TypeError(f"preset: overrides must be a dict of dotted fields, e.g. {{'train.lr': 1e-3}}; got "
                         f"{type(overrides).__name__} {overrides!r} (matcomp.config.parse_overrides reads such text)")
     return PRESETS[name].override(overrides or {})
+
+
+def preset_name(name: str | None = None) -> str:
+    """The preset meant: ``name``, else ``$MATCOMP_PRESET``, else ``cpu``; an unknown name is a ValueError naming
+    where it came from."""
+    chosen = name or os.environ.get(ENV_PRESET) or DEFAULT_PRESET
+    if chosen not in PRESETS:
+        source = "preset" if name else f"${ENV_PRESET}"
+        raise ValueError(f"{source} must be one of {sorted(PRESETS)}; got {chosen!r}")
+    return chosen
+
+
+def environment_overrides(name: str) -> dict[str, object]:
+    """The changes ``$MATCOMP_SET`` then ``$MATCOMP_SEED`` make to preset ``name``, checked against it
+    so that a bad value is a ValueError naming its variable (explicit changes override both)."""
+    changes: dict[str, object] = {}
+    for variable in (ENV_SET, ENV_SEED):
+        text = os.environ.get(variable, "").strip()
+        if not text:
+            continue
+        try:
+            step = parse_overrides(text) if variable == ENV_SET else {"train.seed": text}
+            preset(name, {**changes, **step})
+        except ValueError as err:
+            raise ValueError(f"${variable}: {err}") from None
+        changes.update(step)
+    return changes
+
+
+def configured(name: str | None = None, overrides: dict[str, object] | None = None) -> RunConfig:
+    """The run config a command or a chapter means by preset ``name`` (``preset_name``): the preset, after
+    ``$MATCOMP_SET``, ``$MATCOMP_SEED`` and then ``overrides``."""
+    chosen = preset_name(name)
+    return preset(chosen, {**environment_overrides(chosen), **(overrides or {})})

@@ -5,9 +5,9 @@ result, or nothing is lost but its own minutes. Two kinds of command:
 
 1. **the run** (no ``checkpoint``): train within a wall-clock limit (to the config's last step, or sealed
    where the limit stopped it, the summary saying so: ``stopped``), copy it in bf16 with the checkpoints
-   the chapters read (the pre- and post-shift models; every one of a run without a drop), optionally
-   derive the one-model chapters' key numbers there, and pack the record (config, metrics, summary with
-   the SHA-256 of every bf16 checkpoint, derived tables) and the last checkpoint;
+   the chapters read (the pre- and post-shift models; every one of a run without a drop), and pack the record
+   (config, metrics, summary with the SHA-256 of every bf16 checkpoint) and the last checkpoint; the loan's
+   minutes go to training, and ``python -m matcomp derive`` computes the chapters' tables here after ``unpack``;
 2. **one checkpoint** (``checkpoint=STEP``): train the same run from step 0 to that checkpoint and pack it
    alone. Training is deterministic on one kind of GPU, so its bytes are those the run's record holds, and
    ``python -m matcomp unpack`` installs it only if they are.
@@ -29,16 +29,14 @@ from pathlib import Path
 import torch
 
 from matcomp.analysis.phases import phases
-from matcomp.book.chapter import sizes
 from matcomp.config import RunConfig
-from matcomp.runs import derived
 from matcomp.runs.run import Run
 from matcomp.runs.shipped import export_reference
 from matcomp.runs.store import get_or_train, runs_root, seal_stopped
 from matcomp.runs.training import Paused, resolve_device
 from matcomp.runs.transfer import PART_BYTES, checkpoint_item, checkpoint_name, pack_checkpoint, pack_record
 
-PACKING = "packing"  # the working store's folder of bf16 copies and their derived tables
+PACKING = "packing"  # the working store's folder of bf16 copies
 DTYPE = torch.bfloat16
 
 
@@ -50,12 +48,12 @@ class Progress:
     message: str
 
 
-def kept_steps(run: Run, preset: str) -> list[int]:
+def kept_steps(run: Run) -> list[int]:
     """The checkpoints the bf16 copy keeps: the pre- and post-shift models (``analysis.phases``), or every
     checkpoint after step 0 of a run without a drop (its phases are read from the middle of them), or the
     last alone of a run too short to have a plateau."""
     try:
-        read = phases(run, paper_steps=sizes(preset).paper_steps)
+        read = phases(run)
     except ValueError:  # too short to read a plateau from
         return [run.last_step]
     return sorted({read.pre, read.post}) if read.dropped else [s for s in run.steps if s > 0] or run.steps
@@ -72,14 +70,13 @@ def deterministic(device: torch.device) -> None:
     torch.utils.deterministic.fill_uninitialized_memory = False  # type: ignore[attr-defined]
 
 
-def remote(cfg: RunConfig, preset: str, out: Path, command: str, limit_s: float | None = None,
+def remote(cfg: RunConfig, out: Path, command: str, limit_s: float | None = None,
            device: str | torch.device | None = None, root: Path | None = None, checkpoint: int | None = None,
-           part_bytes: int = PART_BYTES, progress: bool | str = "text", derive: bool = True,
+           part_bytes: int = PART_BYTES, progress: bool | str = "text",
            engine: str = "eager") -> Progress:
-    """One command of the pipeline for ``cfg`` (the chapters' sizes of ``preset``), writing into ``out`` (see
-    the module docstring). ``root``: the working store's packing folder (default ``<store>/packing``);
-    ``checkpoint``: the step to train to and pack alone; ``derive`` False: no derived tables (they are
-    computed here after ``unpack``); ``engine``: the training engine (``matcomp.runs.training.ENGINES``)."""
+    """One command of the pipeline for ``cfg``, writing into ``out`` (see the module docstring). ``root``: the
+    working store's packing folder (default ``<store>/packing``); ``checkpoint``: the step to train to and pack
+    alone; ``engine``: the training engine (``matcomp.runs.training.ENGINES``)."""
     started = time.perf_counter()
     out, root = Path(out), Path(root) if root is not None else runs_root() / PACKING
     if out.exists() and not out.is_dir():
@@ -103,16 +100,13 @@ def remote(cfg: RunConfig, preset: str, out: Path, command: str, limit_s: float 
     if checkpoint is not None:
         return _one_checkpoint(run, checkpoint, out, part_bytes, command, root)
 
-    copy = bf16_copy(run, kept_steps(run, preset), command, root)
-    tables, left = _derive(copy, preset, root, started, limit_s) if derive else ([], 0)
-    files = pack_record(copy, tables, out, part_bytes) + pack_checkpoint(copy, copy.last_step, out, part_bytes)
+    copy = bf16_copy(run, kept_steps(run), command, root)
+    files = pack_record(copy, [], out, part_bytes) + pack_checkpoint(copy, copy.last_step, out, part_bytes)
     others = [s for s in copy.steps if s != copy.last_step]
     stopped = copy.summary.get("stopped")
     message = (f"{copy.config.run_id}: trained to step {copy.last_step:,} of {cfg.train.steps:,} by the {engine} engine"
                + (f" (stopped {stopped})" if stopped else "") + "; "
-               + (f"{len(tables)} derived files" + (f", {left} derivations left to python -m matcomp derive"
-                                                    if left else "") if derive else
-                  "no derived tables (python -m matcomp derive computes them after unpack)")
+               + "no derived tables (python -m matcomp derive computes them after unpack)"
                + f"; packed the record and checkpoint {copy.last_step:,} into {out}"
                + (f"; its other checkpoints {others} come back one a command (--checkpoint STEP)" if others else ""))
     return Progress(tuple(files), message)
@@ -135,21 +129,3 @@ def _one_checkpoint(run: Run, step: int, out: Path, part_bytes: int, command: st
     return Progress(tuple(files), f"{run.config.run_id}: trained to step {step:,} and packed its checkpoint into "
                                   f"{out}; unpack installs it beside the record of the run's own command if its "
                                   f"bytes are those the record holds ({checkpoint_item(step)})")
-
-
-def _derive(copy: Run, preset: str, root: Path, started: float, limit_s: float | None) -> tuple[list[Path], int]:
-    """The one-model chapters' derived tables of ``copy`` computed there (``book.stored``), one derivation at a
-    time while ``limit_s`` allows: their files, and how many derivations were left."""
-    from matcomp.book.stored import paper_scale_derivations  # the analyses: their packages only when asked
-
-    tables_root, stems, left = root / "derived", [], 0
-    for derivation in paper_scale_derivations(copy, preset):
-        key = derivation.key()
-        if derived.read(derivation, tables_root, key)[0] is None:
-            if limit_s is not None and time.perf_counter() - started > limit_s:
-                left += 1
-                continue
-            derived.write(derivation, derivation.compute(), tables_root, key)
-        stems.append(derivation.stem(key))
-    return sorted(p for stem in stems for p in tables_root.glob(f"{stem}.*")), left
-

@@ -71,13 +71,13 @@ def fit_threshold(signals: list[tuple[pd.Series, int]]) -> float:
 
 @dataclass(frozen=True)
 class ScoredRun:
-    """One run scored by one rule: the alarm, the drop (None: none within the budget) and the verdict."""
+    """One run scored by one rule: the alarm, the drop (None: none within the budget) and the outcome."""
 
     alarm: int | None
     drop: int | None
 
     @property
-    def verdict(self) -> str:
+    def outcome(self) -> str:
         if self.drop is None:
             return "false alarm (no drop)" if self.alarm is not None else "quiet (no drop)"
         if self.alarm is None or self.alarm > self.drop:
@@ -87,7 +87,7 @@ class ScoredRun:
     @property
     def lead(self) -> int | None:
         """Steps from the alarm to the drop, for a hit."""
-        return self.drop - self.alarm if self.verdict == "hit" else None  # type: ignore[operator]
+        return self.drop - self.alarm if self.outcome == "hit" else None  # type: ignore[operator]
 
 
 def score(tables: dict[int, tuple[pd.DataFrame, int | None]], n_rows: int, n_cols: int, level: float,
@@ -101,7 +101,7 @@ def score(tables: dict[int, tuple[pd.DataFrame, int | None]], n_rows: int, n_col
         for name in SIGNALS:
             out = ScoredRun(alarm_step(signal(table, name, n_rows, n_cols, level), thresholds[name]), drop)
             rows.append({"seed": seed, "signal": name, "alarm step": out.alarm, "drop step": drop,
-                         "verdict": out.verdict, "lead (steps)": out.lead,
+                         "verdict": out.outcome, "lead (steps)": out.lead,
                          "lead / plateau": None if out.lead is None or drop is None else out.lead / drop})
     table = pd.DataFrame(rows).set_index(["seed", "signal"])
     return table.astype({"alarm step": "Int64", "drop step": "Int64", "lead (steps)": "Int64",
@@ -135,31 +135,3 @@ def lead_over_loss(scores: pd.DataFrame) -> pd.Series:
     attention announces the drop first)."""
     both = scores["lead (steps)"].unstack("signal").dropna().astype(float)
     return (both["attention"] - both["loss"]).rename("lead over the loss (steps)")
-
-
-def verdict(scores: pd.DataFrame, resolution: int) -> str:
-    """One sentence on held-out runs' ``score`` table: the hits, false alarms and misses of both rules
-    and attention's lead over the loss where both hit; the lead *holds* when attention hits at least
-    as often, raises no more false alarms, and comes first by a median of more than ``resolution``
-    steps (one checkpoint)."""
-    table = summary(scores)
-    att, loss = table.loc["attention"], table.loc["loss"]
-    ahead = lead_over_loss(scores)
-    holds = (att["hits"] >= loss["hits"] and att["false alarms"] <= loss["false alarms"] and len(ahead) > 0
-             and ahead.median() > resolution)
-    lead = (f"where both hit ({len(ahead)} runs), attention comes first by a median of {ahead.median():,.0f} steps "
-            f"({ahead.min():,.0f} to {ahead.max():,.0f})" if len(ahead) else "they never both hit")
-    return (f"On {att['runs']} held-out runs the attention alarm hits {att['hits']} "
-            f"(false alarms {att['false alarms']}, misses {att['misses']}) and the loss alarm {loss['hits']} "
-            f"({loss['false alarms']}, {loss['misses']}); "
-            f"{lead}: the lead {'holds' if holds else 'does not hold'} out of sample.")
-
-
-def outcomes_text(scores: pd.DataFrame) -> str:
-    """Each row of a ``score`` table in words: "seed 0, attention: alarm at step 12,000, drop at 16,406
-    (false alarm (early))"; joined by semicolons."""
-    def step(value) -> str:
-        return "none" if pd.isna(value) else f"step {int(value):,}"
-
-    return "; ".join(f"seed {seed}, {name}: alarm at {step(row['alarm step'])}, drop at {step(row['drop step'])} "
-                     f"({row['verdict']})" for (seed, name), row in scores.iterrows())

@@ -120,10 +120,10 @@ def late_gain(metrics: pd.DataFrame, column: str = "eval_acc_mask", window: int 
                       "flat": bool(abs(gain) <= 2 * se)})
 
 
-def completion_table(gpt: Run, bert: Run, batch: Batch, paper_steps: bool = False) -> pd.DataFrame:
+def completion_table(gpt: Run, bert: Run, batch: Batch) -> pd.DataFrame:
     """L_obs and L_mask of the GPT's last checkpoint (greedy tokens, softmax means) beside BERT's post-shift
     checkpoint and its checkpoint nearest the GPT's steps, and answering 0 at missing entries, on ``batch``."""
-    post, equal = phases(bert, paper_steps).post, bert.nearest_step(gpt.steps[-1])
+    post, equal = phases(bert).post, bert.nearest_step(gpt.steps[-1])
     bert_steps = {"post-shift": post, "at the GPT's steps": equal} if post != equal else {
         "post-shift = at the GPT's steps": post}
     table = completion_scores(gpt.gpt(gpt.steps[-1]), batch)[["L_obs", "L_mask"]]

@@ -172,22 +172,6 @@ def training_table(runs: dict[tuple[str, int], Run], steps: int) -> pd.DataFrame
     return table
 
 
-def drops_by_factors(table: pd.DataFrame, steps: int) -> list[str]:
-    """One sentence per factor distribution of a ``training_table``: how many seeds drop within
-    ``steps`` and where, and the final L_mask / E[X²]. "Does not drop" is said only when no seed does,
-    and then only of this budget."""
-    lines = []
-    for factors, rows in table.groupby(level="factors", sort=False):
-        drops = rows["drop step"].dropna().astype(int).sort_values()
-        where = f" (steps {', '.join(f'{s:,}' for s in drops)})" if len(drops) else ""
-        verdict = (f"no seed falls below half the plateau within {steps:,} steps" if not len(drops) else
-                   f"{len(drops)} of {len(rows)} seeds fall below half the plateau within {steps:,} steps{where}")
-        ratio = rows["final L_mask / E[X²]"]
-        lines.append(f"{factors}: {verdict}; final L_mask / E[X²] {ratio.min():.2f}–{ratio.max():.2f} over "
-                     f"seeds {', '.join(map(str, rows.index.get_level_values('seed')))}.")
-    return lines
-
-
 def relative_curves(runs: dict[str, Run], steps: int) -> dict[str, pd.DataFrame]:
     """Each run's metrics over its first ``steps`` steps with L_mask divided by E[X²] of its own factors
     (1 = answering 0 at every missing entry), so that runs on different distributions share one axis."""

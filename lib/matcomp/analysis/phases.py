@@ -1,5 +1,5 @@
 """The checkpoints an analysis of one run reads: those on the plateau, the pre-shift model and the
-post-shift model (NeurIPS §3), chosen from the run's own drop."""
+post-shift model (NeurIPS §3), chosen from the run's own drop and its own preset, so the same whoever opens it."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from textwrap import fill
 from matcomp.drop import ON_PLATEAU, Drop, centred_mean, leave_step
 from matcomp.paper import COPY_TABLE_STEPS, PRE_SHIFT_STEP, SUDDEN_DROP
 from matcomp.runs.run import Run
+from matcomp.sizes import CHAPTER_SIZES
 
 
 @dataclass(frozen=True)
@@ -46,9 +47,16 @@ def phase_targets(drop_step: int | None, paper_steps: bool) -> tuple[float, tupl
     return PRE_SHIFT_STEP * scale, tuple(s * scale for s in COPY_TABLE_STEPS)
 
 
-def phases(run: Run, paper_steps: bool = False) -> Phases:
-    """Pre- and post-shift checkpoints of ``run`` (``phase_targets``, each the nearest checkpoint
-    after step 0); without a drop the whole run is plateau, and its pre-shift model the checkpoint nearest
+def paper_steps(run: Run) -> bool:
+    """Whether ``run``'s pre-shift model is at the paper's own steps: a run of a preset whose sizes say so (the
+    paper's), not at fractions of its drop."""
+    own = CHAPTER_SIZES.get(run.config.name)
+    return own is not None and own.paper_steps
+
+
+def phases(run: Run) -> Phases:
+    """Pre- and post-shift checkpoints of ``run`` (``phase_targets`` at ``paper_steps(run)``, each the nearest
+    checkpoint after step 0); without a drop the whole run is plateau, and its pre-shift model the checkpoint nearest
     the paper's (step 4,000): a copying model as far into training as the paper's, whichever seed it is."""
     steps = [s for s in run.steps if s > 0] or run.steps
     drop = run.drop
@@ -61,16 +69,26 @@ def phases(run: Run, paper_steps: bool = False) -> Phases:
             f"models."))
     smoothed = centred_mean(run.metrics)
     plateau = [s for s in steps if s < drop.half_step and smoothed.get(s, drop.plateau) >= ON_PLATEAU * drop.plateau]
-    pre_target, copy_targets = phase_targets(drop.half_step, paper_steps)
+    at_paper_steps = paper_steps(run)
+    pre_target, copy_targets = phase_targets(drop.half_step, at_paper_steps)
     pre = run.nearest_step(pre_target, trained=True)
     copy_steps = tuple(dict.fromkeys(run.nearest_step(t, trained=True) for t in copy_targets))
-    rule = "the paper's steps" if paper_steps else f"the paper's fractions of this run's drop step {drop.half_step}"
+    rule = "the paper's steps" if at_paper_steps else f"the paper's fractions of this run's drop step {drop.half_step}"
     return Phases(True, tuple(plateau or [pre]), pre, copy_steps, steps[-1], note=fill(
         f"L_mask falls below half its plateau ({drop.plateau:.3g}) at step {drop.half_step}. By {rule} "
         f"(NeurIPS §3; WS §3.1), step {pre} is the pre-shift model (the saved checkpoint nearest step "
         f"{pre_target:.0f}) and steps {list(copy_steps)} are the copy table's; step {steps[-1]} is the post-shift "
         f"model. Another run of the same config and seed with other saved checkpoints, or trained on another "
         f"machine, can pick other steps."))
+
+
+def phase_checkpoints(run: Run) -> list[int]:
+    """The checkpoints the chapters read as pre-shift and copy-table models, kept when a run is shipped; none
+    for a GPT or a run without a drop."""
+    if run.config.model.arch != "bert" or run.drop.half_step is None:
+        return []
+    read = phases(run)
+    return sorted({read.pre, *read.copy_steps})
 
 
 def answer_rise(metrics, drop: Drop) -> dict[str, float] | None:

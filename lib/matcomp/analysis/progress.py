@@ -31,6 +31,7 @@ parameters and the source of the code that measures them.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -123,6 +124,18 @@ def measures_over_training(run: Run, steps, batch: Batch) -> pd.DataFrame:
 def recorded_path(run: Run, samples: int, seed: int) -> Path:
     """Where the measures recorded with a shipped run lie (``runs/reference/progress/``)."""
     return REFERENCE_ROOT / "progress" / f"{run.path.name}-n{samples}-s{seed}.csv"
+
+
+def recorded_tables() -> dict[Path, tuple[Run, int, int]]:
+    """Every table of measures recorded with a shipped run: its path -> the run, samples and seed it was measured
+    with (what ``recorded_path`` names it by)."""
+    tables = {}
+    for path in sorted((REFERENCE_ROOT / "progress").glob("*.csv")):
+        match = re.fullmatch(r"(.+)-n(\d+)-s(\d+)\.csv", path.name)
+        if match is None:
+            raise ValueError(f"{path} is not named as a recorded table is (<run>-n<samples>-s<seed>.csv)")
+        tables[path] = (Run(REFERENCE_ROOT / match[1]), int(match[2]), int(match[3]))
+    return tables
 
 
 def progress_derivation(run: Run, samples: int = 256, seed: int = 0) -> Derivation:

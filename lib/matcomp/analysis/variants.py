@@ -175,34 +175,6 @@ def order_resolution(cfg: RunConfig, window: int = 5) -> int:
     return window * cfg.train.eval_every
 
 
-def order_findings(orders: pd.DataFrame, resolution: int) -> list[str]:
-    """Sentences on a ``mixture_orders`` table: each seed's order, "<" between drops more than
-    ``resolution`` steps apart (or before a size with no drop in the run) and "≈" otherwise; then, for
-    every pair of sizes, in how many seeds the smaller is learned first and by how many steps."""
-    lines = []
-    for seed, rows in orders.groupby(level="seed", sort=False):
-        steps = rows["drop step"].droplevel("seed")
-        parts = [f"{size} ({step:,})" if pd.notna(step) else f"{size} (no drop)" for size, step in steps.items()]
-        text = parts[0]
-        for (a, b), part in zip(zip(steps.iloc[:-1], steps.iloc[1:]), parts[1:]):
-            apart = pd.notna(a) and (pd.isna(b) or b - a > resolution)
-            text += (" < " if apart else " ≈ ") + part
-        lines.append(f"Seed {seed}: {text}.")
-    table = orders["drop step"].unstack("size")
-    sizes = sorted(table.columns, key=lambda name: int(name.split("x")[0]))
-    for a, b in zip(sizes[:-1], sizes[1:]):
-        gaps = (table[b] - table[a]).dropna().astype(int)
-        if not len(gaps):
-            lines.append(f"{a} against {b}: no seed where both drop.")
-            continue
-        first = int((gaps > 0).sum())
-        resolved = int((gaps.abs() > resolution).sum())
-        lines.append(f"{a} drops before {b} in {first} of {len(gaps)} seeds where both drop ({b} − {a}: "
-                     f"{', '.join(f'{g:+,}' for g in gaps)} steps); the two are more than {resolution} steps "
-                     f"apart at {resolved} of these {len(gaps)} seeds.")
-    return lines
-
-
 def undetermined(observed: torch.Tensor, rank: int = 1, seed: int = 0, chunk: int = 4096) -> torch.Tensor:
     """(N, m, n) bool: the missing entries of masks ``observed`` (N, m, n) that no rank-``rank`` completion
     can recover, whatever the matrix: a floor under what any model can complete.

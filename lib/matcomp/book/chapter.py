@@ -16,35 +16,17 @@ import torch
 
 from matcomp.analysis.phases import Phases, phases
 from matcomp.analysis.seeds import seed_configs, seeds_at, trained_on
-from matcomp.book.sizes import CHAPTER_SIZES, ChapterSizes, chapter_sizes
 from matcomp.config import RunConfig, parse_overrides
 from matcomp.drop import PLATEAU_FROM
-from matcomp.presets import PRESETS
-from matcomp.presets import preset as named_preset
+from matcomp.presets import PRESETS, configured, preset_name
 from matcomp.runs.cost import CostBook, duration
 from matcomp.runs.run import Run
-from matcomp.runs.shipped import REPO, find_reference
-from matcomp.runs.store import ENV_NO_TRAINING, RunError, get_or_train, run_state, runs_root, writable_store
+from matcomp.runs.shipped import find_reference
+from matcomp.runs.store import ENV_NO_TRAINING, Location, RunError, get_or_train, locate, runs_root, writable_store
 from matcomp.runs.training import resolve_device
+from matcomp.sizes import chapter_sizes
 
-ENV_PRESET, ENV_SEED, ENV_SET = "MATCOMP_PRESET", "MATCOMP_SEED", "MATCOMP_SET"
 ENV_MAX_TRAIN_MIN = "MATCOMP_MAX_TRAIN_MIN"  # minutes a chapter may train a run here; beyond, it refuses
-DEFAULT_PRESET = "cpu"
-
-
-def preset_name(preset: str | None = None) -> str:
-    """The chapter's preset: ``preset``, else ``$MATCOMP_PRESET``, else ``cpu``; an unknown name is a
-    ValueError naming where it came from."""
-    name = preset or os.environ.get(ENV_PRESET) or DEFAULT_PRESET
-    if name not in PRESETS:
-        source = "preset" if preset else f"${ENV_PRESET}"
-        raise ValueError(f"{source} must be one of {sorted(PRESETS)}; got {name!r}")
-    return name
-
-
-def sizes(preset: str | None = None) -> ChapterSizes:
-    """The experiment sizes of the chapter's preset (``matcomp.book.sizes.CHAPTER_SIZES``)."""
-    return chapter_sizes(preset_name(preset))
 
 
 def model_preset(preset: str | None = None, model: str | None = None) -> str:
@@ -57,72 +39,35 @@ def model_preset(preset: str | None = None, model: str | None = None) -> str:
             raise ValueError(f"model: the one-model chapters analyse a trained BERT, one of the presets {bert}; "
                              f"got {model!r}")
         return model
-    return sizes(preset).one_model or preset_name(preset)
+    return chapter_sizes(preset).one_model or preset_name(preset)
 
 
 def chapter_config(preset: str | None = None, seed: int | None = None,
-                   overrides: str | dict | None = None, variant: str = "", plateau: bool = True) -> RunConfig:
-    """The run config of a chapter's parameters.
+                   overrides: str | dict | None = None, variant: str = "") -> RunConfig:
+    """The run config of a chapter's parameters (``matcomp.presets.configured``).
 
     ``preset`` None -> ``$MATCOMP_PRESET``, else ``cpu``; ``seed`` None -> ``$MATCOMP_SEED``, else the
     preset's; ``overrides`` (a dict or ``"field=value,..."``) are applied after those of ``$MATCOMP_SET``.
-    A ``variant`` ("gpt") takes the scale's GPT preset (``ChapterSizes.gpt``: ``cpu`` -> ``cpu_gpt``). With
-    ``plateau`` (a chapter's run), a BERT run too short to have a plateau is refused before it trains.
+    A ``variant`` ("gpt") takes the scale's GPT preset (``ChapterSizes.gpt``: ``cpu`` -> ``cpu_gpt``). A BERT
+    run too short to have a plateau is refused before it trains.
     """
     name = preset_name(preset)
     if variant not in ("", "gpt"):
         raise ValueError(f"variant must be '' or 'gpt'; got {variant!r}")
     if variant and not name.endswith("_gpt"):
         name = chapter_sizes(name).gpt or f"{name}_gpt"
-    changes = environment_overrides(name)
     if overrides is not None and not isinstance(overrides, (str, dict)):
         raise ValueError(f"overrides must be text such as 'train.lr=3e-4, model.hidden=32' or a dict; "
                          f"got {overrides!r}")
+    changes: dict[str, object] = {}
     changes.update(parse_overrides(overrides) if isinstance(overrides, str) else overrides or {})
     if seed is not None:
         changes["train.seed"] = seed
-    cfg = named_preset(name, changes)
-    if plateau and cfg.model.arch == "bert" and cfg.train.steps <= PLATEAU_FROM:  # refused before it trains
+    cfg = configured(name, changes)
+    if cfg.model.arch == "bert" and cfg.train.steps <= PLATEAU_FROM:  # refused before it trains
         raise ValueError(f"train.steps must be > {PLATEAU_FROM} for a chapter: a run's plateau is read after step "
                          f"{PLATEAU_FROM} (matcomp.drop); got {cfg.train.steps}")
     return cfg
-
-
-def checked_parameters(namespace: dict, chapter: str) -> None:
-    """Refuse, by name, what a chapter was given and would not use: a name its ``parameters`` cell does not
-    have (papermill's ``-p presett smoke`` only warns, and the chapter would run at its default), and a
-    value its parameter's rule refuses (``book.parameters``: a negative count, a seed list where a count
-    belongs, an empty list). ``namespace``: the notebook's ``globals()``, holding its parameters and
-    papermill's injected ones."""
-    from matcomp.book.parameters import check_values
-    from matcomp.book.sweep import notebook_parameters
-
-    known = notebook_parameters(REPO / "book" / f"{chapter}.ipynb")
-    literals = (type(None), bool, int, float, str, list, tuple, dict)
-    given = {name: value for name, value in namespace.items() if not name.startswith("_")
-             and name not in ("In", "Out") and isinstance(value, literals)}
-    unknown = sorted(set(given) - set(known))
-    if unknown:
-        raise ValueError(f"the {chapter} chapter has no parameter {', '.join(map(repr, unknown))}; its parameters: "
-                         f"{', '.join(known)}")
-    check_values(chapter, {name: value for name, value in given.items() if name in known}, known)
-
-
-def environment_overrides(name: str) -> dict[str, object]:
-    """The changes ``$MATCOMP_SET`` then ``$MATCOMP_SEED`` make to preset ``name``, checked against it
-    so that a bad value is a ValueError naming its variable (explicit parameters override both)."""
-    changes: dict[str, object] = {}
-    for variable in (ENV_SET, ENV_SEED):
-        text = os.environ.get(variable, "").strip()
-        if not text:
-            continue
-        try:
-            step = parse_overrides(text) if variable == ENV_SET else {"train.seed": text}
-            named_preset(name, {**changes, **step})
-        except ValueError as err:
-            raise ValueError(f"${variable}: {err}") from None
-        changes.update(step)
-    return changes
 
 
 def probing_config(preset: str | None = None, seed: int | None = None,
@@ -130,7 +75,7 @@ def probing_config(preset: str | None = None, seed: int | None = None,
     """The deeper analogue of the chapter's run that the probes also read (NeurIPS Fig. 6 probes a 12-layer
     model): its preset's ``probe_layers`` layers at half the learning rate, as the paper halves it for
     its 12-layer model; None where the preset has none (``paper12`` is itself that model)."""
-    layers = sizes(preset).probe_layers
+    layers = chapter_sizes(preset).probe_layers
     if layers is None:
         return None
     cfg = chapter_config(preset, seed, overrides)
@@ -140,8 +85,9 @@ def probing_config(preset: str | None = None, seed: int | None = None,
 def trained_run(cfg: RunConfig, preset: str | None = None) -> Run:
     """The run of ``cfg`` for its metrics and stored tables: shipped (even with its metrics alone), stored,
     or trained; a run that must train is announced first (``announce_training``) and shows its progress."""
-    needed = announce_training(cfg, preset)
-    return get_or_train(cfg, progress="text" if needed else False)
+    where = locate(cfg, runs_root())
+    needed = announce_training(where, preset)
+    return get_or_train(cfg, progress="text" if needed else False, located=where)
 
 
 def trained_runs(configs: dict, preset: str | None = None) -> dict:
@@ -150,28 +96,28 @@ def trained_runs(configs: dict, preset: str | None = None) -> dict:
     return {key: trained_run(cfg, preset) for key, cfg in configs.items()}
 
 
-def open_run(cfg: RunConfig, preset: str | None = None) -> tuple[Run, Phases]:
-    """The run of ``cfg`` and its phases at the chapter's preset, for a chapter that reads its checkpoints:
-    a run shipped with its metrics alone is trained into the store instead (announced)."""
-    shipped = find_reference(cfg)
-    use_shipped = shipped is None or bool(shipped.steps)
-    needed = announce_training(cfg, preset, use_shipped)
-    run = get_or_train(cfg, progress="text" if needed else False, shipped=use_shipped)
-    return run, phases(run, paper_steps=sizes(preset).paper_steps)
+def open_with_phases(cfg: RunConfig, preset: str | None = None, where: Location | None = None) -> tuple[Run, Phases]:
+    """The run of ``cfg`` and its phases, for a chapter that reads its checkpoints: a run shipped with its
+    metrics alone is trained into the store instead (announced). ``where``: its ``locate``, if already done."""
+    where = where or locate(cfg, runs_root())
+    use_shipped = where.reference is None or bool(where.reference.steps)
+    needed = announce_training(where, preset, use_shipped)
+    run = get_or_train(cfg, progress="text" if needed else False, shipped=use_shipped, located=where)
+    return run, phases(run)
 
 
-def announce_training(cfg: RunConfig, preset: str | None = None, shipped: bool = True) -> bool:
-    """Say, before it starts, that ``cfg`` must train here: which run, why, about how long (its step timed
-    here, ``CostBook.measure``, for the steps ``run_state`` says are left after a resume or a shorter finished
-    run it continues), and the alternatives; in a notebook kernel the same line goes to the console that
+def announce_training(where: Location, preset: str | None = None, shipped: bool = True) -> bool:
+    """Say, before it starts, that the run ``where`` locates must train here: which run, why, about how long (its
+    step timed here, ``CostBook.measure``, for the steps ``where`` says are left after a resume or a shorter
+    finished run it continues), and the alternatives; in a notebook kernel the same line goes to the console that
     started it (papermill's) too. Refused (``RunError``) beyond ``$MATCOMP_MAX_TRAIN_MIN`` minutes. False if it
     is shipped (and ``shipped`` may be used) or stored (or training is forbidden, which ``get_or_train`` then
     reports)."""
-    state, done = run_state(cfg, runs_root(), shipped)
+    cfg = where.cfg
+    state, done = where.state(shipped)
     if state in ("shipped", "stored") or os.environ.get(ENV_NO_TRAINING):
         return False
-    reference = find_reference(cfg)
-    why = ("it is shipped with its metrics alone (no checkpoint to analyse) and is not" if reference is not None
+    why = ("it is shipped with its metrics alone (no checkpoint to analyse) and is not" if where.reference is not None
            else "it is neither shipped nor")
     device = resolve_device(None)
     step = CostBook(writable_store(), device, torch.get_num_threads()).measure(cfg, steps=5, warmup=2).seconds
@@ -213,7 +159,7 @@ def ladder_configs(preset: str | None = None) -> dict[str, dict[int, RunConfig]]
     (at ``cpu``: 4×4, 5×5, 7×7), smallest first, labelled by task and preset ("5×5 (cpu5x5)"), each at its
     seeds: the one-model preset (``model_preset``) at its ``one_model_seeds``, the others at their own."""
     configs = {}
-    for name in (preset_name(preset), *sizes(preset).ladder):
+    for name in (preset_name(preset), *chapter_sizes(preset).ladder):
         cfg = chapter_config(name)
         seeds = one_model_configs(preset) if name == model_preset(preset) else {cfg.train.seed: cfg}
         configs[f"{cfg.data.n_rows}×{cfg.data.n_cols} ({name})"] = seeds
@@ -224,13 +170,13 @@ def one_model_configs(preset: str | None = None) -> dict[int, RunConfig]:
     """The one-model preset's runs (``model_preset``) at its ``one_model_seeds`` (seed -> config), the
     chapter's own seed first: the runs its ladder reads, and ``prepare`` trains."""
     cfg = chapter_config(model_preset(preset))
-    return seed_configs(cfg, seeds_at(cfg, sizes(preset).one_model_seeds))
+    return seed_configs(cfg, seeds_at(cfg, chapter_sizes(preset).one_model_seeds))
 
 
 def rank_search_configs(preset: str | None = None) -> list[RunConfig]:
     """The rank-2 search's runs at this scale (``ChapterSizes.rank_search``): what ``sizes_ranks`` reads and
     ``prepare`` trains."""
-    return [chapter_config(name, overrides=overrides) for name, overrides in sizes(preset).rank_search]
+    return [chapter_config(name, overrides=overrides) for name, overrides in chapter_sizes(preset).rank_search]
 
 
 def rank_search_drops(preset: str | None = None) -> dict[str, Run]:
@@ -268,19 +214,19 @@ def paper_scale_runs(preset: str | None = None) -> dict[str, tuple[Run, Phases]]
         return {}
     d, name = run.config.data, run.config.name
     label = f"{d.n_rows}×{d.n_cols} rank {d.rank} ({name}, trained on {trained_on(run.summary)})"
-    return {label: (run, phases(run, paper_steps=chapter_sizes(name).paper_steps))}
+    return {label: (run, phases(run))}
 
 
 def shipped_paper_scale(preset: str | None = None) -> Run | None:
     """The run of the paper's scale (``ChapterSizes.paper_scale``) where it is shipped with checkpoints, else
     None: the one-model chapters read it then, and it is never trained here."""
-    spec = sizes(preset).paper_scale
+    spec = chapter_sizes(preset).paper_scale
     run = None if spec is None else find_reference(chapter_config(spec[0], overrides=spec[1]))
     return run if run is not None and run.steps else None
 
 
 def ladder_runs(preset: str | None = None) -> dict[str, dict[int, tuple[Run, Phases | None]]]:
-    """Every run of ``ladder_configs`` with its phases (task label -> seed -> run and phases): ``open_run``, but
+    """Every run of ``ladder_configs`` with its phases (task label -> seed -> run and phases): ``open_with_phases``, but
     a run shipped with its metrics alone is read as it is, with None for its phases (a seed kept without its
     checkpoints: counted by the verdicts as one that cannot be read, never trained here)."""
     return {label: {seed: seed_run(cfg, preset) for seed, cfg in seeds.items()}
@@ -288,12 +234,12 @@ def ladder_runs(preset: str | None = None) -> dict[str, dict[int, tuple[Run, Pha
 
 
 def seed_run(cfg: RunConfig, preset: str | None = None) -> tuple[Run, Phases | None]:
-    """``open_run`` of one seed of a several-seed part, or, where it is shipped with its metrics alone, that run
+    """``open_with_phases`` of one seed of a several-seed part, or, where it is shipped with its metrics alone, that run
     and None: the seed is counted, and not trained to be read."""
-    shipped = find_reference(cfg)
-    if shipped is not None and not shipped.steps:
-        return shipped, None
-    return open_run(cfg, preset)
+    where = locate(cfg, runs_root())
+    if where.reference is not None and not where.reference.steps:
+        return where.reference, None
+    return open_with_phases(cfg, preset, where)
 
 
 def ladder_trained(preset: str | None = None) -> dict[str, dict[int, Run]]:
@@ -315,16 +261,6 @@ def open_chapter(preset: str | None = None, seed: int | None = None, overrides: 
     """A chapter's config, its run (shipped or stored; trained only if neither) and the run's
     phases; prints the phases' note, which says what "pre-" and "post-shift" mean for this run."""
     cfg = chapter_config(preset, seed, overrides, variant)
-    run, phases = open_run(cfg, preset)
+    run, phases = open_with_phases(cfg, preset)
     print(phases.note)
     return cfg, run, phases
-
-
-def phase_steps(run: Run, preset: str) -> list[int]:
-    """The checkpoints the chapters read as pre-shift and copy-table models (``analysis.phases``), kept when
-    a run is shipped; none for a GPT or a run without a drop."""
-    if run.config.model.arch != "bert" or run.drop.half_step is None:
-        return []
-    sizes = CHAPTER_SIZES.get(preset)
-    read = phases(run, paper_steps=sizes is not None and sizes.paper_steps)
-    return sorted({read.pre, *read.copy_steps})

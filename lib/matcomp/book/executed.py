@@ -22,7 +22,7 @@ from pathlib import Path
 
 import nbformat
 
-from matcomp.book.chapter import ENV_SEED, ENV_SET, preset_name
+from matcomp.presets import ENV_SEED, ENV_SET, preset_name
 from matcomp.runs.folder import atomic_write_bytes
 from matcomp.runs.shipped import REFERENCE_ROOT, REPO
 

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 import pandas as pd
 from IPython.display import Markdown, display
 
-from matcomp.analysis.key_numbers import SE, finding_spec, key_numbers
+from matcomp.analysis.key_numbers import SE
 from matcomp.analysis.phases import Phases
 from matcomp.analysis.seeds import trained_on
+from matcomp.book.spec import ChapterSpec
 from matcomp.book.tables import findings, number_text, styled
 from matcomp.book.verdicts import (
     AGAINST,
@@ -263,27 +264,27 @@ def _error_table(numbers: Mapping, claims: Mapping[str, Claim]) -> pd.DataFrame:
                          for key in claims}, index=list(numbers), columns=list(claims)).astype(float)
 
 
-def finding_ladders(finding: str, runs: Mapping[str, Mapping[int, tuple[Run, Phases | None]]], params: dict,
+def finding_ladders(chapter: ChapterSpec, runs: Mapping[str, Mapping[int, tuple[Run, Phases | None]]], params: dict,
                     beyond: Mapping[str, tuple[Run, Phases]] | None = None) -> Ladder:
-    """A one-model chapter's ladder (``matcomp.analysis.key_numbers.FINDINGS``) on ``runs`` (task label -> seed
+    """A one-model chapter's ladder (its ``ChapterSpec.key_numbers``) on ``runs`` (task label -> seed
     -> run and its phases, None where it was kept with its metrics alone; smallest task first) and the single
     runs of ``beyond`` (the paper-scale run, ``chapter.paper_scale_runs``), read with the chapter's parameters
     ``params``, each run at its own post-shift step (a stored derivation, shipped for the default build); a
     seed without a drop is read on the numbers of its pre-shift model alone (``KeyNumbers.pre_shift``). The
     first key number is how far below its plateau each run ends (``DEPTH``, judged on the sudden drop's page
     only): a number that holds on a deeper run and not on a shallower one points to an unfinished model."""
-    spec = finding_spec(finding)
-    claims = {DEPTH: drop_claims()[DEPTH],  # shown as how finished each run is; judged with the drop
-              **{key: Claim(paper, spec.references.get(key), ours=key in spec.ours)
-                 for key, paper in spec.paper.items()}}
+    spec = chapter.key_numbers
+    if spec is None:
+        raise ValueError(f"the {chapter.name} chapter judges no key numbers; its ladder is the drop's")
+    claims = {DEPTH: drop_claims()[DEPTH], **spec.claims}  # DEPTH: how finished each run is; judged with the drop
 
     def read(run: Run, phases: Phases | None) -> tuple[dict[str, float], dict[str, str]]:
         """A run's numbers, and why it cannot read the others (key number -> why)."""
         why = unread_reason(run, phases)
-        readable = [] if phases is None else list(spec.paper) if why is None else list(spec.pre_shift)
-        numbers = key_numbers(finding, run, phases, params) if readable and phases is not None else {}
+        readable = [] if phases is None else list(spec.claims) if why is None else list(spec.pre_shift)
+        numbers = chapter.read_key_numbers(run, phases, params) if readable and phases is not None else {}
         kept = {key: value for key, value in numbers.items() if key.removesuffix(SE) in readable}
-        return {DEPTH: run.drop.factor, **kept}, {key: why for key in spec.paper if key not in readable and why}
+        return {DEPTH: run.drop.factor, **kept}, {key: why for key in spec.claims if key not in readable and why}
 
     rows: dict[str, dict[int, dict[str, float]]] = {}
     steps: dict[str, dict[int, int]] = {}
@@ -298,7 +299,7 @@ def finding_ladders(finding: str, runs: Mapping[str, Mapping[int, tuple[Run, Pha
         steps[label] = {seed: run.last_step if phases is None else phases.post if phases.dropped else phases.pre
                         for seed, (run, phases) in seeds.items()}
     above = {_single(label, run, phases.post): read(run, phases) for label, (run, phases) in (beyond or {}).items()}
-    return _ladder(f"the {finding.replace('_', ' ')} key numbers", claims, rows, steps, unread,
+    return _ladder(f"the {chapter.name.replace('_', ' ')} key numbers", claims, rows, steps, unread,
                    {label: numbers for label, (numbers, _) in above.items()},
                    {label: whys for label, (_, whys) in above.items() if whys},
                    {DEPTH: FINISHED, **{key: CHECK for key in spec.checks}},

@@ -1,5 +1,5 @@
 """What each chapter parameter may hold, by name (one rule for every chapter that has it), checked where the
-parameter enters: the chapter's first cell (``chapter.checked_parameters``) and a sweep's points before any
+parameter enters: the chapter's first cell (``ChapterSpec.check``) and a sweep's points before any
 runs (``sweep.check_points``). A bad value stops with one line naming the chapter, the parameter and what it
 may be, instead of a traceback from deep inside the analysis it would have reached.
 

@@ -1,7 +1,7 @@
 """Every run the book's chapters need at a preset, known without executing a notebook
 (``python -m matcomp plan``; ``prepare`` trains what is missing).
 
-Each chapter declares its runs in its own module (``matcomp.book.chapters.<chapter>.runs_read``),
+Each chapter declares its runs in its own module (``matcomp.book.chapters.<chapter>.CHAPTER.runs``),
 built from the library calls the chapter itself makes with its default parameters. A test executes
 chapters at the ``smoke`` preset after ``prepare`` and checks that none of them trains, so the plan and
 the chapters cannot drift apart.
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from matcomp.book.chapter import preset_name
-from matcomp.book.chapters import CHAPTERS, chapter_runs
+from matcomp.book.chapters import CHAPTERS, spec
 from matcomp.config import RunConfig
+from matcomp.presets import preset_name
 from matcomp.runs.cost import CostBook, duration
-from matcomp.runs.store import run_state
+from matcomp.runs.store import locate
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ def plan(preset: str | None = None, chapters: list[str] | None = None) -> list[P
     users: dict[str, list[str]] = {}
     configs: dict[str, RunConfig] = {}
     for chapter in chapters or CHAPTERS:
-        for cfg in chapter_runs(chapter, preset):
+        for cfg in spec(chapter).runs(preset):
             configs.setdefault(cfg.run_id, cfg)
             if chapter not in users.setdefault(cfg.run_id, []):
                 users[cfg.run_id].append(chapter)
@@ -51,7 +51,7 @@ def plan_table(planned: list[PlannedRun], root: Path, costs: CostBook) -> pd.Dat
     estimated on this device) and the estimated seconds left."""
     rows = []
     for p in planned:
-        state, done = run_state(p.cfg, root)
+        state, done = locate(p.cfg, root).state()
         cost = costs.cost(p.cfg)
         left = p.cfg.train.steps - done
         rows.append({"run": p.cfg.run_id, "chapters": ", ".join(p.chapters), "state": state, "steps": p.cfg.train.steps,

@@ -8,12 +8,17 @@ import json
 
 import pandas as pd
 
-from matcomp.analysis.key_numbers import FINDINGS
-from matcomp.book.chapter import ladder_runs, ladder_trained, larger_task_drops, paper_scale_runs, preset_name
+from matcomp.analysis.key_numbers import reader_parameters
+from matcomp.book.chapter import ladder_runs, ladder_trained, larger_task_drops, paper_scale_runs
+from matcomp.book.chapters import specs
 from matcomp.book.ladder import FINISHED, Ladder, drop_ladders, finding_ladders, show_ladder
 from matcomp.book.register import REGISTER
-from matcomp.book.stored import BOOK, finding_parameters
+from matcomp.book.spec import ChapterSpec
 from matcomp.book.verdicts import CATEGORIES, MATCHES
+from matcomp.presets import preset_name
+from matcomp.runs.shipped import REPO
+
+BOOK = REPO / "book"
 
 
 def chapter_ladders(preset: str | None = None) -> dict[str, Ladder]:
@@ -22,15 +27,20 @@ def chapter_ladders(preset: str | None = None) -> dict[str, Ladder]:
     runs = ladder_runs(name)
     ladders = {"sudden_drop": drop_ladders(ladder_trained(name), larger_task_drops(name))}
     paper_scale = paper_scale_runs(name)  # opened once: each opening hashes its checkpoints
-    ladders.update({finding: finding_ladders(finding, runs, finding_parameters(finding, name), paper_scale)
-                    for finding in FINDINGS})
+    ladders.update({chapter.name: finding_ladders(chapter, runs, chapter.defaults(name), paper_scale)
+                    for chapter in specs() if chapter.key_numbers is not None})
     return ladders
 
 
-def show_chapter_ladder(chapter: str, preset: str | None, params: dict) -> None:
-    """Show the ladder of a chapter that judges key numbers, read with the chapter's parameters ``params``
-    on every run of its ladder and the paper's scale (``show_ladder``: its tables and glued verdicts)."""
-    show_ladder(finding_ladders(chapter, ladder_runs(preset), params, paper_scale_runs(preset)), chapter)
+def show_chapter_ladder(chapter: ChapterSpec, namespace: dict) -> None:
+    """Show the ladder of a chapter that judges key numbers (``show_ladder``: its tables and glued verdicts) on
+    every run of its ladder and the paper's scale, read with the parameters its notebook holds (``namespace``:
+    its ``globals()``; those the chapter's reader takes, ``reader_parameters``) at its ``preset``."""
+    if chapter.key_numbers is None:
+        raise ValueError(f"the {chapter.name} chapter judges no key numbers")
+    params = {name: namespace[name] for name in reader_parameters(chapter.key_numbers.read)}
+    preset = namespace.get("preset")
+    show_ladder(finding_ladders(chapter, ladder_runs(preset), params, paper_scale_runs(preset)), chapter.name)
 
 
 def chapter_title(chapter: str) -> str:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pandas as pd
 from IPython.display import Markdown
 
-from matcomp.analysis.key_numbers import Side
 from matcomp.metrics import PAPER_ORDER
+from matcomp.paper import Side
 
 CELL_CSS = [{"selector": "td, th", "props": "padding: 3px 6px; text-align: right; white-space: nowrap;"},
             {"selector": "th.col_heading", "props": "white-space: normal; max-width: 10em;"},  # long labels wrap

@@ -15,8 +15,9 @@ from typing import Any
 
 import pandas as pd
 
-from matcomp.analysis.key_numbers import NOISE_SE, Side
+from matcomp.analysis.key_numbers import NOISE_SE
 from matcomp.book.tables import number_text
+from matcomp.paper import Side
 
 TOLERANCE = 0.25  # |log(ours / paper)| within which a number is as the paper's: within about ±28 %
 

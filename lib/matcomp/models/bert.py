@@ -22,6 +22,7 @@ from transformers import BertConfig, BertModel
 from matcomp.config import ModelConfig
 from matcomp.data import Batch
 from matcomp.metrics import METRICS, masked_mse
+from matcomp.models.attention import attention_of, use_attention
 from matcomp.tokenizer import MASK_ID, VOCAB_SIZE
 
 LAYER_NORM_EPS = 1e-12
@@ -43,8 +44,7 @@ def bert_config(cfg: ModelConfig, attention: str = "sdpa") -> BertConfig:
         layer_norm_eps=LAYER_NORM_EPS,
         pad_token_id=MASK_ID,
     )
-    config._attn_implementation = attention
-    return config
+    return use_attention(config, attention)
 
 
 class MatrixBert(nn.Module):
@@ -76,17 +76,11 @@ class MatrixBert(nn.Module):
 
     @property
     def attention(self) -> str:
-        return self.bert.config._attn_implementation
+        return attention_of(self.bert.config)
 
     def set_attention(self, implementation: str) -> MatrixBert:
         """Switch the attention implementation in place (weights untouched); returns self."""
-        from transformers import AttentionInterface
-
-        known = {"eager", "sdpa"} | set(AttentionInterface._global_mapping)
-        if implementation not in known:
-            raise ValueError(f"attention implementation must be 'eager', 'sdpa' or a function registered "
-                             f"with transformers.AttentionInterface; got {implementation!r}")
-        self.bert.config._attn_implementation = implementation
+        use_attention(self.bert.config, implementation)
         return self
 
     def losses(self, batch: Batch) -> dict[str, torch.Tensor]:

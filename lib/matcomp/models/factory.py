@@ -35,3 +35,11 @@ def build_model(cfg: ModelConfig, seed: int, attention: str = "sdpa",
 
 def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
+
+
+def parameter_count(cfg: ModelConfig) -> int:
+    """How many parameters a model of ``cfg`` has, counted on one built on PyTorch's meta device (no memory, a
+    few milliseconds): what the cost of a run is estimated from, exact for either architecture."""
+    with torch.device("meta"):
+        model = (MatrixGPT if cfg.arch == "gpt" else MatrixBert)(cfg)
+    return count_parameters(model)

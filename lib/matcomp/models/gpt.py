@@ -22,7 +22,7 @@ from transformers import GPT2Config, GPT2LMHeadModel
 
 from matcomp.config import ModelConfig
 from matcomp.data import Batch
-from matcomp.models.hooks import attention_implementation
+from matcomp.models.attention import attention_implementation, use_attention
 from matcomp.tokenizer import GPT_SEP_ID, GPT_TOKENS, MASK_ID
 
 GPT_METRICS = ("L", "L_full", "acc_obs", "acc_mask")
@@ -45,8 +45,7 @@ def gpt2_config(cfg: ModelConfig, attention: str = "sdpa") -> GPT2Config:
                         activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
                         tie_word_embeddings=False, bos_token_id=GPT_SEP_ID,
                         eos_token_id=GPT_SEP_ID)
-    config._attn_implementation = attention
-    return config
+    return use_attention(config, attention)
 
 
 class MatrixGPT(nn.Module):

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import torch
 from torch.nn import functional as F
-from transformers import PretrainedConfig
 
+from matcomp.models.attention import attention_implementation
 from matcomp.models.bert import MatrixBert
 
 HOOKED = "matcomp_hooks"  # the name the hooked attention function is registered under
@@ -135,32 +135,18 @@ def attention_hooks(model: MatrixBert, hooks: dict[int, LayerHooks] | None = Non
         if not 0 <= layer < len(modules):
             raise ValueError(f"hooked layer {layer} must be in [0, {len(modules)})")
     _register()
-    previous = model.bert.config._attn_implementation
     saved = [module.__dict__.get(HOOKS) for module in modules]  # an enclosing block's hooks, if any
     try:
         for i, module in enumerate(modules):
             setattr(module, HOOKS, hooks.get(i, LayerHooks()).within(saved[i]))
-        model.bert.config._attn_implementation = HOOKED
-        yield
+        with attention_implementation(model.bert.config, HOOKED):
+            yield
     finally:
-        model.bert.config._attn_implementation = previous
         for module, outer in zip(modules, saved):
             if outer is None:
                 module.__dict__.pop(HOOKS, None)
             else:
                 setattr(module, HOOKS, outer)
-
-
-@contextmanager
-def attention_implementation(config: PretrainedConfig, implementation: str) -> Iterator[None]:
-    """Within the block, the ``transformers`` model config ``config`` runs ``implementation``
-    (e.g. "eager", whose layers return their attention probabilities)."""
-    previous = config._attn_implementation
-    config._attn_implementation = implementation
-    try:
-        yield
-    finally:
-        config._attn_implementation = previous
 
 
 def explicit_attention(model: MatrixBert) -> dict[int, LayerHooks]:

@@ -23,9 +23,9 @@ from pathlib import Path
 import torch
 
 from matcomp.config import RunConfig
+from matcomp.models.factory import parameter_count
 from matcomp.runs.folder import atomic_write_bytes
 from matcomp.runs.training import evaluate, init_training, matmuls, stepper
-from matcomp.tokenizer import VOCAB_SIZE
 
 COSTS_FILE = ".step_costs.json"
 EFFICIENCY = 0.5  # fraction of the matmul peak an estimate assumes a step reaches
@@ -137,27 +137,20 @@ FAST_PEAK = {"cpu": 1e12, "cuda": 1e15}  # FLOP/s no device of the kind beats: a
 MIN_STEP_S = {"cpu": 1e-3, "cuda": 1e-4}  # no step is faster (Python and kernel launches), whatever its FLOPs
 
 
-def parameter_count(cfg: RunConfig) -> int:
-    """About how many parameters the model has: its layers' matrices and the token and position tables."""
-    h, m = cfg.model.hidden, cfg.model
-    return m.layers * (4 * h * h + 2 * h * m.intermediate_size + 9 * h + m.intermediate_size) + \
-        (VOCAB_SIZE + m.max_positions + 4) * h + h + 1
-
-
 def memory_bytes(cfg: RunConfig) -> float:
     """Peak bytes of one training step: fp32 weights, gradients and Adam's two moments, and the activations
     kept for the backward pass (per layer about s·b·h·(34 + 5·a·s/h) 16-bit values; Korthikanti et al.
     2022), at 4 bytes."""
     b, h, heads, layers = cfg.train.batch, cfg.model.hidden, cfg.model.heads, cfg.model.layers
     s = 2 * cfg.data.seq_len if cfg.model.arch == "gpt" else cfg.data.seq_len
-    return 16 * parameter_count(cfg) + 2 * layers * s * b * h * (34 + 5 * heads * s / h) * 2
+    return 16 * parameter_count(cfg.model) + 2 * layers * s * b * h * (34 + 5 * heads * s / h) * 2
 
 
 def disk_bytes(cfg: RunConfig) -> float:
     """Bytes a whole run writes: a checkpoint (4 bytes a parameter) at every scheduled step, the resume
     state (weights and Adam's moments) and the metrics table (at most 8 bytes a cell)."""
-    checkpoints = len(cfg.train.checkpoint_schedule) * 4 * parameter_count(cfg)
-    return checkpoints + 12 * parameter_count(cfg) + 8 * 12 * cfg.train.steps
+    checkpoints = len(cfg.train.checkpoint_schedule) * 4 * parameter_count(cfg.model)
+    return checkpoints + 12 * parameter_count(cfg.model) + 8 * 12 * cfg.train.steps
 
 
 def machine_memory(device: torch.device) -> int:

@@ -165,12 +165,16 @@ class RunFolder:
         metadata = {CHECKPOINT_METADATA: json.dumps(described, sort_keys=True)}
         atomic_write_bytes(self.checkpoint_path(step), save(tensors, metadata=metadata))
 
-    def read_checkpoint(self, step: int) -> dict[str, torch.Tensor]:
+    def existing_checkpoint(self, step: int) -> Path:
+        """The checkpoint file of ``step``; a ValueError naming the steps there are if it has none."""
         path = self.checkpoint_path(step)
         if not path.exists():
             raise ValueError(f"no checkpoint at step {step} in {self.path}; available: {self.checkpoint_steps()} (a "
                              f"shipped run keeps only those the chapters read; --no-shipped trains the whole run)")
-        return load_file(path)
+        return path
+
+    def read_checkpoint(self, step: int) -> dict[str, torch.Tensor]:
+        return load_file(self.existing_checkpoint(step))
 
     def checkpoint_steps(self) -> list[int]:
         return sorted(int(p.stem.split("_")[1]) for p in self.checkpoint_dir.glob("step_*.safetensors"))

@@ -47,6 +47,15 @@ def find_reference(cfg: RunConfig, root: Path | None = None) -> Run | None:
     return None
 
 
+
+def required_reference(cfg: RunConfig) -> Run:
+    """The shipped run of ``cfg``; a ValueError if none is: what a shipped derived table reads."""
+    run = find_reference(cfg)
+    if run is None:
+        raise ValueError(f"run {cfg.run_id} is not shipped; a shipped derived table must read shipped runs")
+    return run
+
+
 def reference_steps(run: Run, max_bytes: int, keep=()) -> list[int]:
     """Checkpoints to ship within ``max_bytes`` (with the config and metrics): the first and last, the
     steps ``keep`` (e.g. the checkpoints the chapters analyse as pre-shift), those around the drop (up

@@ -21,6 +21,7 @@ import os
 import tempfile
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -32,11 +33,9 @@ from matcomp.runs.cost import check_budget
 from matcomp.runs.extend import continue_from, extendable
 from matcomp.runs.folder import RunFolder, sha256_file
 from matcomp.runs.machine import machine
-from matcomp.runs.run import Run, open_run, table_problem, verify
+from matcomp.runs.run import Run, table_problem, verify
 from matcomp.runs.shipped import REFERENCE_ROOT, REPO, find_reference
 from matcomp.runs.training import resolve_device, train
-
-__all__ = ["Run", "RunError", "get_or_train", "open_run", "runs_root"]
 
 ENV_RUNS = "MATCOMP_RUNS"
 ENV_NO_TRAINING = "MATCOMP_NO_TRAINING"  # set (to anything): a run that would have to train is an error
@@ -95,18 +94,19 @@ def writable_store(root: Path | str | None = None, what: str | None = None) -> P
 def get_or_train(cfg: RunConfig, device: str | torch.device | None = None, progress: bool | str = True,
                  root: Path | str | None = None, shipped: bool = True, limit_s: float | None = None,
                  force: bool = False, engine: str = "eager", stop_at: int | None = None,
-                 resumable: bool = True) -> Run:
+                 resumable: bool = True, located: Location | None = None) -> Run:
     """The finished run for ``cfg``: a shipped reference run if one matches (unless ``shipped`` is
     False), else loaded from the store if there, resumed if interrupted, trained otherwise. With
     ``limit_s``, training that would outlast that many seconds stops at a checkpoint and raises
     ``Paused`` (``matcomp.runs.training``); calling again resumes it; ``stop_at`` pauses it at that
     checkpoint. ``engine`` and ``resumable``: how it trains (``training.train``). A run beyond this
     machine's memory, disk or a day's training (``matcomp.runs.cost.check_budget``) is refused before it
-    starts, unless ``force``."""
+    starts, unless ``force``. ``located``: the run's ``locate`` already done, whose shipped run is used
+    rather than looked up again."""
     if not isinstance(cfg, RunConfig):
         raise TypeError(f"get_or_train: cfg must be a RunConfig (matcomp.preset('smoke') makes one); got "
                         f"{type(cfg).__name__} {cfg!r}")
-    reference = find_reference(cfg) if shipped else None
+    reference = (located.reference if located is not None else find_reference(cfg)) if shipped else None
     if reference is not None:
         return reference
     root = writable_store(root)
@@ -147,21 +147,39 @@ def seal_stopped(cfg: RunConfig, root: Path | str, why: str, device: str | torch
     return Run(folder.path)
 
 
-def run_state(cfg: RunConfig, root: Path, shipped: bool = True) -> tuple[str, int]:
-    """Where a run stands, as ``get_or_train`` will find it (shipped, stored, resumed, or continued from a
-    shorter finished run): ("shipped" | "stored" | "partial" | "missing", steps already trained). The one
-    prediction the plan and a chapter's training announcement read; with ``shipped`` False, as
-    ``get_or_train(shipped=False)`` finds it (a run shipped with its metrics alone, read for its checkpoints)."""
-    if shipped and find_reference(cfg) is not None:
-        return "shipped", cfg.train.steps
+@dataclass(frozen=True)
+class Location:
+    """Where a run stands, looked up once and read by both the announcement and the action: ``reference``, the
+    shipped run of its config (None where none is); ``stored`` and ``done``, the working store's state
+    ("stored" | "partial" | "missing") and the steps it already holds (a resume's, or those of a shorter
+    finished run that this one continues)."""
+
+    cfg: RunConfig
+    reference: Run | None
+    stored: str
+    done: int
+
+    def state(self, shipped: bool = True) -> tuple[str, int]:
+        """("shipped" | "stored" | "partial" | "missing", steps already trained), as ``get_or_train`` will find
+        it; with ``shipped`` False, as ``get_or_train(shipped=False)`` does (a run shipped with its metrics
+        alone, trained for its checkpoints)."""
+        if shipped and self.reference is not None:
+            return "shipped", self.cfg.train.steps
+        return self.stored, self.done
+
+
+def locate(cfg: RunConfig, root: Path) -> Location:
+    """Where ``cfg``'s run stands: shipped, and in the working store ``root`` (``Location``). The one
+    prediction the plan, a chapter's training announcement and its opening read."""
+    reference = find_reference(cfg)
     folder = RunFolder(Path(root) / cfg.run_id)
     if folder.complete_path.exists():
-        return "stored", cfg.train.steps
+        return Location(cfg, reference, "stored", cfg.train.steps)
     step = folder.resume_step()
     if step is not None:
-        return "partial", step
+        return Location(cfg, reference, "partial", step)
     base = extendable(cfg, Path(root))  # a shorter finished run that this one continues
-    return ("partial", base.last_step()) if base is not None else ("missing", 0)
+    return Location(cfg, reference, *(("partial", base.last_step()) if base is not None else ("missing", 0)))
 
 
 def _initial_weights(cfg: RunConfig, root: Path) -> dict[str, torch.Tensor] | None:

@@ -109,9 +109,7 @@ def pack_checkpoint(run: Run, step: int, out: Path, part_bytes: int = PART_BYTES
                     about: dict | None = None) -> list[Path]:
     """Pack the checkpoint file of ``run`` at ``step`` (as stored: a bf16 copy stays bf16) into ``out``, its
     manifest holding ``about`` too (how it was made)."""
-    if step not in run.steps:
-        raise ValueError(f"step {step} has no checkpoint in {run.path}; it has {run.steps}")
-    data = run.folder.checkpoint_path(step).read_bytes()
+    data = run.folder.existing_checkpoint(step).read_bytes()
     return pack_bytes(data, run.config.run_id, checkpoint_item(step), out, part_bytes, {**(about or {}), "step": step})
 
 

@@ -1,11 +1,8 @@
-"""One module per chapter of the book, named as its notebook: the notebook imports that module alone
-(apart from plots), and the module holds what belongs to that chapter only.
-
-Each module declares ``runs_read(preset)``, the runs its chapter reads with its default parameters,
-built from the same library calls the chapter makes, which ``python -m matcomp plan`` and ``prepare``
-read (``matcomp.book.plan``); most have a ``setup`` that opens the chapter's runs and prints what they
-are; and each holds the sentences and glued numbers only its chapter says. What several chapters share
-stays in ``matcomp.book`` (the chapter's opening, tables, the ladder, plots by family).
+"""One module per chapter of the book, named as its notebook, holding what belongs to that chapter only: its
+declaration ``CHAPTER`` (``matcomp.book.spec``: parameters, runs, key numbers, shipped tables), most a ``setup``
+that opens the chapter's runs and prints what they are, and the sentences and glued numbers only its chapter
+says. The notebook imports the library's functions from where they live; ``chapter.`` names only its module's
+own. What several chapters share stays in ``matcomp.book`` (the chapter's opening, tables, the ladder, plots).
 """
 
 from __future__ import annotations
@@ -13,8 +10,10 @@ from __future__ import annotations
 import importlib
 
 from matcomp.analysis.seeds import seed_configs, seeds_from
-from matcomp.book.chapter import chapter_config, one_model_configs, shipped_paper_scale, sizes
+from matcomp.book.chapter import chapter_config, one_model_configs, shipped_paper_scale
+from matcomp.book.spec import ChapterSpec
 from matcomp.config import RunConfig
+from matcomp.sizes import chapter_sizes
 
 # the chapters in the book's order (``_toc.yml``; ``tests/test_book.py`` holds the two together)
 CHAPTERS = ("intro", "task", "sudden_drop", "copying_phase", "nuclear_norm", "observed_entries", "attention_patching",
@@ -22,11 +21,16 @@ CHAPTERS = ("intro", "task", "sudden_drop", "copying_phase", "nuclear_norm", "ob
             "sizes_ranks", "ood")
 
 
-def chapter_runs(chapter: str, preset: str) -> list[RunConfig]:
-    """The runs ``chapter`` reads at ``preset`` (its module's ``runs_read``)."""
+def spec(chapter: str) -> ChapterSpec:
+    """The declaration of ``chapter`` (its module's ``CHAPTER``)."""
     if chapter not in CHAPTERS:
         raise ValueError(f"chapter must be one of {list(CHAPTERS)}; got {chapter!r}")
-    return importlib.import_module(f"{__name__}.{chapter}").runs_read(preset)
+    return importlib.import_module(f"{__name__}.{chapter}").CHAPTER
+
+
+def specs() -> list[ChapterSpec]:
+    """Every chapter's declaration, in the book's order."""
+    return [spec(chapter) for chapter in CHAPTERS]
 
 
 def model_runs(preset: str) -> list[RunConfig]:
@@ -39,4 +43,4 @@ def model_runs(preset: str) -> list[RunConfig]:
 def seed_runs(preset: str, count: str = "seeds") -> list[RunConfig]:
     """The scale's own run at the seeds of ``ChapterSizes.<count>``: a several-seed part's runs."""
     cfg = chapter_config(preset)
-    return list(seed_configs(cfg, seeds_from(cfg, getattr(sizes(preset), count))).values())
+    return list(seed_configs(cfg, seeds_from(cfg, getattr(chapter_sizes(preset), count))).values())

@@ -3,28 +3,25 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pandas as pd
 
-from matcomp.analysis.patching import all_layers, last_layer, negation_patching, per_head, per_layer, restored_fraction
-from matcomp.book.chapter import checked_parameters, model_preset, open_chapter
+from matcomp.analysis.key_numbers import read_patching
 from matcomp.book.chapters import model_runs
-from matcomp.book.summary import show_chapter_ladder
-from matcomp.book.tables import findings, styled
-from matcomp.config import RunConfig
-from matcomp.data import sample_batch
-from matcomp.paper import PATCHING
-from matcomp.seeding import analysis_generator
-
-__all__ = [  # the names its notebook uses
-    "PATCHING", "all_layers", "analysis_generator", "checked_parameters", "findings", "last_layer",
-    "model_preset", "negation_patching", "open_chapter", "patching_findings", "per_head", "per_layer",
-    "restored_fraction", "sample_batch", "show_chapter_ladder", "styled",
-]
+from matcomp.book.spec import ChapterSpec, KeyNumbers, OneModelParameters
+from matcomp.book.verdicts import Claim
+from matcomp.data import second_moment
+from matcomp.paper import PATCHING, POST_SHIFT, reported
+from matcomp.presets import preset as named_preset
 
 
-def runs_read(preset: str) -> list[RunConfig]:
-    """The one-model runs: the chapter's model and its ladder."""
-    return model_runs(preset)
+@dataclass(frozen=True)
+class Parameters(OneModelParameters):
+    """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
+
+    samples: int = 256  # matrices (the paper: 256)
+    eval_seed: int = 0  # seed of the evaluation matrices
 
 
 def patching_findings(layers: pd.DataFrame, restored: pd.Series | None, n_layers: int) -> list[str]:
@@ -44,3 +41,19 @@ def patching_findings(layers: pd.DataFrame, restored: pd.Series | None, n_layers
                             f"{best.capitalize()} alone restores {single.max():.2f} of the clean answer, "
                             f"the last layer alone {restored['last layer']:.2f}.")
     return sentences
+
+
+def paper_restored() -> float:
+    """The share of the clean answer the paper's patching restores (App. F): its patched L_mask(X) against
+    its clean model's, over the gap to the corrupted run, which answers −X at the missing entries
+    (L_mask(X) = 4·E[X²] for an exact completion; the paper does not print it)."""
+    clean, corrupted = reported(POST_SHIFT, "no intervention", 1), 4 * second_moment(named_preset("paper").data)
+    return 1 - (PATCHING["all layers"]["L_mask(X)"] - clean) / (corrupted - clean)
+
+
+KEY_NUMBERS = KeyNumbers(read_patching, {"restored, all layers": Claim(paper_restored(), 0.5),
+                                         "restored, last layer": Claim(paper_restored(), 0.5)},
+                         checks=("restored, all layers",))  # every site patched: the clean run itself, in any model
+
+
+CHAPTER = ChapterSpec("attention_patching", Parameters, model_runs, key_numbers=KEY_NUMBERS)

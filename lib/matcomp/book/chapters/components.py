@@ -3,36 +3,56 @@ and how its loss leaves the copying plateau; the sentences it says of each group
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import NamedTuple
+
 import pandas as pd
 
-from matcomp.analysis.components import component_config, fig8_checks, plateau_table
-from matcomp.book.chapter import chapter_config, checked_parameters, preset_name, sizes, trained_run
-from matcomp.book.tables import at_step, findings, styled
-from matcomp.book.verdicts import holds
+from matcomp.analysis.components import component_config
+from matcomp.book.chapter import chapter_config, trained_run
+from matcomp.book.spec import ChapterSpec, RunParameters
+from matcomp.book.tables import at_step
 from matcomp.config import RunConfig
 from matcomp.models.recipe import COMPONENT_PATTERNS
-from matcomp.paper import COMPONENT_DYNAMICS
+from matcomp.presets import preset_name
+from matcomp.runs.run import Run
+from matcomp.sizes import chapter_sizes
 
-__all__ = [  # the names its notebook uses
-    "COMPONENT_DYNAMICS", "at_step", "checked_parameters", "component_findings", "fig8_checks", "findings",
-    "holds", "plateau_table", "preset_name", "setup", "styled",
-]
+
+@dataclass(frozen=True)
+class Parameters(RunParameters):
+    """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
+
+    steps: int | None = None  # budget of each component's run; None: the preset's
+    # steps a run trains past its drop (or past step 550 without a plateau; 0: its whole budget); None: the preset's
+    after_drop: int | None = None
+    min_plateau: int = 500  # a curve "has a plateau" if it sits at the copying level at least this many steps
 
 
 def runs_read(preset: str) -> list[RunConfig]:
     """The chapter's run, then each group's run from its start, at the preset's budget."""
-    cfg, size = chapter_config(preset), sizes(preset)
+    cfg, size = chapter_config(preset), chapter_sizes(preset)
     steps = size.steps("component_steps", cfg)
     return [cfg] + [component_config(cfg, c, cfg.run_id, steps, size.after_drop) for c in COMPONENT_PATTERNS]
 
 
-def setup(preset: str | None, seed: int | None, overrides: str, steps: int | None, after_drop: int | None):
+class Opening(NamedTuple):
+    """What ``setup`` opens: the chapter's config, its trained run, each group's budget, and each group's run
+    trained alone from the run's start (group -> run)."""
+
+    cfg: RunConfig
+    base: Run
+    steps: int
+    runs: dict[str, Run]
+
+
+def setup(preset: str | None, seed: int | None, overrides: str, steps: int | None, after_drop: int | None) -> Opening:
     """The chapter's config, its trained run, the budget of each group's run (``steps``, None: the preset's)
     and the group -> run of each group trained alone from the run's start, printed as it goes."""
     cfg = chapter_config(preset, seed, overrides)
     base = trained_run(cfg, preset)
-    steps = steps or sizes(preset).steps("component_steps", cfg)
-    after_drop = sizes(preset).after_drop if after_drop is None else after_drop
+    steps = steps or chapter_sizes(preset).steps("component_steps", cfg)
+    after_drop = chapter_sizes(preset).after_drop if after_drop is None else after_drop
     print(f"trained model: {base.config.run_id} ({preset_name(preset)} preset), final checkpoint step "
           f"{base.steps[-1]}; its own drop: {base.drop}")
 
@@ -40,7 +60,7 @@ def setup(preset: str | None, seed: int | None, overrides: str, steps: int | Non
             for c in COMPONENT_PATTERNS}
     for c, run in runs.items():
         print(f"{c:>9} alone: run {run.config.run_id}, stopped at step {run.last_step:,} of {steps:,}")
-    return cfg, base, steps, runs
+    return Opening(cfg, base, steps, runs)
 
 
 def component_findings(table: pd.DataFrame, min_plateau: int) -> list[str]:
@@ -82,3 +102,6 @@ def component_findings(table: pd.DataFrame, min_plateau: int) -> list[str]:
             text += "; it does not fall below half within its run"
         sentences.append(text + f"; L_mask {row['final L_mask']:.3f} at its last step.")
     return sentences
+
+
+CHAPTER = ChapterSpec("components", Parameters, runs_read, opening=Opening)

@@ -3,26 +3,30 @@ entries copied, ~0 at the missing ones) and what its attention does there."""
 
 from __future__ import annotations
 
-from matcomp.analysis.evaluation import copy_check, copy_label, losses
-from matcomp.analysis.interventions import attention_interventions
-from matcomp.analysis.phases import answer_rise
-from matcomp.book.chapter import checked_parameters, model_preset, open_chapter
+from dataclasses import dataclass
+
+from matcomp.analysis.key_numbers import read_copying
 from matcomp.book.chapters import model_runs
-from matcomp.book.summary import show_chapter_ladder
-from matcomp.book.tables import beside_paper, findings, moves_text, styled
-from matcomp.config import RunConfig
-from matcomp.data import sample_batch
-from matcomp.drop import ON_PLATEAU
-from matcomp.paper import COPY_VALUES, PRE_SHIFT, copy_table
-from matcomp.seeding import analysis_generator
-
-__all__ = [  # the names its notebook uses
-    "COPY_VALUES", "ON_PLATEAU", "PRE_SHIFT", "analysis_generator", "answer_rise", "attention_interventions",
-    "beside_paper", "checked_parameters", "copy_check", "copy_label", "copy_table", "findings", "losses",
-    "model_preset", "moves_text", "open_chapter", "sample_batch", "show_chapter_ladder", "styled",
-]
+from matcomp.book.spec import ChapterSpec, KeyNumbers, OneModelParameters
+from matcomp.book.verdicts import Claim
+from matcomp.paper import PRE_SHIFT, reported_ratio
 
 
-def runs_read(preset: str) -> list[RunConfig]:
-    """The one-model runs: the chapter's model and its ladder."""
-    return model_runs(preset)
+@dataclass(frozen=True)
+class Parameters(OneModelParameters):
+    """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
+
+    copy_samples: int = 512  # matrices per cell of the copy table (the paper: 512)
+    ablation_samples: int = 256  # matrices for the ablation and switching tests (the paper: 256)
+    eval_seed: int = 0  # seed of the evaluation matrices
+
+
+# the paper's claim: neither moves the pre-shift model (ratios near 1, NeurIPS §3.1)
+KEY_NUMBERS = KeyNumbers(read_copying, {
+    "uniform attention, pre-shift: L_obs ×": Claim(reported_ratio(PRE_SHIFT, "all heads uniform")),
+    "uniform attention, pre-shift: L_mask ×": Claim(reported_ratio(PRE_SHIFT, "all heads uniform", 1)),
+    "Q, K, V from post-shift: L_mask ×": Claim(reported_ratio(PRE_SHIFT, "Q, K, V from post-shift", 1))},
+    pre_shift=("uniform attention, pre-shift: L_obs ×", "uniform attention, pre-shift: L_mask ×"))
+
+
+CHAPTER = ChapterSpec("copying_phase", Parameters, model_runs, key_numbers=KEY_NUMBERS)

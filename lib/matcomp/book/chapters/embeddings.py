@@ -3,57 +3,42 @@ trained model, how the positions group over training and over seeds, and its sen
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
 import pandas as pd
+import torch
 
 from matcomp.analysis.embeddings import (
-    component_correlations,
-    middle_row_z,
     norm_symmetry,
-    on_top_components,
-    position_embeddings,
     position_grouping,
     position_groups,
-    position_norm_profile,
-    position_silhouettes,
-    principal_components,
-    silhouettes_by_seed,
-    silhouettes_over_seeds,
     task_values,
-    tsne_layout,
-    value_embeddings,
 )
-from matcomp.analysis.key_numbers import FINDINGS
 from matcomp.analysis.key_numbers import MIDDLE_ROW_DIP as DIP
-from matcomp.analysis.seeds import seed_configs, seeds_from
-from matcomp.book.chapter import (
-    chapter_config,
-    checked_parameters,
-    model_preset,
-    open_chapter,
-    open_seeds,
-    sizes,
-    trained_runs,
-)
+from matcomp.analysis.key_numbers import read_embeddings
+from matcomp.analysis.phases import Phases
+from matcomp.book.chapter import model_preset, open_chapter
 from matcomp.book.chapters import model_runs, seed_runs
-from matcomp.book.ladder import unread_reason
-from matcomp.book.summary import show_chapter_ladder
-from matcomp.book.tables import at_step, findings, styled
-from matcomp.book.verdicts import Claim, verdict
+from matcomp.book.spec import ChapterSpec, KeyNumbers, OneModelParameters
+from matcomp.book.tables import at_step
+from matcomp.book.verdicts import Claim
 from matcomp.config import RunConfig
-from matcomp.paper import WS_POSITION_NORM_DIP
-
-__all__ = [  # the names its notebook uses
-    "MIDDLE_ROW_DIP", "WS_POSITION_NORM_DIP", "chapter_config", "checked_parameters", "closing_findings",
-    "component_correlations", "findings", "middle_row_z", "model_preset", "norm_symmetry", "on_top_components",
-    "open_seeds", "position_embeddings", "position_grouping", "position_norm_profile", "position_silhouettes",
-    "principal_components", "seed_configs", "seeds_from", "setup", "show_chapter_ladder", "silhouette_findings",
-    "silhouettes_by_seed", "silhouettes_over_seeds", "sizes", "styled", "trained_runs", "tsne_layout",
-    "unread_reason", "value_embeddings", "verdict",
-]
+from matcomp.models.factory import Model
+from matcomp.paper import Side
+from matcomp.runs.run import Run
+from matcomp.sizes import chapter_sizes
 
 
-# claim (d), as the ladder judges it: a dip at the middle row that stands out (the book's bound; WS Fig. 8 shows it)
-MIDDLE_ROW_DIP = Claim(FINDINGS["embeddings"].paper[DIP], ours=True)
+@dataclass(frozen=True)
+class Parameters(OneModelParameters):
+    """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
+
+    value_samples: int = 4096  # matrices sampled to find the range of values the model sees
+    tsne_seed: int = 0  # seed of the t-SNE layout
+    # runs of the scale's preset (seeds from `seed` on) whose position embeddings are compared; None: the preset's (3)
+    seeds: int | None = None
 
 
 def runs_read(preset: str) -> list[RunConfig]:
@@ -61,12 +46,26 @@ def runs_read(preset: str) -> list[RunConfig]:
     return model_runs(preset) + seed_runs(preset)
 
 
+class Opening(NamedTuple):
+    """What ``setup`` opens: the config, run and phases, the post-shift model, every value token of the task, the
+    positions grouped by row and by column, and the seeds of the several-seed part."""
+
+    cfg: RunConfig
+    run: Run
+    phases: Phases
+    post: Model
+    values: torch.Tensor
+    rows: np.ndarray
+    cols: np.ndarray
+    seeds: int
+
+
 def setup(preset: str | None, model: str | None, seed: int | None, overrides: str, value_samples: int,
-          seeds: int | None):
+          seeds: int | None) -> Opening:
     """The chapter's config, run and phases, its post-shift model, every value token of the task, the
     positions grouped by row and by column, and the seeds of the several-seed part (None: the preset's)."""
     cfg, run, phases = open_chapter(model_preset(preset, model), seed, overrides)
-    seeds = seeds or sizes(preset).seeds
+    seeds = seeds or chapter_sizes(preset).seeds
     d = cfg.data
 
     S = d.n_rows * d.n_cols
@@ -74,7 +73,7 @@ def setup(preset: str | None, model: str | None, seed: int | None, overrides: st
     rows, cols = position_groups(d.n_rows, d.n_cols)
     post = run.checkpoint(phases.post)
     print(f"value tokens from {values[0]:.2f} to {values[-1]:.2f} ({len(values)} tokens); {S} positions")
-    return cfg, run, phases, post, values, rows, cols, seeds
+    return Opening(cfg, run, phases, post, values, rows, cols, seeds)
 
 
 def silhouette_findings(by_seed: pd.DataFrame) -> list[str]:
@@ -122,3 +121,18 @@ def closing_findings(values, norms, correlations: pd.DataFrame, scores: pd.DataF
             + ".",
             f"Of {len(by_seed)} seeds, " + ", ".join(f"{(by_seed['groups by'] == g).sum()} group their positions by {g}"
                                                for g in ("column", "row", "neither")) + "."]
+
+
+# positions cluster by column (Fig. 7c), only after the drop (Fig. 10), and their norms dip at the middle row
+# (WS Fig. 8): the silhouette's 0.1 and the dip's 2 sd are the book's bounds
+KEY_NUMBERS = KeyNumbers(read_embeddings, {
+    "position silhouette by column": Claim(Side(0.1), ours=True),
+    "by column − by row": Claim(Side(0, strict=True)),
+    "position silhouette by column, pre-shift": Claim(Side(0.1, above=False, strict=True), ours=True),
+    DIP: Claim(Side(-2.0, above=False), ours=True)},
+    pre_shift=("position silhouette by column, pre-shift",))
+# claim (d), as the ladder judges it: a dip at the middle row that stands out (the book's bound; WS Fig. 8 shows it)
+MIDDLE_ROW_DIP = KEY_NUMBERS.claims[DIP]
+
+
+CHAPTER = ChapterSpec("embeddings", Parameters, runs_read, opening=Opening, key_numbers=KEY_NUMBERS)

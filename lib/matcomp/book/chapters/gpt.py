@@ -3,34 +3,37 @@ greedy completions beside the BERT's; and the numbers its prose quotes of the de
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pandas as pd
 
 from matcomp.analysis.gpt import (
-    attention_maps,
-    attention_scores,
     completion_table,
     copy_onset,
     greedy_reading,
     late_gain,
 )
 from matcomp.analysis.seeds import trained_on
-from matcomp.book.chapter import DEFAULT_PRESET, chapter_config, checked_parameters, trained_run
-from matcomp.book.sweep import record
-from matcomp.book.tables import at_step, findings, glue_texts, span_text, styled
+from matcomp.book.chapter import chapter_config, trained_run
+from matcomp.book.spec import ChapterSpec, RunParameters
+from matcomp.book.tables import at_step, span_text
 from matcomp.config import RunConfig
 from matcomp.data import sample_batch
 from matcomp.drop import FINAL_STEPS, final_losses
+from matcomp.presets import DEFAULT_PRESET
 from matcomp.presets import preset as named_preset
 from matcomp.runs.cost import duration
 from matcomp.runs.run import Run
 from matcomp.seeding import analysis_generator
 
-__all__ = [  # the names its notebook uses
-    "FINAL_STEPS", "analysis_generator", "attention_maps", "attention_scores", "chapter_config",
-    "checked_parameters", "completion_table", "copy_onset", "default_gpt", "final_losses", "findings",
-    "glue_texts", "gpt_numbers", "gpt_run_numbers", "greedy_reading", "late_gain", "named_preset", "record",
-    "run_findings", "sample_batch", "styled", "trained_run",
-]
+
+@dataclass(frozen=True)
+class Parameters(RunParameters):
+    """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
+
+    samples: int = 256  # matrices for the attention maps and the comparison with BERT
+    before: int | None = None  # checkpoint step on the plateau for the attention maps; None: half the copying step
+    after: int | None = None  # checkpoint step after the drop; None: twice the copying step
 
 
 def default_gpt(samples: int) -> tuple[Run, dict[str, float], pd.DataFrame]:
@@ -112,3 +115,6 @@ def run_findings(run: Run, onset: int | None, scores: pd.DataFrame, before: int,
             f"its distributions {table['L_mask'].iloc[1]:.3g}; answering 0 has {table['L_mask'].iloc[-1]:.3g}, BERT "
             + ", ".join(f"{table.loc[name, 'L_mask']:.3g} {name.split(' (')[0].removeprefix('BERT, ')}"
                         for name in table.index if name.startswith("BERT")) + "."]
+
+
+CHAPTER = ChapterSpec("gpt", Parameters, runs_read)

@@ -3,46 +3,42 @@ into the paper's families, under random and structured masks and over seeds, and
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import NamedTuple
+
 import pandas as pd
 
 from matcomp.analysis.heads import (
     NO_FAMILY,
-    classify_model,
-    family_counts,
-    fig5_mask,
-    group_ablation,
-    heads_by_family,
-    longest_column_margin,
-    mean_maps,
-    scores_over_training,
-    separating_mask,
-    strongest,
-    with_baselines,
 )
-from matcomp.book.chapter import (
-    chapter_config,
-    checked_parameters,
-    model_preset,
-    open_chapter,
-    open_seeds,
-    sizes,
-)
+from matcomp.analysis.key_numbers import LAST_LAYER_IDENTITY, SEPARATED, TAXONOMY_FAMILIES, read_taxonomy
+from matcomp.analysis.phases import Phases
+from matcomp.book.chapter import model_preset, open_chapter
 from matcomp.book.chapters import model_runs, seed_runs
-from matcomp.book.summary import show_chapter_ladder
-from matcomp.book.tables import findings, glue_texts, span_text, styled
+from matcomp.book.spec import ChapterSpec, KeyNumbers, OneModelParameters
+from matcomp.book.tables import span_text
 from matcomp.book.verdicts import MATCHES, Claim
-from matcomp.config import RunConfig
-from matcomp.data import sample_batch
-from matcomp.paper import FAMILIES, UNINTERPRETABLE_ABLATION, UNINTERPRETABLE_HEADS
+from matcomp.config import DataConfig, RunConfig
+from matcomp.data import Batch, sample_batch
+from matcomp.models.bert import MatrixBert
+from matcomp.paper import UNINTERPRETABLE_ABLATION, UNINTERPRETABLE_HEADS, Side
+from matcomp.runs.run import Run
 from matcomp.seeding import analysis_generator
 
-__all__ = [  # the names its notebook uses
-    "FAMILIES", "UNINTERPRETABLE_ABLATION", "analysis_generator", "chapter_config", "checked_parameters",
-    "classify_model", "family_counts", "family_findings", "fig5_mask", "findings", "glue_texts", "group_ablation",
-    "heads_by_family", "identity_text", "leftover_text", "longest_column_margin", "longest_column_verdict",
-    "mean_maps", "open_seeds", "sample_batch", "scores_over_training", "separating_mask", "setup",
-    "show_chapter_ladder", "sizes", "strongest", "styled", "with_baselines",
-]
+
+@dataclass(frozen=True)
+class Parameters(OneModelParameters):
+    """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
+
+    # runs of the scale's preset (seeds from `seed` on) classified side by side; None: the preset's (3)
+    seeds: int | None = None
+    samples: int = 256  # matrices per averaged map (the paper: 256)
+    eval_seed: int = 0  # seed of the evaluation matrices
+    mass: float = 0.5  # a family's score must reach this attention mass...
+    enrichment: float = 2.0  # ...and this multiple of its uniform baseline
+    identity_enrichment: float = 5.0  # identity: attention on itself at observed queries, as a multiple of uniform
+    mask_ratio: float = 0.25  # a head ignores MASK if its mass on MASK keys is below this fraction of uniform
+    near: float = 0.8  # a near miss reaches this fraction of every threshold of a family
 
 
 def runs_read(preset: str) -> list[RunConfig]:
@@ -50,12 +46,25 @@ def runs_read(preset: str) -> list[RunConfig]:
     return model_runs(preset) + seed_runs(preset)
 
 
-def setup(preset: str | None, model: str | None, seed: int | None, overrides: str, samples: int, eval_seed: int):
+class Opening(NamedTuple):
+    """What ``setup`` opens: the config and its task, the run and phases, the evaluation matrices, and the
+    post-shift model."""
+
+    cfg: RunConfig
+    d: DataConfig
+    run: Run
+    phases: Phases
+    batch: Batch
+    post: MatrixBert
+
+
+def setup(preset: str | None, model: str | None, seed: int | None, overrides: str, samples: int,
+          eval_seed: int) -> Opening:
     """The chapter's config, its task, its run and phases, ``samples`` evaluation matrices with random masks
     (drawn from ``eval_seed``), and the post-shift model."""
     cfg, run, phases = open_chapter(model_preset(preset, model), seed, overrides)
     batch = sample_batch(cfg.data, samples, analysis_generator(eval_seed))
-    return cfg, cfg.data, run, phases, batch, run.bert(phases.post)
+    return Opening(cfg, cfg.data, run, phases, batch, run.bert(phases.post))
 
 
 
@@ -127,3 +136,12 @@ def leftover_text(ablation: pd.DataFrame) -> str:
             f"uninterpretable heads (all in its last two layers) multiplies it by {paper_ratio:.2f} there "
             f"(§3.2.2): {gap}. The two groups are not alike (how many heads, and where), so this compares what "
             f"is left unexplained in each model, on this one seed; it is not a verdict on the paper's claim.")
+
+
+KEY_NUMBERS = KeyNumbers(read_taxonomy, {
+    **{f"{family} heads": Claim(Side(1)) for family in TAXONOMY_FAMILIES},
+    **{f"{family} heads, separating mask": Claim(Side(1)) for family in SEPARATED},
+    LAST_LAYER_IDENTITY: Claim(1.0)})
+
+
+CHAPTER = ChapterSpec("head_taxonomy", Parameters, runs_read, opening=Opening, key_numbers=KEY_NUMBERS)

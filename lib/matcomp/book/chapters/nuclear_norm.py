@@ -3,6 +3,9 @@ ALS over p_mask and λ, and what it says of their tables."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+from typing import NamedTuple
+
 import numpy as np
 import pandas as pd
 
@@ -10,54 +13,73 @@ from matcomp.analysis.baselines import (
     BERT,
     NN,
     TRUTH,
-    headline_table,
-    stored_lambda_draws,
-    stored_lambda_table,
-    stored_sweep,
-    versus_table,
+    draws_derivation,
+    lambda_derivation,
+    sweep_derivation,
 )
+from matcomp.analysis.key_numbers import ACROSS_RATES, read_nuclear
+from matcomp.analysis.phases import Phases, phases
 from matcomp.analysis.solvers import SOLVER
-from matcomp.book.chapter import (
-    checked_parameters,
-    model_preset,
-    open_chapter,
-    paper_task_runs,
-    sizes,
-)
+from matcomp.book.chapter import model_preset, open_chapter
 from matcomp.book.chapters import model_runs
-from matcomp.book.ladder import paper_depth
-from matcomp.book.summary import show_chapter_ladder
-from matcomp.book.tables import beside, findings, styled
+from matcomp.book.spec import ChapterSpec, KeyNumbers, OneModelParameters, listed
+from matcomp.book.verdicts import Claim
 from matcomp.config import RunConfig
-from matcomp.drop import FINAL_STEPS, final_losses
 from matcomp.metrics import PAPER_ORDER
-from matcomp.paper import LAMBDA_TABLE, POST_SHIFT, SUDDEN_DROP
+from matcomp.paper import LAMBDA_TABLE, SUDDEN_DROP, Side
 from matcomp.presets import preset as named_preset
+from matcomp.runs.derived import Derivation
+from matcomp.runs.run import Run
+from matcomp.runs.shipped import required_reference
+from matcomp.sizes import chapter_sizes
 
-__all__ = [  # the names its notebook uses
-    "FINAL_STEPS", "LAMBDA_TABLE", "NN", "POST_SHIFT", "SUDDEN_DROP", "agreement_text", "als_findings", "beside",
-    "checked_parameters", "final_losses", "findings", "headline_table", "lambda_findings", "matched_norms",
-    "named_preset", "norm_findings", "paper_depth", "paper_task_runs", "setup", "show_chapter_ladder",
-    "stored_lambda_draws", "stored_lambda_table", "stored_sweep", "styled", "versus_findings", "versus_table",
-]
+BEST_LAMBDA = min(LAMBDA_TABLE, key=lambda lam: LAMBDA_TABLE[lam][2])  # App. B's best λ: the chapter's default
 
 
-def runs_read(preset: str) -> list[RunConfig]:
-    """The one-model runs: the chapter's model and its ladder."""
-    return model_runs(preset)
+@dataclass(frozen=True)
+class Parameters(OneModelParameters):
+    """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
+
+    samples: int | None = None  # matrices per p_mask (the paper: 512); None: 512, or 32 at the smoke preset
+    lambda_samples: int | None = None  # matrices of each lambda table (the paper: 256); None: 256, or 32 at smoke
+    p_masks: list[float] = listed(0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6)  # the paper's 11 values
+    lams: list[float] = listed(0.0005, 0.001, 0.0015, 0.002, 0.005)  # the lambdas of the paper's table
+    lam: float = BEST_LAMBDA  # lambda of the regularised, soft-impute and ALS curves (the paper's best L)
+    eval_seed: int = 0  # seed of the evaluation matrices
+    noise_seeds: int = 8  # seeds eval_seed, eval_seed + 1, ... of the 7x7 table's sampling-noise check
+    workers: int = 2  # processes for the convex solvers (512 7x7 problems: 3.8 s with 2, 6.7 s with 1, on 2 cores)
+
+    def counts(self, preset: str | None) -> tuple[int, int]:
+        """The matrices per p_mask and per λ table: these, or where None the scale's (the paper's 512 and 256 at
+        the full scales)."""
+        size = chapter_sizes(preset)
+        return self.samples or size.completion_samples, self.lambda_samples or size.lambda_samples
+
+    def at(self, preset: str | None) -> Parameters:
+        samples, lambda_samples = self.counts(preset)
+        return replace(self, samples=samples, lambda_samples=lambda_samples)
+
+
+class Opening(NamedTuple):
+    """What ``setup`` opens: the config, run and phases, and the sample counts at the scale."""
+
+    cfg: RunConfig
+    run: Run
+    phases: Phases
+    samples: int
+    lambda_samples: int
 
 
 def setup(preset: str | None, model: str | None, seed: int | None, overrides: str, samples: int | None,
-          lambda_samples: int | None):
+          lambda_samples: int | None) -> Opening:
     """The chapter's config, run and phases, and its sample counts (None: the preset's, which are the
     paper's 512 per p_mask and 256 per λ table at the full scales)."""
     cfg, run, phases = open_chapter(model_preset(preset, model), seed, overrides)
-    samples = samples or sizes(preset).completion_samples
-    lambda_samples = lambda_samples or sizes(preset).lambda_samples
+    samples, lambda_samples = Parameters(samples=samples, lambda_samples=lambda_samples).counts(preset)
     print(f"{cfg.run_id}: {cfg.data.n_rows}x{cfg.data.n_cols} rank {cfg.data.rank}, BERT trained at "
           f"p_mask {cfg.data.p_mask}, post-shift step {phases.post}; {samples} matrices per p_mask, "
           f"{lambda_samples} per lambda table; solver {SOLVER}")
-    return cfg, run, phases, samples, lambda_samples
+    return Opening(cfg, run, phases, samples, lambda_samples)
 
 
 def agreement_text(agree: pd.Series, at: float, lam: float) -> str:
@@ -203,3 +225,26 @@ def versus_findings(versus: pd.DataFrame, at: float, method: str = "nuclear-norm
     return (f"The BERT's L is below {method}'s {where}; at its training p_mask {at:g} it is {side} by "
             f"{abs(z.loc[at]):.1f} s.e.; it is behind by more than 2 s.e. at {listed(behind) or 'no p_mask'}; "
             f"its nuclear norm is the larger at {larger} of {len(versus)} values of p_mask.")
+
+
+KEY_NUMBERS = KeyNumbers(read_nuclear, {
+    f"L: BERT / {NN}": Claim(Side(1, above=False, strict=True)), ACROSS_RATES: Claim(1.0),
+    "L: regularised / BERT": Claim(LAMBDA_TABLE[BEST_LAMBDA][2] / SUDDEN_DROP["final L"], 1.0)})
+
+
+def derivations(preset: str) -> list[Derivation]:
+    """The chapter's sweep and λ tables at ``preset`` with its default parameters: shipped for the default build."""
+    p = Parameters()
+    samples, lambda_samples = p.counts(preset)
+    run = required_reference(named_preset(model_preset(preset, p.model)))
+    post = phases(run).post
+    paper_data, seed, workers = named_preset("paper").data, p.eval_seed, p.workers
+    return [sweep_derivation(run, post, p.p_masks, samples, p.lam, seed, workers),
+            lambda_derivation(paper_data, p.lams, lambda_samples, seed, workers=workers),
+            draws_derivation(paper_data, p.lam, lambda_samples, range(seed, seed + p.noise_seeds), workers),
+            lambda_derivation(run.config.data, p.lams, lambda_samples, seed, run=run, step=post,
+                              label=f"BERT (step {post})", workers=workers)]
+
+
+CHAPTER = ChapterSpec("nuclear_norm", Parameters, model_runs, opening=Opening, key_numbers=KEY_NUMBERS,
+                      derivations=derivations)

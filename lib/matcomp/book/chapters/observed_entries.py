@@ -3,24 +3,33 @@ permuted or its attention confined, read against the copying plateau."""
 
 from __future__ import annotations
 
-from matcomp.analysis.interventions import attention_interventions
-from matcomp.analysis.positions import permuted_losses
-from matcomp.book.chapter import checked_parameters, model_preset, open_chapter
+from dataclasses import dataclass
+
+from matcomp.analysis.key_numbers import read_observed
 from matcomp.book.chapters import model_runs
-from matcomp.book.summary import show_chapter_ladder
-from matcomp.book.tables import beside_paper, findings, styled
-from matcomp.config import RunConfig
-from matcomp.data import sample_batch, second_moment
-from matcomp.paper import POST_SHIFT, SUDDEN_DROP
-from matcomp.seeding import analysis_generator
-
-__all__ = [  # the names its notebook uses
-    "POST_SHIFT", "SUDDEN_DROP", "analysis_generator", "attention_interventions", "beside_paper",
-    "checked_parameters", "findings", "model_preset", "open_chapter", "permuted_losses", "sample_batch",
-    "second_moment", "show_chapter_ladder", "styled",
-]
+from matcomp.book.spec import ChapterSpec, KeyNumbers, OneModelParameters
+from matcomp.book.verdicts import Claim
+from matcomp.paper import POST_SHIFT, SUDDEN_DROP, reported, reported_ratio
 
 
-def runs_read(preset: str) -> list[RunConfig]:
-    """The one-model runs: the chapter's model and its ladder."""
-    return model_runs(preset)
+@dataclass(frozen=True)
+class Parameters(OneModelParameters):
+    """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
+
+    samples: int = 256  # matrices per test (the paper: 256)
+    permutations: int = 5  # seeded position permutations to average over (the paper: one)
+    eval_seed: int = 0  # seed of the evaluation matrices
+
+
+# the L_obs ratios have no direction (any ablation raises L_obs): the claim is that each stays near the paper's
+KEY_NUMBERS = KeyNumbers(read_observed, {
+    "uniform attention, post-shift: L_obs ×": Claim(reported_ratio(POST_SHIFT, "all heads uniform")),
+    "uniform attention, post-shift: L_mask / E[X²]":  # back to the plateau (§3.2.1)
+        Claim(reported(POST_SHIFT, "all heads uniform", 1) / SUDDEN_DROP["L_mask on the plateau"]),
+    "Q, K, V from pre-shift: L_obs ×": Claim(reported_ratio(POST_SHIFT, "Q, K, V from pre-shift")),
+    "positions permuted: L_obs ×": Claim(reported_ratio(POST_SHIFT, "positions permuted")),
+    "positions permuted: L_mask / E[X²]":
+        Claim(reported(POST_SHIFT, "positions permuted", 1) / SUDDEN_DROP["L_mask on the plateau"], 1.0)})
+
+
+CHAPTER = ChapterSpec("observed_entries", Parameters, model_runs, key_numbers=KEY_NUMBERS)

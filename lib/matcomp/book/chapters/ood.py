@@ -3,57 +3,75 @@ sizes and masks beside nuclear-norm minimisation, and training on Gaussian facto
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+from typing import NamedTuple
+
 import pandas as pd
 
 from matcomp.analysis.baselines import BERT, NN
-from matcomp.analysis.ood import (
-    default_axes,
-    distribution_variants,
-    drops_by_factors,
-    gaussian_config,
-    panel_tables,
-    rank_panel,
-    rank_panel_config,
-    relative_curves,
-    shifted_losses,
-    training_table,
-)
-from matcomp.analysis.seeds import seed_configs, seeds_from
-from matcomp.book.chapter import chapter_config, checked_parameters, open_chapter, sizes, trained_run
+from matcomp.analysis.ood import default_axes, gaussian_config, panel_derivations, rank_panel, rank_panel_config
+from matcomp.analysis.phases import Phases, phases
+from matcomp.book.chapter import chapter_config, open_chapter
 from matcomp.book.chapters import seed_runs
-from matcomp.book.sweep import record
-from matcomp.book.tables import findings, styled
+from matcomp.book.spec import ChapterSpec, RunParameters
 from matcomp.book.verdicts import holds
 from matcomp.config import RunConfig
-from matcomp.data import second_moment
-from matcomp.drop import FINAL_STEPS
-from matcomp.paper import RANK_PANEL_RANK
+from matcomp.models.factory import Model
+from matcomp.presets import preset as named_preset
+from matcomp.runs.derived import Derivation
+from matcomp.runs.run import Run
+from matcomp.runs.shipped import required_reference
+from matcomp.sizes import ChapterSizes, chapter_sizes
 
-__all__ = [  # the names its notebook uses
-    "FINAL_STEPS", "MISS", "RANK_PANEL_RANK", "axis_verdicts", "checked_parameters", "default_axes",
-    "distribution_findings", "distribution_variants", "drops_by_factors", "findings", "gaussian_config",
-    "panel_tables", "rank_note", "rank_panel", "rank_panel_config", "record", "relative_curves", "rows_summary",
-    "second_moment", "seed_configs", "seeds_from", "setup", "shifted_losses", "styled", "trained_run",
-    "training_table", "twin_findings",
-]
+
+@dataclass(frozen=True)
+class Parameters(RunParameters):
+    """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
+
+    samples: int = 1024  # matrices per variant (the authors' App. J script draws 1,024: `src/configs/ood.yaml:30`)
+    reach: int = 2  # rows and columns from trained - reach to trained + reach
+    seeds: int | None = None  # seeds trained on each factor distribution; None: the preset's (cpu: 3)
+    # budget of each run trained on Gaussian factors; None: the preset's (cpu: 20,000)
+    gaussian_steps: int | None = None
+    after_drop: int | None = None  # steps a run trains past its drop (train.stop_after_drop); None: the preset's
+
+    def counts(self, preset: str | None) -> tuple[int, int]:
+        """The seeds and the steps past the drop of the several-seed runs: these, or where None the scale's."""
+        size = chapter_sizes(preset)
+        return self.seeds or size.seeds, size.after_drop if self.after_drop is None else self.after_drop
+
+    def at(self, preset: str | None) -> Parameters:
+        seeds, after_drop = self.counts(preset)
+        return replace(self, seeds=seeds, after_drop=after_drop)
 
 
 def runs_read(preset: str) -> list[RunConfig]:
     """The scale's seeds on uniform factors, their twins on Gaussian factors, and the rank panel's run."""
-    cfg, size, uniform = chapter_config(preset), sizes(preset), seed_runs(preset)
+    cfg, size, uniform = chapter_config(preset), chapter_sizes(preset), seed_runs(preset)
     gaussian = [gaussian_config(seed_cfg, size.steps("gaussian_steps", cfg), size.after_drop) for seed_cfg in uniform]
     rank_run = rank_panel_config(cfg, cfg.train.steps, size.after_drop)
     return [*uniform, *gaussian, *([rank_run] if rank_run else [])]
 
 
-def setup(preset: str | None, seed: int | None, overrides: str, seeds: int | None, after_drop: int | None):
+class Opening(NamedTuple):
+    """What ``setup`` opens: the config, run and phases, the scale's sizes, the seeds and steps past the drop of
+    the several-seed runs, and the post-shift model."""
+
+    cfg: RunConfig
+    run: Run
+    phases: Phases
+    size: ChapterSizes
+    seeds: int
+    after_drop: int
+    model: Model
+
+
+def setup(preset: str | None, seed: int | None, overrides: str, seeds: int | None, after_drop: int | None) -> Opening:
     """The chapter's config, run and phases (at the scale's own preset), its sizes, the seeds and steps past
     the drop of its several-seed runs (None: the preset's), and the post-shift model."""
     cfg, run, phases = open_chapter(preset, seed, overrides)
-    size = sizes(preset)
-    seeds = seeds or size.seeds
-    after_drop = size.after_drop if after_drop is None else after_drop
-    return cfg, run, phases, size, seeds, after_drop, run.checkpoint(phases.post)
+    seeds, after_drop = Parameters(seeds=seeds, after_drop=after_drop).counts(preset)
+    return Opening(cfg, run, phases, chapter_sizes(preset), seeds, after_drop, run.checkpoint(phases.post))
 
 
 MISS = 0.5  # L_mask / E[X²] at or above this is a miss: the completion recovers less than half of E[X²]
@@ -178,3 +196,36 @@ def rows_summary(relative: pd.DataFrame, trained: int, seed: int = 0) -> str:
     worst = max(misses, key=lambda v: bert[v] / nn[v])
     return (f"The model misses at {len(misses)} of {len(others)} row counts other than the trained one, worst at "
             f"{worst} rows ({bert[worst]:.2f} against {nn[worst]:.2f}): the paper's {claim}.")
+
+
+def derivations(preset: str) -> list[Derivation]:
+    """The chapter's rank, rows and columns panels at ``preset`` with its default parameters: shipped for the
+    default build."""
+    p = Parameters()
+    _, after_drop = p.counts(preset)
+    cfg = named_preset(preset)
+    run = required_reference(cfg)
+    post = phases(run).post
+    rank_cfg = rank_panel_config(cfg, cfg.train.steps, after_drop)
+    rank_run, rank_step, _ = rank_panel(run, post, None if rank_cfg is None else required_reference(rank_cfg))
+    axes = default_axes(cfg.data, p.reach)
+    return list(panel_derivations(run, post, rank_run, rank_step, cfg.data, axes, p.samples, cfg.train.seed).values())
+
+
+def drops_by_factors(table: pd.DataFrame, steps: int) -> list[str]:
+    """One sentence per factor distribution of a ``training_table``: how many seeds drop within
+    ``steps`` and where, and the final L_mask / E[X²]. "Does not drop" is said only when no seed does,
+    and then only of this budget."""
+    lines = []
+    for factors, rows in table.groupby(level="factors", sort=False):
+        drops = rows["drop step"].dropna().astype(int).sort_values()
+        where = f" (steps {', '.join(f'{s:,}' for s in drops)})" if len(drops) else ""
+        verdict = (f"no seed falls below half the plateau within {steps:,} steps" if not len(drops) else
+                   f"{len(drops)} of {len(rows)} seeds fall below half the plateau within {steps:,} steps{where}")
+        ratio = rows["final L_mask / E[X²]"]
+        lines.append(f"{factors}: {verdict}; final L_mask / E[X²] {ratio.min():.2f}–{ratio.max():.2f} over "
+                     f"seeds {', '.join(map(str, rows.index.get_level_values('seed')))}.")
+    return lines
+
+
+CHAPTER = ChapterSpec("ood", Parameters, runs_read, opening=Opening, derivations=derivations)

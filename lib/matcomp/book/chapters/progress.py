@@ -3,71 +3,85 @@ each leads the drop over seeds, an alarm scored on held-out seeds; and the numbe
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import NamedTuple
+
 import pandas as pd
 
 from matcomp.analysis import alarm
+from matcomp.analysis.phases import Phases
 from matcomp.analysis.progress import (
     MEASURES,
     behaviour,
-    lead_summary,
     leads_over_seeds,
     progress_configs,
     progress_table,
-    run_leads,
-    smoothing_sensitivity,
 )
 from matcomp.analysis.seeds import seeds_from, trained_on
-from matcomp.book.chapter import (
-    DEFAULT_PRESET,
-    chapter_config,
-    checked_parameters,
-    open_run,
-    sizes,
-    trained_run,
-    trained_runs,
-)
-from matcomp.book.tables import findings, glue_texts, seeds_text, span_text, steps_text, styled
+from matcomp.book.chapter import chapter_config, open_with_phases, trained_runs
+from matcomp.book.spec import ChapterSpec, RunParameters, listed
+from matcomp.book.tables import seeds_text, span_text, steps_text
 from matcomp.config import RunConfig
-from matcomp.data import second_moment
+from matcomp.presets import DEFAULT_PRESET
 from matcomp.presets import preset as named_preset
 from matcomp.runs.run import Run
+from matcomp.sizes import ChapterSizes, chapter_sizes
 
-__all__ = [  # the names its notebook uses
-    "MEASURES", "alarm", "behaviour", "chapter_config", "checked_parameters", "default_progress", "findings",
-    "glue_texts", "lead_summary", "leads_over_seeds", "progress_configs", "progress_numbers", "run_leads",
-    "second_moment", "seed_findings", "seeds_from", "setup", "smoothing_sensitivity", "styled", "trained_run",
-    "trained_runs",
-]
+
+@dataclass(frozen=True)
+class Parameters(RunParameters):
+    """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
+
+    samples: int = 256  # matrices every checkpoint is measured on
+    # runs (seeds from `seed` on) whose leads are compared and the alarm was fitted on; None: the preset's (5)
+    seeds: int | None = None
+    held_out: int | None = None  # seeds after those on which the alarm is scored; None: the preset's (8)
+    # smoothing windows (checkpoints, trailing mean) at which the leads are read
+    windows: list[int] = listed(1, 3, 5, 9)
 
 
 def runs_read(preset: str) -> list[RunConfig]:
     """The progress runs (dense checkpoints) of the seeds the measures are fitted on, then of those the alarm is
     held out on, and the larger tasks' runs the alarm is scored on too."""
-    cfg, size = chapter_config(preset), sizes(preset)
+    cfg, size = chapter_config(preset), chapter_sizes(preset)
     seeds = seeds_from(cfg, size.progress_seeds + size.alarm_seeds)
     larger = [chapter_config(name) for name in size.ladder]
     return list(progress_configs(cfg, seeds, size.after_drop).values()) + larger
 
 
-def setup(preset: str | None, seed: int | None, overrides: str, samples: int, seeds: int | None):
+class Opening(NamedTuple):
+    """What ``setup`` opens: the config, the progress run and its phases, the seeds, every seed's config, the
+    run's progress measures, its checkpoint spacing and the scale's sizes."""
+
+    cfg: RunConfig
+    run: Run
+    phases: Phases
+    seeds: int
+    configs: dict[int, RunConfig]
+    table: pd.DataFrame
+    spacing: int
+    size: ChapterSizes
+
+
+def setup(preset: str | None, seed: int | None, overrides: str, samples: int, seeds: int | None) -> Opening:
     """The chapter's config, its progress run (``progress_configs``: dense checkpoints) and phases, the seeds
     of the several-seed part (None: the preset's), every seed's config, the run's progress measures on
     ``samples`` matrices, its checkpoint spacing and the preset's sizes."""
-    cfg, size = chapter_config(preset, seed, overrides), sizes(preset)
+    cfg, size = chapter_config(preset, seed, overrides), chapter_sizes(preset)
     seeds = seeds or size.progress_seeds
     configs = progress_configs(cfg, seeds_from(cfg, seeds), size.after_drop)
-    run, phases = open_run(configs[cfg.train.seed], preset)
+    run, phases = open_with_phases(configs[cfg.train.seed], preset)
     print(phases.note)
     table = progress_table(run, samples)
     spacing = configs[cfg.train.seed].train.checkpoint_every
     print(f"{len(table)} checkpoints measured, every {spacing} steps from step {table.index[0]} to {table.index[-1]}")
-    return cfg, run, phases, seeds, configs, table, spacing, size
+    return Opening(cfg, run, phases, seeds, configs, table, spacing, size)
 
 
 def default_progress(windows, samples: int) -> tuple[pd.DataFrame, int]:
     """The progress chapter's leads over seeds and windows (``leads_over_seeds``) on the default
     preset's progress runs, and their checkpoint spacing (steps)."""
-    cfg, size = named_preset(DEFAULT_PRESET), sizes(DEFAULT_PRESET)
+    cfg, size = named_preset(DEFAULT_PRESET), chapter_sizes(DEFAULT_PRESET)
     configs = progress_configs(cfg, seeds_from(cfg, size.progress_seeds), size.after_drop)
     runs = trained_runs(configs, DEFAULT_PRESET)
     return leads_over_seeds(runs, windows, samples), next(iter(configs.values())).train.checkpoint_every
@@ -153,3 +167,34 @@ def seed_findings(by_seed: pd.DataFrame, summary: pd.DataFrame, sensitivity: pd.
                      + ": a drop step moves with the machine's float arithmetic (its CPU and threads), which the "
                      "shortening chapter measures.")
     return sentences
+
+
+def alarm_findings(scores: pd.DataFrame, resolution: int) -> str:
+    """One sentence on held-out runs' ``score`` table: the hits, false alarms and misses of both rules
+    and attention's lead over the loss where both hit; the lead *holds* when attention hits at least
+    as often, raises no more false alarms, and comes first by a median of more than ``resolution``
+    steps (one checkpoint)."""
+    table = alarm.summary(scores)
+    att, loss = table.loc["attention"], table.loc["loss"]
+    ahead = alarm.lead_over_loss(scores)
+    holds = (att["hits"] >= loss["hits"] and att["false alarms"] <= loss["false alarms"] and len(ahead) > 0
+             and ahead.median() > resolution)
+    lead = (f"where both hit ({len(ahead)} runs), attention comes first by a median of {ahead.median():,.0f} steps "
+            f"({ahead.min():,.0f} to {ahead.max():,.0f})" if len(ahead) else "they never both hit")
+    return (f"On {att['runs']} held-out runs the attention alarm hits {att['hits']} "
+            f"(false alarms {att['false alarms']}, misses {att['misses']}) and the loss alarm {loss['hits']} "
+            f"({loss['false alarms']}, {loss['misses']}); "
+            f"{lead}: the lead {'holds' if holds else 'does not hold'} out of sample.")
+
+
+def outcomes_text(scores: pd.DataFrame) -> str:
+    """Each row of a ``score`` table in words: "seed 0, attention: alarm at step 12,000, drop at 16,406
+    (false alarm (early))"; joined by semicolons."""
+    def step(value) -> str:
+        return "none" if pd.isna(value) else f"step {int(value):,}"
+
+    return "; ".join(f"seed {seed}, {name}: alarm at {step(row['alarm step'])}, drop at {step(row['drop step'])} "
+                     f"({row['verdict']})" for (seed, name), row in scores.iterrows())
+
+
+CHAPTER = ChapterSpec("progress", Parameters, runs_read, opening=Opening)

@@ -4,10 +4,11 @@ seeds as plain training; and the numbers its prose quotes of the default preset'
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import pandas as pd
 
-from matcomp.analysis.components import plateau_table
 from matcomp.analysis.progress import progress_configs
 from matcomp.analysis.seeds import drop_over_seeds, seed_configs, seeds_from, trained_on
 from matcomp.analysis.shortening import (
@@ -19,38 +20,33 @@ from matcomp.analysis.shortening import (
     SCALED,
     STAYS,
     arm_summary,
-    bias_ends,
-    seed_curves,
     shortening_defaults,
     with_and_without,
 )
-from matcomp.book.chapter import (
-    DEFAULT_PRESET,
-    chapter_config,
-    checked_parameters,
-    preset_name,
-    sizes,
-    trained_run,
-    trained_runs,
-)
+from matcomp.book.chapter import chapter_config, trained_run, trained_runs
 from matcomp.book.chapters import seed_runs
-from matcomp.book.tables import and_text, at_step, findings, glue_texts, seeds_text, span_text, steps_text, styled
+from matcomp.book.spec import ChapterSpec, RunParameters
+from matcomp.book.tables import and_text, seeds_text, span_text
 from matcomp.book.verdicts import seed_list
 from matcomp.config import RunConfig, parse_overrides
-from matcomp.data import second_moment
+from matcomp.presets import DEFAULT_PRESET
 from matcomp.presets import preset as named_preset
+from matcomp.runs.run import Run
+from matcomp.sizes import chapter_sizes
 
-__all__ = [  # the names its notebook uses
-    "DEFAULT_PRESET", "arm_summary", "at_step", "bias_ends", "checked_parameters", "default_shortening",
-    "default_twins", "findings", "glue_texts", "named_preset", "plateau_table", "preset_name", "second_moment",
-    "seed_curves", "setup", "shortening_numbers", "steps_text", "styled", "with_and_without",
-]
+
+@dataclass(frozen=True)
+class Parameters(RunParameters):
+    """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
+
+    seeds: int | None = None  # how many seeds, from `seed` on; None: the preset's (4)
+    intervention: str = ''  # an extra change to compare (example above)
 
 
 def runs_read(preset: str) -> list[RunConfig]:
     """Plain training at the chapter's seeds, then each arm at the same seeds."""
     plain = seed_runs(preset, "shortening_seeds")
-    changes = shortening_defaults(plain[0], sizes(preset).after_drop).values()
+    changes = shortening_defaults(plain[0], chapter_sizes(preset).after_drop).values()
     return plain + [c.override(change) for change in changes for c in plain]
 
 
@@ -61,11 +57,23 @@ def arm_drops(cfg: RunConfig, changed: dict[str, RunConfig], seeds: Sequence[int
     return arms, drop_over_seeds(arms["plain"]), {name: drop_over_seeds(arms[name]) for name in changed}
 
 
-def setup(preset: str | None, seed: int | None, overrides: str, seeds: int | None, intervention: str):
+class Opening(NamedTuple):
+    """What ``setup`` opens: the seeds, each changed arm's config, every arm's runs (arm -> seed -> run), plain
+    training's drops, each changed arm's, and the budget."""
+
+    seed_list: range
+    changed: dict[str, RunConfig]
+    arms: dict[str, dict[int, Run]]
+    plain: pd.DataFrame
+    drops: dict[str, pd.DataFrame]
+    budget: int
+
+
+def setup(preset: str | None, seed: int | None, overrides: str, seeds: int | None, intervention: str) -> Opening:
     """The seeds (None: the preset's), each arm's config (the defaults, and ``intervention`` as "custom"),
     every arm's runs (arm -> seed -> run), plain training's drops, each arm's, and the budget; the arms'
     changes are printed."""
-    cfg, size = chapter_config(preset, seed, overrides), sizes(preset)
+    cfg, size = chapter_config(preset, seed, overrides), chapter_sizes(preset)
     seeds = seeds or size.shortening_seeds
     seed_list = seeds_from(cfg, seeds)
     custom = {"custom": parse_overrides(intervention)} if intervention else {}
@@ -75,13 +83,13 @@ def setup(preset: str | None, seed: int | None, overrides: str, seeds: int | Non
     budget = cfg.train.steps
     for name, change in changes.items():
         print(f"{name}: " + ", ".join(f"{k}={v}" for k, v in change.items()))
-    return seed_list, changed, arms, plain, drops, budget
+    return Opening(seed_list, changed, arms, plain, drops, budget)
 
 
 def default_shortening() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, int]:
     """The shortening comparison on the default preset's runs: drop step by seed (seeds x arms), the
     ``arm_summary``, the ``with_and_without`` ends, and the budget (steps)."""
-    cfg, size = named_preset(DEFAULT_PRESET), sizes(DEFAULT_PRESET)
+    cfg, size = named_preset(DEFAULT_PRESET), chapter_sizes(DEFAULT_PRESET)
     seeds = seeds_from(cfg, size.shortening_seeds)
     changed = {name: cfg.override(change) for name, change in shortening_defaults(cfg, size.after_drop).items()}
     arms, plain, drops = arm_drops(cfg, changed, seeds, DEFAULT_PRESET)
@@ -138,7 +146,7 @@ def default_twins(seeds) -> dict[str, str]:
     """Where the default preset's plain runs of ``seeds`` were trained on another machine than the
     shortening arms (keys ``short_twin_*``): those seeds, both machines, and the drop steps of the same
     seeds' progress runs, trained on the arms' machine (the same config but for its checkpoints)."""
-    cfg, size = named_preset(DEFAULT_PRESET), sizes(DEFAULT_PRESET)
+    cfg, size = named_preset(DEFAULT_PRESET), chapter_sizes(DEFAULT_PRESET)
     arm = cfg.override(next(iter(shortening_defaults(cfg, size.after_drop).values())))
     twins = progress_configs(cfg, seeds, size.after_drop)
     rows = {}
@@ -154,3 +162,6 @@ def default_twins(seeds) -> dict[str, str]:
             "short_twin_machine": and_text(other["twin"].unique()),
             "short_twin_steps": and_text(f"{s:,}" if pd.notna(s) else "none" for s in other["twin drop"]),
             "short_twin_plain_steps": and_text(f"{s:,}" if pd.notna(s) else "none" for s in other["plain drop"])}
+
+
+CHAPTER = ChapterSpec("shortening", Parameters, runs_read, opening=Opening)

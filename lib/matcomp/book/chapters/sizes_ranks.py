@@ -3,50 +3,43 @@ rank-2 search; and the sentences and numbers its prose quotes of the default pre
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import NamedTuple
+
 import pandas as pd
 
 from matcomp.analysis.progress import against_uniform, progress_table
-from matcomp.analysis.seeds import seed_configs, seeds_from, trained_on
+from matcomp.analysis.seeds import seed_configs, seeds_from
 from matcomp.analysis.variants import (
-    MASK_SAMPLES,
-    READ_AFTER_DROP,
-    identifiability,
     mixture_orders,
     mixture_overrides,
-    order_findings,
     order_resolution,
     undetermined_fraction,
     variant_configs,
     variant_overrides,
-    variant_summary,
     variant_table,
 )
-from matcomp.book.chapter import (
-    DEFAULT_PRESET,
-    chapter_config,
-    checked_parameters,
-    open_run,
-    preset_name,
-    rank_search_configs,
-    rank_search_drops,
-    trained_run,
-    trained_runs,
-)
-from matcomp.book.chapter import sizes as chapter_sizes
-from matcomp.book.sweep import record
-from matcomp.book.tables import and_text, at_step, findings, glue_texts, span_text, styled, variant_findings
+from matcomp.book.chapter import chapter_config, rank_search_configs, rank_search_drops, trained_runs
+from matcomp.book.spec import ChapterSpec, RunParameters
+from matcomp.book.tables import and_text, span_text
 from matcomp.config import RunConfig
 from matcomp.data import second_moment
+from matcomp.presets import DEFAULT_PRESET
 from matcomp.presets import preset as named_preset
+from matcomp.runs.run import Run
+from matcomp.sizes import ChapterSizes, chapter_sizes
 
-__all__ = [  # the names its notebook uses
-    "MASK_SAMPLES", "READ_AFTER_DROP", "against_uniform", "at_step", "chapter_config", "chapter_sizes",
-    "checked_parameters", "default_sizes", "findings", "glue_texts", "identifiability", "mixture_orders",
-    "named_preset", "open_run", "order_findings", "order_resolution", "preset_name", "progress_table",
-    "rank_drop_numbers", "rank_search_configs", "rank_search_findings", "record", "second_moment", "setup",
-    "sizes_numbers", "styled", "trained_on", "trained_run", "trained_runs", "undetermined_fraction",
-    "variant_configs", "variant_findings", "variant_overrides", "variant_summary", "variant_table",
-]
+
+@dataclass(frozen=True)
+class Parameters(RunParameters):
+    """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
+
+    seeds: int | None = None  # seeds of the mixture; None: the preset's (cpu: 3)
+    # square sizes of the mixture and of the separate runs; None: the preset's (cpu: 3, 4, 5; paper: 5, 7, 9)
+    sizes: list[int] | None = None
+    ranks: list[int] | None = None  # ranks of the separate runs; None: the preset's (cpu: 1, 2; paper: 1-4)
+    # steps of each separate run (sizes and ranks); None: 10,000 on the cpu preset, else the preset's own
+    steps: int | None = None
 
 
 def runs_read(preset: str) -> list[RunConfig]:
@@ -62,8 +55,22 @@ def runs_read(preset: str) -> list[RunConfig]:
     return [*mixtures, *(cfg.override(change) for change in alone), *search, *one_model]
 
 
+class Opening(NamedTuple):
+    """What ``setup`` opens: the config and the scale's sizes, the separate runs' budget, the mixture's config
+    and its runs (seed -> run), and the seeds, sizes and ranks."""
+
+    cfg: RunConfig
+    size: ChapterSizes
+    steps: int
+    mixture_cfg: RunConfig
+    mixtures: dict[int, Run]
+    seeds: int
+    sizes: list[int]
+    ranks: list[int]
+
+
 def setup(preset: str | None, seed: int | None, overrides: str, seeds: int | None, sizes: list | None,
-          ranks: list | None, steps: int | None):
+          ranks: list | None, steps: int | None) -> Opening:
     """The chapter's config and sizes, the separate runs' budget, the mixture's config and its runs at the
     seeds, and the seeds, sizes and ranks (None: the preset's)."""
     cfg = chapter_config(preset, seed, overrides)
@@ -74,7 +81,7 @@ def setup(preset: str | None, seed: int | None, overrides: str, seeds: int | Non
     mixtures = trained_runs(seed_configs(mixture_cfg, seeds_from(cfg, seeds)), preset)
     print(f"mixture of sizes {sizes}, rank 1, {mixture_cfg.train.steps:,} steps: "
           + ", ".join(f"seed {s} {r.config.run_id}" for s, r in mixtures.items()))
-    return cfg, size, steps, mixture_cfg, mixtures, seeds, sizes, ranks
+    return Opening(cfg, size, steps, mixture_cfg, mixtures, seeds, sizes, ranks)
 
 
 def default_sizes() -> tuple[pd.DataFrame, pd.DataFrame, RunConfig]:
@@ -188,3 +195,34 @@ def rank_search_findings(readings: dict[str, pd.DataFrame], count: pd.DataFrame,
                      + (f"; more at {and_text(f'{task} ({v:.1%})' for task, v in hard.items())}." if len(hard)
                         else "."))
     return sentences
+
+
+def order_findings(orders: pd.DataFrame, resolution: int) -> list[str]:
+    """Sentences on a ``mixture_orders`` table: each seed's order, "<" between drops more than
+    ``resolution`` steps apart (or before a size with no drop in the run) and "≈" otherwise; then, for
+    every pair of sizes, in how many seeds the smaller is learned first and by how many steps."""
+    lines = []
+    for seed, rows in orders.groupby(level="seed", sort=False):
+        steps = rows["drop step"].droplevel("seed")
+        parts = [f"{size} ({step:,})" if pd.notna(step) else f"{size} (no drop)" for size, step in steps.items()]
+        text = parts[0]
+        for (a, b), part in zip(zip(steps.iloc[:-1], steps.iloc[1:]), parts[1:]):
+            apart = pd.notna(a) and (pd.isna(b) or b - a > resolution)
+            text += (" < " if apart else " ≈ ") + part
+        lines.append(f"Seed {seed}: {text}.")
+    table = orders["drop step"].unstack("size")
+    sizes = sorted(table.columns, key=lambda name: int(name.split("x")[0]))
+    for a, b in zip(sizes[:-1], sizes[1:]):
+        gaps = (table[b] - table[a]).dropna().astype(int)
+        if not len(gaps):
+            lines.append(f"{a} against {b}: no seed where both drop.")
+            continue
+        first = int((gaps > 0).sum())
+        resolved = int((gaps.abs() > resolution).sum())
+        lines.append(f"{a} drops before {b} in {first} of {len(gaps)} seeds where both drop ({b} − {a}: "
+                     f"{', '.join(f'{g:+,}' for g in gaps)} steps); the two are more than {resolution} steps "
+                     f"apart at {resolved} of these {len(gaps)} seeds.")
+    return lines
+
+
+CHAPTER = ChapterSpec("sizes_ranks", Parameters, runs_read, opening=Opening)

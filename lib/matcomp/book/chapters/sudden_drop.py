@@ -3,37 +3,30 @@ drop step over many seeds."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import NamedTuple
+
 import pandas as pd
 
-from matcomp.analysis.phases import answer_rise
-from matcomp.analysis.seeds import drop_over_seeds, km_median, seed_configs, seeds_from, trained_on
-from matcomp.book.chapter import (
-    chapter_config,
-    checked_parameters,
-    ladder_trained,
-    model_preset,
-    paper_task_runs,
-    sizes,
-    trained_run,
-    trained_runs,
-)
+from matcomp.analysis.seeds import trained_on
+from matcomp.book.chapter import chapter_config, model_preset, trained_run
 from matcomp.book.chapters import model_runs, seed_runs
-from matcomp.book.ladder import drop_ladders, show_ladder
-from matcomp.book.sweep import record
-from matcomp.book.tables import findings, glue_texts
+from matcomp.book.spec import ChapterSpec, OneModelParameters
 from matcomp.config import RunConfig
 from matcomp.data import second_moment
-from matcomp.drop import FINAL_STEPS, ON_PLATEAU, SMOOTHING, final_losses
+from matcomp.drop import FINAL_STEPS, ON_PLATEAU, final_losses
 from matcomp.paper import SUDDEN_DROP
 from matcomp.presets import preset as named_preset
 from matcomp.runs.run import Run
+from matcomp.sizes import chapter_sizes
 
-__all__ = [  # the names its notebook uses
-    "ON_PLATEAU", "SMOOTHING", "SUDDEN_DROP", "answer_rise", "checked_parameters", "drop_ladders",
-    "drop_over_seeds", "final_losses", "findings", "glue_texts", "km_median", "ladder_trained", "named_preset",
-    "paper_table", "paper_task_runs", "record", "seed_configs", "seeds_from", "setup",
-    "partial_moves", "show_ladder", "trained_runs",
-]
+
+@dataclass(frozen=True)
+class Parameters(OneModelParameters):
+    """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
+
+    # how many seeds (from `seed` on) of the scale's preset for the drop steps; None: the preset's (cpu: 8)
+    seeds: int | None = None
 
 
 def runs_read(preset: str) -> list[RunConfig]:
@@ -41,12 +34,23 @@ def runs_read(preset: str) -> list[RunConfig]:
     return model_runs(preset) + seed_runs(preset, "drop_seeds")
 
 
-def setup(preset: str | None, model: str | None, seed: int | None, overrides: str, seeds: int | None):
+class Opening(NamedTuple):
+    """What ``setup`` opens: the model's config and run, the config and seeds of the drop-step distribution, and
+    the copying plateau r/9."""
+
+    cfg: RunConfig
+    run: Run
+    seed_cfg: RunConfig
+    seeds: int
+    plateau_level: float
+
+
+def setup(preset: str | None, model: str | None, seed: int | None, overrides: str, seeds: int | None) -> Opening:
     """The chapter's model config and run, printed; the config of its drop-step distribution (the scale's
     own preset) and its seeds (None: the preset's); and the copying plateau r/9."""
     cfg = chapter_config(model_preset(preset, model), seed, overrides)
     seed_cfg = chapter_config(preset, seed, overrides)  # the drop-step distribution: the scale's own preset, many seeds
-    seeds = seeds or sizes(preset).drop_seeds
+    seeds = seeds or chapter_sizes(preset).drop_seeds
     run = trained_run(cfg, preset)  # a shipped or stored run loads in a second; any other trains
     d, m = cfg.data, cfg.model
     plateau_level = second_moment(d)  # E[X_ij^2] = r/9 for uniform[-1, 1] factors
@@ -55,7 +59,7 @@ def setup(preset: str | None, model: str | None, seed: int | None, overrides: st
     print(f"{cfg.run_id}: {d.n_rows}x{d.n_cols} rank {d.rank}, p_mask {d.p_mask}; hidden {m.hidden}, {m.layers} "
           f"layers, {m.heads} heads; batch {cfg.train.batch}, lr {cfg.train.lr:g}; trained on "
           f"{trained_on(run.summary)} for {run.last_step:,} steps{stopped}")
-    return cfg, run, seed_cfg, seeds, plateau_level
+    return Opening(cfg, run, seed_cfg, seeds, plateau_level)
 
 
 def paper_table(run: Run, larger: list[tuple[str, Run]]) -> pd.DataFrame:
@@ -82,3 +86,6 @@ def partial_moves(tasks: dict[str, dict[int, Run]]) -> list[str]:
     return [f"{label} seed {seed} has no drop by the book's rule, yet ends {run.drop.factor:.2f}× below its plateau "
             f"at step {run.last_step:,}: it left its plateau in part, short of a drop."
             for seed, run in runs.items() if run.drop.half_step is None and run.drop.factor > 1 / ON_PLATEAU]
+
+
+CHAPTER = ChapterSpec("sudden_drop", Parameters, runs_read, opening=Opening)

@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
-from matcomp.analysis.evaluation import second_moments
-from matcomp.book.chapter import chapter_config, checked_parameters, preset_name
-from matcomp.book.tables import glue_texts
-from matcomp.config import RunConfig
-from matcomp.data import sample_batch, second_moment
-from matcomp.presets import preset as named_preset
-from matcomp.seeding import analysis_generator
-from matcomp.tokenizer import BERT_TOKENS
+from dataclasses import dataclass
 
-__all__ = [  # the names its notebook uses
-    "BERT_TOKENS", "analysis_generator", "chapter_config", "checked_parameters", "glue_texts", "named_preset",
-    "preset_name", "sample_batch", "second_moment", "second_moments",
-]
+from matcomp.book.spec import ChapterSpec, RunParameters
+from matcomp.config import RunConfig
+
+
+@dataclass(frozen=True)
+class Parameters(RunParameters):
+    """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
+
+    example_seed: int = 0  # which random matrix to show
+    moment_samples: int = 20000  # matrices in the Monte Carlo check of r/9
 
 
 def runs_read(preset: str) -> list[RunConfig]:
     """None: the chapter draws matrices and reads no run."""
     return []
+
+
+CHAPTER = ChapterSpec("task", Parameters, runs_read)

@@ -3,42 +3,63 @@ and a papermill sweep over depth."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import NamedTuple
+
 from matcomp.analysis.seeds import seed_configs, seeds_from
 from matcomp.analysis.variants import (
-    READ_AFTER_DROP,
     variant_configs,
     variant_overrides,
-    variant_summary,
-    variant_table,
-    width_loss_ratios,
 )
-from matcomp.book.chapter import chapter_config, checked_parameters, preset_name, sizes, trained_runs
-from matcomp.book.sweep import collect, grid, run_sweep
-from matcomp.book.tables import findings, styled, variant_findings
+from matcomp.book.chapter import chapter_config, trained_runs
+from matcomp.book.spec import ChapterSpec, RunParameters
 from matcomp.config import RunConfig
-from matcomp.runs.store import runs_root
+from matcomp.presets import preset_name
+from matcomp.runs.run import Run
+from matcomp.sizes import chapter_sizes
 
-__all__ = [  # the names its notebook uses
-    "READ_AFTER_DROP", "checked_parameters", "collect", "findings", "grid", "preset_name", "run_sweep",
-    "runs_root", "setup", "styled", "variant_findings", "variant_summary", "variant_table", "width_loss_ratios",
-]
+
+@dataclass(frozen=True)
+class Parameters(RunParameters):
+    """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
+
+    widths: list[int] | None = None  # hidden sizes; None: the preset's list (cpu: 32, 64, 128)
+    depths: list[int] | None = None  # numbers of layers; None: the preset's list (cpu: 2, 4, 6)
+    seeds: int | None = None  # seeds per point, from `seed` on; None: the preset's
+    steps: int | None = None  # budget of every run; None: the preset's
+    # steps a run trains past its drop before it stops (0: its whole budget); None: the preset's
+    after_drop: int | None = None
+    # where the sweep of the last section writes its notebooks; None: <run store>/sweeps/depth
+    sweep_out: str | None = None
 
 
 def runs_read(preset: str) -> list[RunConfig]:
     """Every width and depth at the scale's shape seeds."""
-    cfg, size = chapter_config(preset), sizes(preset)
+    cfg, size = chapter_config(preset), chapter_sizes(preset)
     axes = {"width": list(size.widths), "depth": list(size.depths)}
     steps = size.steps("shape_steps", cfg)
     return [seed_cfg.override(change) for seed_cfg in seed_configs(cfg, seeds_from(cfg, size.shape_seeds)).values()
             for change in variant_overrides(seed_cfg, axes, steps, size.after_drop).values()]
 
 
+class Opening(NamedTuple):
+    """What ``setup`` opens: the config, the runs' budget, each variant's changes and its runs (variant and seed
+    -> run), the chapter's own width and depth, and the depths."""
+
+    cfg: RunConfig
+    steps: int
+    variants: dict[tuple[str, int], dict]
+    runs: dict[tuple[str, int, int], Run]
+    own: dict[str, int]
+    depths: list[int]
+
+
 def setup(preset: str | None, seed: int | None, overrides: str, widths: list | None, depths: list | None,
-          seeds: int | None, steps: int | None, after_drop: int | None):
+          seeds: int | None, steps: int | None, after_drop: int | None) -> Opening:
     """The chapter's config, the runs' budget, each variant's changes and its runs (variant -> seed -> run),
     the chapter's own width and depth, and the depths (None: the preset's); printed."""
     cfg = chapter_config(preset, seed, overrides)
-    size = sizes(preset)
+    size = chapter_sizes(preset)
     widths, depths = widths or list(size.widths), depths or list(size.depths)
     steps = steps or size.steps("shape_steps", cfg)
     after_drop = size.after_drop if after_drop is None else after_drop
@@ -48,4 +69,7 @@ def setup(preset: str | None, seed: int | None, overrides: str, widths: list | N
     print(f"{preset_name(preset)} preset: width {own['width']} and depth {own['depth']} are the chapter's runs; "
           f"every run has lr {cfg.train.lr:g} (the chapter's, at every shape) and up to {steps:,} steps"
           + (f", stopping {after_drop:,} steps after its drop" if after_drop else ""))
-    return cfg, steps, variants, runs, own, depths
+    return Opening(cfg, steps, variants, runs, own, depths)
+
+
+CHAPTER = ChapterSpec("width_depth", Parameters, runs_read, opening=Opening)

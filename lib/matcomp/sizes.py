@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from matcomp.config import RunConfig
+from matcomp.presets import preset_name
 
 
 @dataclass(frozen=True)
@@ -86,8 +87,10 @@ CHAPTER_SIZES.update({name: replace(CHAPTER_SIZES["cpu"], probe_layers=None, one
                       for name in ("cpu7x7", "cpu5x5")})
 
 
-def chapter_sizes(name: str) -> ChapterSizes:
-    """The chapters' experiment sizes at preset ``name``."""
+def chapter_sizes(name: str | None = None) -> ChapterSizes:
+    """The chapters' experiment sizes at preset ``name`` (``matcomp.presets.preset_name``: None is
+    ``$MATCOMP_PRESET``, else ``cpu``)."""
+    name = preset_name(name)
     if name not in CHAPTER_SIZES:
         raise ValueError(f"chapter sizes exist for the presets {sorted(CHAPTER_SIZES)}; got {name!r}")
     return CHAPTER_SIZES[name]

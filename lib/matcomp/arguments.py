@@ -1,0 +1,64 @@
+"""The command line's argument types and shared options (``matcomp.cli`` and the book's commands,
+``matcomp.book.commands``): a bad value is a usage error in two lines that names the option and what it may be."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+
+from matcomp.config import parse_assignment
+from matcomp.presets import PRESETS
+
+PRESET_HELP = "the run's preset (default: $MATCOMP_PRESET, else cpu; $MATCOMP_SEED and $MATCOMP_SET apply too)"
+
+
+def at_least(low: float, kind: type = int, strictly: bool = False, high: float | None = None, why: str = ""):
+    """An argparse type: a finite number of ``kind`` >= ``low`` (> with ``strictly``) and <= ``high``, else a
+    usage error naming the range (and ``why`` it ends at ``high``)."""
+    def convert(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if (value is None or not math.isfinite(value) or value < low or (strictly and value == low)
+                or (high is not None and value > high)):
+            allowed = f"{'an integer' if kind is int else 'a number'} {'>' if strictly else '>='} {low}"
+            allowed += f" and <= {high}{why}" if high is not None else ""
+            raise argparse.ArgumentTypeError(f"must be {allowed}; got {text!r}")
+        return value
+    return convert
+
+
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+THREADS = at_least(1, high=CORES, why=" (this machine's cores: more threads than cores only contend)")
+
+
+def assignments(pairs: list[str], option: str = "--set", form: str = "FIELD=VALUE",
+                 example: str = "train.lr=3e-4") -> dict[str, str]:
+    """Repeated ``option`` values as a dict; a malformed one stops with a message naming ``option``."""
+    try:
+        parsed = [parse_assignment(pair, form, example) for pair in pairs]
+    except ValueError as err:
+        raise SystemExit(f"{option}: {err}") from None
+    names = [name for name, _ in parsed]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        values = [value for name, value in parsed if name == twice[0]]
+        raise SystemExit(f"{option} gives {twice[0]} {len(values)} times ({', '.join(values)}); give each once")
+    return dict(parsed)
+
+
+class Parser(argparse.ArgumentParser):
+    """Usage errors in two lines, the problem and where to read more, not the whole usage."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n({self.prog} --help lists the options)\n")
+
+
+def run_options(parser: argparse.ArgumentParser, device: str, threads: str) -> argparse.ArgumentParser:
+    """The options of every command that trains or costs a preset's runs: its preset, device and threads."""
+    parser.add_argument("--preset", default=None, choices=sorted(PRESETS), help=PRESET_HELP)
+    parser.add_argument("--device", default="auto", help=device)
+    parser.add_argument("--threads", type=THREADS, default=None, help=threads)
+    return parser

@@ -1,0 +1,127 @@
+"""A chapter declared once, in its own module (``matcomp.book.chapters.<chapter>.CHAPTER``): its parameters and
+their defaults, the runs it reads, the derived tables it ships, the key numbers its claims are judged on and
+the typed result of its opening. ``plan``, ``stored``, ``summary``, the ladder and the chapter's own first cell
+read this declaration; ``tests/test_chapter_spec.py`` fails where a notebook's ``parameters`` cell (what
+papermill injects into, and what a sweep checks its points against) disagrees with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from matcomp.analysis.key_numbers import Reader, key_numbers, key_numbers_derivation
+from matcomp.analysis.phases import Phases
+from matcomp.book.parameters import check_values
+from matcomp.book.verdicts import Claim
+from matcomp.config import RunConfig
+from matcomp.runs.derived import Derivation
+from matcomp.runs.run import Run
+
+
+def listed(*values):
+    """A list-valued parameter's default (a dataclass field's default may not be a list itself)."""
+    return field(default_factory=lambda: list(values))
+
+
+@dataclass(frozen=True)
+class Parameters:
+    """What every chapter takes: its scale (``preset``; None: ``$MATCOMP_PRESET``, else ``cpu``)."""
+
+    preset: str | None = None
+
+    def at(self, preset: str | None) -> Parameters:
+        """These parameters with each None that stands for the scale's value replaced by ``preset``'s (a
+        chapter whose analysis reads such a value overrides this)."""
+        return self
+
+
+@dataclass(frozen=True)
+class RunParameters(Parameters):
+    """A chapter that trains or reads its scale's runs: also the seed (None: ``$MATCOMP_SEED``, else the preset's)
+    and config changes applied after ``$MATCOMP_SET``."""
+
+    seed: int | None = None
+    overrides: str = ""
+
+
+@dataclass(frozen=True)
+class OneModelParameters(RunParameters):
+    """A one-model chapter's: also the model analysed (a preset; None: the scale's one-model preset)."""
+
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class KeyNumbers:
+    """A finding's key numbers and what the paper says of each: ``read`` gives them on one run
+    (``matcomp.analysis.key_numbers``; its keywords name the chapter's parameters it reads), each estimated with
+    its standard error under ``<number> s.e.``, which enters the verdict where the claim has a value without the
+    effect; ``claims``: the paper's claim on each (``Claim``: a value or a direction, the value without the
+    effect, whether the bound is the book's); ``pre_shift``: the numbers read on the pre-shift model alone,
+    which a seed that never dropped still has; ``checks``: the numbers that hold by construction in any model
+    (or any that dropped), which check the method and are never judged as findings."""
+
+    read: Reader
+    claims: dict[str, Claim]
+    pre_shift: tuple[str, ...] = ()
+    checks: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ChapterSpec:
+    """One chapter: ``parameters`` (a ``Parameters`` dataclass: names, types and defaults), ``runs(preset)`` (the
+    runs it reads with its defaults, built from the calls it makes), ``key_numbers`` (the numbers its ladder
+    judges and the paper's claims on them), ``derivations(preset)`` (the slow tables of its default build that
+    are shipped) and ``opening`` (the typed ``NamedTuple`` its ``setup`` returns, which the notebook unpacks by
+    its field names)."""
+
+    name: str
+    parameters: type[Parameters]
+    runs: Callable[[str], list[RunConfig]]
+    key_numbers: KeyNumbers | None = None
+    derivations: Callable[[str], list[Derivation]] | None = None
+    opening: type[tuple] | None = None
+
+    def defaults(self, preset: str | None = None) -> dict:
+        """The parameters' defaults, name -> value; at ``preset``, those the scale sets filled in."""
+        values = self.parameters()
+        return asdict(values.at(preset) if preset is not None else values)
+
+    def check(self, namespace: dict) -> None:
+        """Refuse, by name, what the chapter was given and would not use: a name it has no parameter of
+        (papermill's ``-p presett smoke`` only warns, and the chapter would run at its default), and a value its
+        parameter's rule refuses (``book.parameters``). ``namespace``: the notebook's ``globals()``, holding its
+        parameters and papermill's injected ones."""
+        known = self.defaults()
+        literals = (type(None), bool, int, float, str, list, tuple, dict)
+        given = {name: value for name, value in namespace.items() if not name.startswith("_")
+                 and name not in ("In", "Out") and isinstance(value, literals)}
+        unknown = sorted(set(given) - set(known))
+        if unknown:
+            raise ValueError(f"the {self.name} chapter has no parameter {', '.join(map(repr, unknown))}; its "
+                             f"parameters: {', '.join(known)}")
+        check_values(self.name, {name: value for name, value in given.items() if name in known}, known)
+
+    def disagreements(self, cell: dict) -> list[str]:
+        """Where a notebook's ``parameters`` cell (name -> default, ``book.sweep.notebook_parameters``) and this
+        declaration differ: a name one has and the other lacks, or a default that is not the same."""
+        declared = self.defaults()
+        missing = [f"{name}: declared, not in the cell" for name in declared if name not in cell]
+        extra = [f"{name}: in the cell, not declared" for name in cell if name not in declared]
+        differ = [f"{name}: {cell[name]!r} in the cell, {declared[name]!r} declared" for name in declared
+                  if name in cell and cell[name] != declared[name]]
+        return missing + extra + differ
+
+    def _numbers(self) -> KeyNumbers:
+        if self.key_numbers is None:
+            raise ValueError(f"the {self.name} chapter judges no key numbers")
+        return self.key_numbers
+
+    def key_numbers_derivation(self, run: Run, phases: Phases, params: dict) -> Derivation:
+        """The stored derivation of the chapter's key numbers on ``run`` at ``phases`` with ``params``."""
+        return key_numbers_derivation(self.name, self._numbers().read, run, phases, params)
+
+    def read_key_numbers(self, run: Run, phases: Phases, params: dict) -> dict[str, float]:
+        """The chapter's key numbers on ``run`` at ``phases`` with ``params`` (shipped, stored, or computed)."""
+        return key_numbers(self.name, self._numbers().read, run, phases, params)
