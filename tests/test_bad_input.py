@@ -13,7 +13,7 @@ import torch
 
 import matcomp.runs.training
 from matcomp.book.chapter import chapter_config, model_preset
-from matcomp.book.chapters import spec
+from matcomp.book.chapters import chapter_spec
 from matcomp.data import sample_batch
 from matcomp.main import main
 from matcomp.presets import preset
@@ -297,12 +297,12 @@ def test_the_library_names_an_argument_of_the_wrong_type(micro, tmp_path):
 
 def test_a_chapter_refuses_a_parameter_it_does_not_have_an_empty_count_and_a_run_without_a_plateau():
     namespace = {"preset": "smoke", "seed": None, "In": [], "get_ipython": print, "_": None}
-    spec("sudden_drop").check(namespace)  # what a chapter holds before its setup: no complaint
+    chapter_spec("sudden_drop").check(namespace)  # what a chapter holds before its setup: no complaint
     with pytest.raises(ValueError, match="the sudden_drop chapter has no parameter 'presett'"):
-        spec("sudden_drop").check({**namespace, "presett": "smoke"})
+        chapter_spec("sudden_drop").check({**namespace, "presett": "smoke"})
     with pytest.raises(ValueError, match="the sudden_drop chapter's parameter seeds must be an integer >= 1, or "
                                          "None for the scale's; got 0"):
-        spec("sudden_drop").check({**namespace, "seeds": 0})
+        chapter_spec("sudden_drop").check({**namespace, "seeds": 0})
     with pytest.raises(ValueError, match=r"train.steps must be > 100 for a chapter: .* got 50"):
         chapter_config("smoke", overrides="train.steps=50")
 
@@ -373,9 +373,9 @@ def test_every_chapter_parameter_is_checked_by_its_name_where_it_enters(chapter,
     from matcomp.book.sweep import notebook_parameters
 
     defaults = notebook_parameters(f"book/{chapter}.ipynb")
-    spec(chapter).check(defaults)  # its own defaults pass
+    chapter_spec(chapter).check(defaults)  # its own defaults pass
     with pytest.raises(ValueError, match=re.escape(f"the {chapter} chapter's parameter {name} {message}")):
-        spec(chapter).check({**defaults, name: value})
+        chapter_spec(chapter).check({**defaults, name: value})
     out = tmp_path / "sweep"
     said = refused(["sweep", f"book/{chapter}.ipynb", "--out", str(out), "--param", name, json.dumps(value),
                     "--fixed", "preset=smoke", "--quiet"], capsys)
@@ -390,7 +390,7 @@ def test_every_parameter_of_every_chapter_has_a_rule_or_is_checked_with_the_conf
     for notebook in sorted(Path("book").glob("*.ipynb")):
         defaults = notebook_parameters(notebook)
         assert set(defaults) - set(RULES) - config == set(), notebook.name
-        spec(notebook.stem).check(defaults)
+        chapter_spec(notebook.stem).check(defaults)
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -183,7 +183,12 @@ def test_opening_a_shipped_run_looks_it_up_once_and_hashes_its_files_once(store,
     find, digest = matcomp.runs.store.find_reference, matcomp.runs.folder.file_digest
     monkeypatch.setattr(matcomp.runs.store, "find_reference", lambda cfg: lookups.append(cfg) or find(cfg))
     monkeypatch.setattr(matcomp.runs.folder, "file_digest", lambda path, *a: hashed.append(path) or digest(path, *a))
+    read_store = []
+    monkeypatch.setattr(matcomp.runs.store, "extendable", lambda *a: read_store.append(a))
     run, _ = open_with_phases(micro, "smoke")
     assert run.path == shipped.path and len(lookups) == 1
     seed_run(micro, "smoke")
     assert len(lookups) == 2 and sorted(hashed) == shipped.folder.files()  # two openings, each file hashed once
+    assert read_store == []  # a shipped run's opening never reads the working store
+    with pytest.raises(ValueError, match="the location given is run smoke-"):
+        matcomp.runs.store.get_or_train(micro.override({"train.seed": 9}), location=matcomp.runs.store.locate(micro))

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from matcomp.analysis.key_numbers import reader_parameters
-from matcomp.book.chapters import CHAPTERS, spec, specs
+from matcomp.book.chapters import CHAPTERS, chapter_spec, chapter_specs
 from matcomp.book.sweep import notebook_parameters
 
 BOOK = Path(__file__).resolve().parents[1] / "book"
@@ -15,7 +15,7 @@ BOOK = Path(__file__).resolve().parents[1] / "book"
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_a_notebook_s_parameters_cell_is_its_chapter_s_declaration(chapter):
-    assert spec(chapter).disagreements(notebook_parameters(BOOK / f"{chapter}.ipynb")) == []
+    assert chapter_spec(chapter).disagreements(notebook_parameters(BOOK / f"{chapter}.ipynb")) == []
 
 
 def test_a_changed_default_or_name_in_the_cell_is_a_disagreement(tmp_path):
@@ -24,13 +24,13 @@ def test_a_changed_default_or_name_in_the_cell_is_a_disagreement(tmp_path):
     cell["source"] = "".join(cell["source"]).replace("test_matrices = 256", "test_matrices = 255").replace(
         "train_matrices", "fit_matrices")
     (tmp_path / "probing.ipynb").write_text(json.dumps(nb))
-    found = spec("probing").disagreements(notebook_parameters(tmp_path / "probing.ipynb"))
+    found = chapter_spec("probing").disagreements(notebook_parameters(tmp_path / "probing.ipynb"))
     assert found == ["train_matrices: declared, not in the cell", "fit_matrices: in the cell, not declared",
                      "test_matrices: 255 in the cell, 256 declared"]
 
 
 def test_the_check_refuses_a_name_the_chapter_lacks_and_a_value_its_rule_refuses():
-    probing = spec("probing")
+    probing = chapter_spec("probing")
     probing.check({"preset": "smoke", "train_matrices": 64, "In": [], "_": 1, "chapter": object()})
     with pytest.raises(ValueError, match="the probing chapter has no parameter 'presett'"):
         probing.check({"presett": "smoke"})
@@ -39,31 +39,32 @@ def test_the_check_refuses_a_name_the_chapter_lacks_and_a_value_its_rule_refuses
 
 
 def test_a_chapter_s_values_at_a_scale_fill_what_its_none_stands_for():
-    nuclear = spec("nuclear_norm")
+    nuclear = chapter_spec("nuclear_norm")
     assert nuclear.defaults()["samples"] is None
     assert nuclear.defaults("cpu")["samples"] == 512 and nuclear.defaults("smoke")["samples"] == 32
-    assert spec("ood").defaults("cpu")["after_drop"] == 2000 and spec("ood").defaults("smoke")["after_drop"] == 100
+    ood = chapter_spec("ood").parameters()
+    assert ood.counts("cpu") == (3, 2000) and ood.counts("smoke") == (3, 100) and ood.after_drop is None
 
 
 def test_the_one_model_chapters_declare_the_key_numbers_the_ladders_read():
-    judged = [s.name for s in specs() if s.key_numbers is not None]
+    judged = [s.name for s in chapter_specs() if s.key_numbers is not None]
     assert judged == ["copying_phase", "nuclear_norm", "observed_entries", "attention_patching", "head_taxonomy",
                       "embeddings", "probing"]
-    for chapter in (s for s in specs() if s.key_numbers is not None):  # what its reader takes, it declares
+    for chapter in (s for s in chapter_specs() if s.key_numbers is not None):  # what its reader takes, it declares
         assert set(reader_parameters(chapter.key_numbers.read)) <= set(chapter.defaults()), chapter.name
         assert set(chapter.key_numbers.pre_shift) | set(chapter.key_numbers.checks) <= set(chapter.key_numbers.claims)
-    assert reader_parameters(spec("head_taxonomy").key_numbers.read) == (
+    assert reader_parameters(chapter_spec("head_taxonomy").key_numbers.read) == (
         "samples", "eval_seed", "mass", "enrichment", "identity_enrichment", "mask_ratio", "near")
 
 
-@pytest.mark.parametrize("chapter", [s.name for s in specs() if s.opening is not None])
+@pytest.mark.parametrize("chapter", [s.name for s in chapter_specs() if s.opening is not None])
 def test_a_notebook_unpacks_its_chapter_s_opening_by_the_names_it_declares(chapter):
     """``setup`` returns a typed ``Opening``; the notebook's unpacking names its fields in their order, so a field
     added or moved in one place and not the other fails here rather than binding a value to the wrong name."""
     import ast
     import inspect
 
-    declared = spec(chapter)
+    declared = chapter_spec(chapter)
     module = inspect.getmodule(declared.parameters)
     assert inspect.signature(module.setup).return_annotation in ("Opening", declared.opening)
     cells = [c for c in json.loads((BOOK / f"{chapter}.ipynb").read_text())["cells"] if c["cell_type"] == "code"]

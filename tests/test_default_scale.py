@@ -12,7 +12,7 @@ import nbformat
 import papermill
 import pytest
 
-from matcomp.book.chapters import spec
+from matcomp.book.chapters import chapter_spec
 from matcomp.book.executed import build_execution
 from matcomp.drop import detect_drop
 from matcomp.presets import preset
@@ -48,7 +48,7 @@ def executed_at_default_scale(chapter: str, tmp_path: Path) -> Path:
     out = tmp_path / f"{chapter}.ipynb"
     built = build_execution(BOOK / f"{chapter}.ipynb")
     if built is not None:
-        assert all(find_reference(cfg) is not None for cfg in spec(chapter).runs("cpu")), f"{chapter} trains"
+        assert all(find_reference(cfg) is not None for cfg in chapter_spec(chapter).runs("cpu")), f"{chapter} trains"
         nbformat.write(built, out)
         return out
     papermill.execute_notebook(BOOK / f"{chapter}.ipynb", out, cwd=BOOK, kernel_name="python3", progress_bar=False)

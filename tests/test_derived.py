@@ -227,7 +227,7 @@ def test_the_shipped_tables_are_those_the_code_would_compute():
     """A shipped table whose key no longer matches (a checkpoint, parameter, source line or library version
     changed) fails here, naming the command that refreshes it, rather than being silently recomputed
     by every build."""
-    from matcomp.book.chapters import specs
+    from matcomp.book.chapters import chapter_specs
     from matcomp.book.stored import shipped_derivations
 
     derivations = shipped_derivations()
@@ -238,7 +238,7 @@ def test_the_shipped_tables_are_those_the_code_would_compute():
     runs = dict.fromkeys(["cpu-f603ff8bc5", "cpu-df5490aeb8", "cpu7x7-c275af017e", "cpu7x7-e1b3de5776",
                           "cpu7x7-6f29c63029", "cpu7x7-e659ad3fac", "cpu7x7-3e87c5e99d", "cpu7x7-f5823c1bce",
                           "cpu7x7-f525818ae7", "paper-d34517864a"])  # the ladder's order: 4x4, 5x5, 7x7 seeds 0-6
-    judged = [chapter for chapter in specs() if chapter.key_numbers]  # the book's order
+    judged = [chapter for chapter in chapter_specs() if chapter.key_numbers]  # the book's order
     ladder = [f"key_numbers_{chapter.name}_{run}" for chapter in judged for run in runs  # and the paper's run (seed 0,
               if run in (*dropped, "paper-d34517864a") or chapter.key_numbers.pre_shift]  # trained on a lent GPU)
     assert set(plateau) <= set(runs)  # the 7x7 seeds that never dropped: read on their pre-shift numbers alone

@@ -8,7 +8,7 @@ import pytest
 
 from matcomp.analysis.interventions import attention_interventions
 from matcomp.book.chapter import ladder_runs
-from matcomp.book.chapters import spec
+from matcomp.book.chapters import chapter_spec
 from matcomp.book.chapters.nuclear_norm import BEST_LAMBDA
 from matcomp.book.ladder import COPYING, DEPTH, OWN_RECIPE, _ladder, drop_ladders, finding_ladders, unread_reason
 from matcomp.book.verdicts import Claim
@@ -121,13 +121,14 @@ def test_a_findings_key_numbers_are_the_chapters_analysis_on_each_run(runs, tmp_
     interventions on each run's pre-shift model, and the shipped table holds the same numbers."""
     params = {"ablation_samples": 64, "eval_seed": 0}
     for run, shift in (pair for seeds in runs.values() for pair in seeds.values() if pair[1] is not None):
-        derivation = spec("copying_phase").key_numbers_derivation(run, shift, params)
+        derivation = chapter_spec("copying_phase").key_numbers_derivation(run, shift, params)
         numbers = load_or_compute(derivation, shipped=False, root=tmp_path)["numbers"].iloc[0]
         batch = sample_batch(run.config.data, 64, analysis_generator(0))
         table = attention_interventions(run.bert(shift.pre), run.bert(shift.post), batch, "post-shift")
         expected = table.loc["all heads uniform", "L_obs"] / table.loc["no intervention", "L_obs"]
         assert numbers["uniform attention, pre-shift: L_obs ×"] == pytest.approx(expected, rel=1e-6)  # float64 sums
-    ladder = finding_ladders(spec("copying_phase"), runs, {"ablation_samples": 256, "eval_seed": 0})  # shipped tables
+    params = {"ablation_samples": 256, "eval_seed": 0}
+    ladder = finding_ladders(chapter_spec("copying_phase"), runs, params)  # the shipped tables
     assert ladder.tasks.index.tolist() == ["4×4 (cpu), seed 0, step 20,000", "5×5 (cpu5x5), seed 0, step 17,000",
                                            "7×7 (cpu7x7), mean of 7 read of 7 seeds"]
     post = "Q, K, V from post-shift: L_mask ×"  # the claim's point: L_mask stays on the plateau (0.2246 / 0.2236)
@@ -158,14 +159,15 @@ def test_the_7x7_seeds_read_the_uniform_attention_and_last_layer_misses_seed_by_
     7x7 run that ends 24x below its plateau (the paper: 40x), and hundreds of times on seeds 3 and 6, which
     stall 4-5x below theirs; last-layer patching restores most of the answer at 5x5 and at most a third of it
     on every 7x7 seed; all-layer patching is a check of the method, never a verdict."""
-    patching = finding_ladders(spec("attention_patching"), runs, {"samples": 256, "eval_seed": 0})
+    patching = finding_ladders(chapter_spec("attention_patching"), runs, {"samples": 256, "eval_seed": 0})
     last_layer = patching.seeds["restored, last layer"]
     assert patching.tasks.iloc[1]["restored, last layer"] > 0.9 > 0.35 > last_layer.max()
     assert last_layer.loc[0] < 0.05
     assert patching.verdicts()["restored, last layer"].category == "does not"
     assert patching.seed_table().loc["restored, all layers", "verdict"] == "check of the method"
     assert list(patching.judged()["7×7 (cpu7x7), 7 seeds"]) == ["restored, last layer"]
-    observed = finding_ladders(spec("observed_entries"), runs, {"samples": 256, "eval_seed": 0, "permutations": 5})
+    observed = finding_ladders(chapter_spec("observed_entries"), runs,
+                               {"samples": 256, "eval_seed": 0, "permutations": 5})
     uniform = observed.seeds["uniform attention, post-shift: L_obs ×"]
     assert 40 < observed.tasks.iloc[1]["uniform attention, post-shift: L_obs ×"] < 50 and 40 < uniform.loc[0] < 60
     assert (uniform.loc[[3, 6]] > 300).all()
@@ -176,10 +178,10 @@ def test_the_7x7_seeds_read_the_uniform_attention_and_last_layer_misses_seed_by_
 def test_a_bad_finding_or_a_missing_parameter_is_named(runs):
     run, shift = runs["4×4 (cpu)"][0]
     with pytest.raises(ValueError, match="the sudden_drop chapter judges no key numbers; its ladder is the drop's"):
-        finding_ladders(spec("sudden_drop"), runs, {})
+        finding_ladders(chapter_spec("sudden_drop"), runs, {})
     with pytest.raises(ValueError, match=r"parameters \['eval_seed'\]"):
-        spec("observed_entries").key_numbers_derivation(run, shift, {"samples": 256, "permutations": 5})
+        chapter_spec("observed_entries").key_numbers_derivation(run, shift, {"samples": 256, "permutations": 5})
 
 
 def test_the_regularised_key_number_is_read_at_the_chapters_default_lambda_the_papers_best():
-    assert BEST_LAMBDA == spec("nuclear_norm").defaults()["lam"] == 0.001  # App. B's lowest L
+    assert BEST_LAMBDA == chapter_spec("nuclear_norm").defaults()["lam"] == 0.001  # App. B's lowest L

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
-from matcomp.book.chapters import spec
+from matcomp.book.chapters import chapter_spec
 from matcomp.book.plan import plan, plan_table
 from matcomp.main import main
 from matcomp.runs.cost import CostBook
@@ -101,7 +101,7 @@ def test_after_prepare_the_smoke_chapters_train_nothing(local_ray, monkeypatch, 
     monkeypatch.setenv(ENV_NO_TRAINING, "1")
     book = os.path.join(os.path.dirname(__file__), "..", "book")
     for chapter in ("components", "sudden_drop"):
-        assert spec(chapter).runs("smoke")
+        assert chapter_spec(chapter).runs("smoke")
         papermill.execute_notebook(f"{book}/{chapter}.ipynb", str(tmp_path / f"{chapter}.ipynb"),
                                    parameters={"preset": "smoke"}, cwd=book, progress_bar=False)
 

@@ -4,13 +4,13 @@ key numbers that chapter judges, and every number a chapter judges answers a cla
 import re
 from pathlib import Path
 
-from matcomp.book.chapters import specs
+from matcomp.book.chapters import chapter_specs
 from matcomp.book.ladder import DEPTH, drop_claims
 from matcomp.book.register import REGISTER
 
 TOC = Path(__file__).resolve().parents[1] / "_toc.yml"
 JUDGED = {"sudden_drop": set(drop_claims()),
-          **{chapter.name: set(chapter.key_numbers.claims) for chapter in specs() if chapter.key_numbers}}
+          **{chapter.name: set(chapter.key_numbers.claims) for chapter in chapter_specs() if chapter.key_numbers}}
 
 
 def test_every_claim_names_a_chapter_of_the_book_and_numbers_it_judges():

@@ -16,7 +16,7 @@ from transformers import BertConfig, BertModel
 import matcomp.runs.derived as derived
 import matcomp.runs.shipped as shipped
 from matcomp.book.chapter import paper_scale_runs
-from matcomp.book.chapters import spec, specs
+from matcomp.book.chapters import chapter_spec, chapter_specs
 from matcomp.book.ladder import finding_ladders
 from matcomp.data import sample_batch
 from matcomp.main import main
@@ -55,7 +55,7 @@ def bf16_run(micro, tmp_path):
 
 def test_a_run_packs_into_small_parts_and_unpacks_to_the_same_bytes(bf16_run, tmp_path):
     out = tmp_path / "out"
-    files = pack_record(bf16_run, [], out, part_bytes=4096) + pack_checkpoint(bf16_run, 40, out, part_bytes=4096)
+    files = pack_record(bf16_run, out, part_bytes=4096) + pack_checkpoint(bf16_run, 40, out, part_bytes=4096)
     parts = [p for p in files if ".part" in p.name]
     assert len(parts) > 4 and max(p.stat().st_size for p in parts) <= 4096
     installed = unpack([out], tmp_path / "reference")
@@ -74,7 +74,7 @@ def test_a_run_packs_into_small_parts_and_unpacks_to_the_same_bytes(bf16_run, tm
 
 def test_a_damaged_or_missing_part_is_named_and_nothing_is_installed(bf16_run, tmp_path):
     out = tmp_path / "out"
-    pack_record(bf16_run, [], out)
+    pack_record(bf16_run, out)
     files = pack_checkpoint(bf16_run, 40, out, part_bytes=8192)
     part = files[1]
     data = bytearray(part.read_bytes())
@@ -185,19 +185,20 @@ def test_the_pipeline_at_smoke_trains_packs_unpacks_and_the_chapters_read_it(tmp
     monkeypatch.setenv("MATCOMP_NO_TRAINING", "1")
     (label, (run, shift)), = paper_scale_runs("smoke").items()
     assert label.startswith("4×4 rank 1 (smoke, trained on ") and run.path.parent == reference
-    tables = [s.key_numbers_derivation(run, shift, s.defaults("smoke")) for s in specs() if s.key_numbers]
+    tables = [s.key_numbers_derivation(run, shift, s.defaults("smoke")) for s in chapter_specs() if s.key_numbers]
     assert not any(derived.is_shipped(d) for d in tables)  # none came back: the loan's minutes train
     for derivation in tables:  # what python -m matcomp derive does at home, from the installed bf16 weights
         derived.write(derivation, derivation.compute(), reference / "derived", derivation.key())
     monkeypatch.setenv("MATCOMP_RUNS", str(tmp_path / "empty-store"))  # a reader's store: nothing computed there
-    params = spec("embeddings").defaults("smoke")
+    params = chapter_spec("embeddings").defaults("smoke")
     embeddings, = (d for d in tables if d.name.startswith("key_numbers_embeddings"))
     stored = derived.read(embeddings, reference / "derived")[0]["numbers"].iloc[0]
-    again = spec("embeddings").read_key_numbers(run, shift, params)  # again: equal to the stored table's 7 digits
+    again = chapter_spec("embeddings").read_key_numbers(run, shift, params)  # equal to the stored table's 7 digits
     assert again.keys() == stored.to_dict().keys()  # (another machine's BLAS rounds the last digits otherwise)
     assert all(again[k] == pytest.approx(v, rel=1e-6) if isinstance(v, float) else again[k] == v
                for k, v in stored.to_dict().items())
-    ladder = finding_ladders(spec("embeddings"), {"stand-in": {0: (run, shift)}}, params, paper_scale_runs("smoke"))
+    ladder = finding_ladders(chapter_spec("embeddings"), {"stand-in": {0: (run, shift)}}, params,
+                             paper_scale_runs("smoke"))
     rung, = ladder.beyond.index  # the stand-in has no drop: counted, and read on its pre-shift number alone
     why = ladder.beyond_unread[rung]
     assert rung.startswith(label) and why["position silhouette by column"] == "no drop in 300 steps"

@@ -3,7 +3,7 @@ verdict (``matcomp.book.summary``), read from the shipped runs as the chapters r
 
 import pytest
 
-from matcomp.book.chapters import specs
+from matcomp.book.chapters import chapter_specs
 from matcomp.book.ladder import OWN_RECIPE
 from matcomp.book.register import REGISTER
 from matcomp.book.summary import categories_table, chapter_ladders, linked, unregistered, verdict_table
@@ -80,7 +80,7 @@ def test_the_first_pages_table_is_the_registers_every_judged_key_number_with_che
     ladders = chapter_ladders("cpu")
     assert unregistered(ladders) == []  # every number a ladder shows is a claim's of the register
     chapters = table.index.get_level_values("chapter")
-    assert set(chapters) == {"sudden_drop", *(chapter.name for chapter in specs() if chapter.key_numbers)}
+    assert set(chapters) == {"sudden_drop", *(chapter.name for chapter in chapter_specs() if chapter.key_numbers)}
     registered = {(c.chapter, key) for c in REGISTER for key in c.tested_by}
     assert set(table.index) == registered
     seven = table["7×7 (cpu7x7), 7 seeds"]

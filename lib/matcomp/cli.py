@@ -5,23 +5,18 @@ book."""
 
 from __future__ import annotations
 
-import argparse
-import sys
 from collections.abc import Callable
 
-import torch
-
 from matcomp.arguments import assignments, at_least, run_options
-from matcomp.presets import PRESETS, configured, preset_name
-from matcomp.runs.store import RunError, absolute_store
+from matcomp.presets import PRESETS, preset_name, resolved_config
 from matcomp.runs.training import ENGINES, resolve_device
 
 
 def _config(args):
     """The run config of ``--preset`` (else ``$MATCOMP_PRESET``, else cpu), after ``$MATCOMP_SET``,
-    ``$MATCOMP_SEED`` and then ``--set``, as a chapter's (``matcomp.presets.configured``), of any length."""
+    ``$MATCOMP_SEED`` and then ``--set``, as a chapter's (``matcomp.presets.resolved_config``), of any length."""
     args.preset = preset_name(args.preset)
-    return configured(args.preset, assignments(args.set))
+    return resolved_config(args.preset, assignments(args.set))
 
 
 def cmd_train(args) -> None:
@@ -176,7 +171,7 @@ def cmd_unpack(args) -> None:
     installed = unpack(args.folders, args.into or REFERENCE_ROOT, run_id=args.run)
     run = installed.run
     print(f"installed {run.path}: {len(run.steps)} checkpoints {run.steps}, "
-          f"{sum(run.summary['files'].values()) / 2**20:.1f} MiB; {len(installed.derived)} derived files")
+          f"{sum(run.summary['files'].values()) / 2**20:.1f} MiB (python -m matcomp derive computes its tables)")
     if installed.missing_steps:
         print(f"not come back: checkpoints {list(installed.missing_steps)} (pack each with remote --checkpoint STEP, "
               f"remove {run.path} and unpack every folder again)")
@@ -223,7 +218,7 @@ def add_commands(sub) -> dict[str, Callable]:
     remote = sub.choices["remote"]
     remote.add_argument("--out", required=True, help="folder for the packed parts (what comes back)")
     remote.add_argument("--limit-s", type=at_least(0, float, strictly=True), default=None,
-                        help="wall-clock seconds this command may train and derive; the run is sealed at the last "
+                        help="wall-clock seconds this command may train; the run is sealed at the last "
                              "checkpoint before, its summary saying so")
     remote.add_argument("--checkpoint", type=at_least(1), default=None, metavar="STEP",
                         help="train to this checkpoint and pack it alone (default: train the run and pack its "
@@ -239,25 +234,3 @@ def add_commands(sub) -> dict[str, Callable]:
     sub.add_parser("runs", help="list stored runs (finished or not) with their progress and drop")
     return {"train": cmd_train, "bench": cmd_bench, "ship": cmd_ship, "presets": cmd_presets, "runs": cmd_runs,
             "remote": cmd_remote, "unpack": cmd_unpack}
-
-
-def dispatch(args: argparse.Namespace, commands: dict[str, Callable]) -> None:
-    """Run the command ``args`` names; bad input, running out of memory and an interrupt end in one line."""
-    absolute_store()  # a relative store, resolved once: a sweep's points run inside book/
-    if getattr(args, "threads", None):
-        torch.set_num_threads(args.threads)
-    try:
-        if hasattr(args, "device"):
-            resolve_device(args.device)  # a device that is not here stops before any work
-        commands[args.command](args)
-    except (ValueError, RunError) as err:  # bad input, from a flag, a config field or a variable: one line
-        raise SystemExit(f"error: {err}") from None
-    except (torch.OutOfMemoryError, MemoryError) as err:  # what --force lets through the budget check
-        first = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise SystemExit(f"error: out of memory ({first}); the run is beyond this machine: shrink it (train.batch, "
-                         f"model.hidden) or train it where it fits") from None
-    except KeyboardInterrupt:  # every write is atomic and training saves its state at each checkpoint
-        print("\ninterrupted: nothing is lost; a run in training resumes exactly from its last checkpoint when "
-              "the same command runs again", file=sys.stderr)
-        raise SystemExit(130) from None
-

@@ -3,11 +3,17 @@ parser."""
 
 from __future__ import annotations
 
+import argparse
 import sys
+from collections.abc import Callable
+
+import torch
 
 from matcomp import cli
 from matcomp.arguments import Parser
 from matcomp.book import commands as book_commands
+from matcomp.runs.store import RunError, absolute_store
+from matcomp.runs.training import resolve_device
 
 DESCRIPTION = ("Train, bench and ship a preset's run; list presets and runs; remote / unpack, for a machine lent for "
                "minutes; plan and prepare every run the book needs; sweep a chapter with papermill; derive the shipped "
@@ -18,7 +24,28 @@ def main(argv: list[str] | None = None) -> None:
     parser = Parser(prog="python -m matcomp", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     commands = {**cli.add_commands(sub), **book_commands.add_commands(sub)}
-    cli.dispatch(parser.parse_args(argv), commands)
+    dispatch(parser.parse_args(argv), commands)
+
+
+def dispatch(args: argparse.Namespace, commands: dict[str, Callable]) -> None:
+    """Run the command ``args`` names; bad input, running out of memory and an interrupt end in one line."""
+    absolute_store()  # a relative store, resolved once: a sweep's points run inside book/
+    if getattr(args, "threads", None):
+        torch.set_num_threads(args.threads)
+    try:
+        if hasattr(args, "device"):
+            resolve_device(args.device)  # a device that is not here stops before any work
+        commands[args.command](args)
+    except (ValueError, RunError) as err:  # bad input, from a flag, a config field or a variable: one line
+        raise SystemExit(f"error: {err}") from None
+    except (torch.OutOfMemoryError, MemoryError) as err:  # what --force lets through the budget check
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise SystemExit(f"error: out of memory ({first}); the run is beyond this machine: shrink it (train.batch, "
+                         f"model.hidden) or train it where it fits") from None
+    except KeyboardInterrupt:  # every write is atomic and training saves its state at each checkpoint
+        print("\ninterrupted: nothing is lost; a run in training resumes exactly from its last checkpoint when "
+              "the same command runs again", file=sys.stderr)
+        raise SystemExit(130) from None
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Named run configurations, and which one a command or a chapter means: ``preset_name`` and ``configured``
+"""Named run configurations, and which one a command or a chapter means: ``preset_name`` and ``resolved_config``
 resolve ``$MATCOMP_PRESET``, ``$MATCOMP_SET`` and ``$MATCOMP_SEED`` (the sizes of the chapters' experiments at
 each preset are ``matcomp.sizes``).
 ``benchmarks/presets.md`` holds the measurements behind the CPU ones.
@@ -113,7 +113,7 @@ def preset_name(name: str | None = None) -> str:
     return chosen
 
 
-def environment_overrides(name: str) -> dict[str, object]:
+def _environment_overrides(name: str) -> dict[str, object]:
     """The changes ``$MATCOMP_SET`` then ``$MATCOMP_SEED`` make to preset ``name``, checked against it
     so that a bad value is a ValueError naming its variable (explicit changes override both)."""
     changes: dict[str, object] = {}
@@ -130,8 +130,8 @@ def environment_overrides(name: str) -> dict[str, object]:
     return changes
 
 
-def configured(name: str | None = None, overrides: dict[str, object] | None = None) -> RunConfig:
+def resolved_config(name: str | None = None, overrides: dict[str, object] | None = None) -> RunConfig:
     """The run config a command or a chapter means by preset ``name`` (``preset_name``): the preset, after
     ``$MATCOMP_SET``, ``$MATCOMP_SEED`` and then ``overrides``."""
     chosen = preset_name(name)
-    return preset(chosen, {**environment_overrides(chosen), **(overrides or {})})
+    return preset(chosen, {**_environment_overrides(chosen), **(overrides or {})})

@@ -101,7 +101,7 @@ def remote(cfg: RunConfig, out: Path, command: str, limit_s: float | None = None
         return _one_checkpoint(run, checkpoint, out, part_bytes, command, root)
 
     copy = bf16_copy(run, kept_steps(run), command, root)
-    files = pack_record(copy, [], out, part_bytes) + pack_checkpoint(copy, copy.last_step, out, part_bytes)
+    files = pack_record(copy, out, part_bytes) + pack_checkpoint(copy, copy.last_step, out, part_bytes)
     others = [s for s in copy.steps if s != copy.last_step]
     stopped = copy.summary.get("stopped")
     message = (f"{copy.config.run_id}: trained to step {copy.last_step:,} of {cfg.train.steps:,} by the {engine} engine"

@@ -49,7 +49,8 @@ def phase_targets(drop_step: int | None, paper_steps: bool) -> tuple[float, tupl
 
 def paper_steps(run: Run) -> bool:
     """Whether ``run``'s pre-shift model is at the paper's own steps: a run of a preset whose sizes say so (the
-    paper's), not at fractions of its drop."""
+    paper's), not at fractions of its drop. Read from the config's ``name``, which its hash leaves out: a run of
+    the paper's preset renamed by an override is read at fractions of its drop."""
     own = CHAPTER_SIZES.get(run.config.name)
     return own is not None and own.paper_steps
 

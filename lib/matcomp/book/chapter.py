@@ -18,7 +18,7 @@ from matcomp.analysis.phases import Phases, phases
 from matcomp.analysis.seeds import seed_configs, seeds_at, trained_on
 from matcomp.config import RunConfig, parse_overrides
 from matcomp.drop import PLATEAU_FROM
-from matcomp.presets import PRESETS, configured, preset_name
+from matcomp.presets import PRESETS, preset_name, resolved_config
 from matcomp.runs.cost import CostBook, duration
 from matcomp.runs.run import Run
 from matcomp.runs.shipped import find_reference
@@ -44,7 +44,7 @@ def model_preset(preset: str | None = None, model: str | None = None) -> str:
 
 def chapter_config(preset: str | None = None, seed: int | None = None,
                    overrides: str | dict | None = None, variant: str = "") -> RunConfig:
-    """The run config of a chapter's parameters (``matcomp.presets.configured``).
+    """The run config of a chapter's parameters (``matcomp.presets.resolved_config``).
 
     ``preset`` None -> ``$MATCOMP_PRESET``, else ``cpu``; ``seed`` None -> ``$MATCOMP_SEED``, else the
     preset's; ``overrides`` (a dict or ``"field=value,..."``) are applied after those of ``$MATCOMP_SET``.
@@ -63,7 +63,7 @@ def chapter_config(preset: str | None = None, seed: int | None = None,
     changes.update(parse_overrides(overrides) if isinstance(overrides, str) else overrides or {})
     if seed is not None:
         changes["train.seed"] = seed
-    cfg = configured(name, changes)
+    cfg = resolved_config(name, changes)
     if cfg.model.arch == "bert" and cfg.train.steps <= PLATEAU_FROM:  # refused before it trains
         raise ValueError(f"train.steps must be > {PLATEAU_FROM} for a chapter: a run's plateau is read after step "
                          f"{PLATEAU_FROM} (matcomp.drop); got {cfg.train.steps}")
@@ -87,7 +87,7 @@ def trained_run(cfg: RunConfig, preset: str | None = None) -> Run:
     or trained; a run that must train is announced first (``announce_training``) and shows its progress."""
     where = locate(cfg, runs_root())
     needed = announce_training(where, preset)
-    return get_or_train(cfg, progress="text" if needed else False, located=where)
+    return get_or_train(cfg, progress="text" if needed else False, location=where)
 
 
 def trained_runs(configs: dict, preset: str | None = None) -> dict:
@@ -102,7 +102,7 @@ def open_with_phases(cfg: RunConfig, preset: str | None = None, where: Location 
     where = where or locate(cfg, runs_root())
     use_shipped = where.reference is None or bool(where.reference.steps)
     needed = announce_training(where, preset, use_shipped)
-    run = get_or_train(cfg, progress="text" if needed else False, shipped=use_shipped, located=where)
+    run = get_or_train(cfg, progress="text" if needed else False, shipped=use_shipped, location=where)
     return run, phases(run)
 
 

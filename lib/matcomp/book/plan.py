@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from matcomp.book.chapters import CHAPTERS, spec
+from matcomp.book.chapters import CHAPTERS, chapter_spec
 from matcomp.config import RunConfig
 from matcomp.presets import preset_name
 from matcomp.runs.cost import CostBook, duration
@@ -39,7 +39,7 @@ def plan(preset: str | None = None, chapters: list[str] | None = None) -> list[P
     users: dict[str, list[str]] = {}
     configs: dict[str, RunConfig] = {}
     for chapter in chapters or CHAPTERS:
-        for cfg in spec(chapter).runs(preset):
+        for cfg in chapter_spec(chapter).runs(preset):
             configs.setdefault(cfg.run_id, cfg)
             if chapter not in users.setdefault(cfg.run_id, []):
                 users[cfg.run_id].append(chapter)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from matcomp.analysis.key_numbers import Reader, key_numbers, key_numbers_derivation
+from matcomp.analysis import key_numbers as reading
 from matcomp.analysis.phases import Phases
 from matcomp.book.parameters import check_values
 from matcomp.book.verdicts import Claim
@@ -30,9 +30,9 @@ class Parameters:
 
     preset: str | None = None
 
-    def at(self, preset: str | None) -> Parameters:
-        """These parameters with each None that stands for the scale's value replaced by ``preset``'s (a
-        chapter whose analysis reads such a value overrides this)."""
+    def at_scale(self, preset: str) -> Parameters:
+        """These parameters with each None that stands for the scale's value replaced by ``preset``'s, where the
+        chapter's key numbers or shipped tables read it (the chapter overrides this); the others as they are."""
         return self
 
 
@@ -62,7 +62,7 @@ class KeyNumbers:
     which a seed that never dropped still has; ``checks``: the numbers that hold by construction in any model
     (or any that dropped), which check the method and are never judged as findings."""
 
-    read: Reader
+    read: reading.Reader
     claims: dict[str, Claim]
     pre_shift: tuple[str, ...] = ()
     checks: tuple[str, ...] = ()
@@ -84,9 +84,10 @@ class ChapterSpec:
     opening: type[tuple] | None = None
 
     def defaults(self, preset: str | None = None) -> dict:
-        """The parameters' defaults, name -> value; at ``preset``, those the scale sets filled in."""
+        """The parameters' defaults, name -> value, as the notebook's cell holds them; with ``preset``, at that
+        scale (``Parameters.at_scale``)."""
         values = self.parameters()
-        return asdict(values.at(preset) if preset is not None else values)
+        return asdict(values.at_scale(preset) if preset is not None else values)
 
     def check(self, namespace: dict) -> None:
         """Refuse, by name, what the chapter was given and would not use: a name it has no parameter of
@@ -120,8 +121,8 @@ class ChapterSpec:
 
     def key_numbers_derivation(self, run: Run, phases: Phases, params: dict) -> Derivation:
         """The stored derivation of the chapter's key numbers on ``run`` at ``phases`` with ``params``."""
-        return key_numbers_derivation(self.name, self._numbers().read, run, phases, params)
+        return reading.key_numbers_derivation(self.name, self._numbers().read, run, phases, params)
 
     def read_key_numbers(self, run: Run, phases: Phases, params: dict) -> dict[str, float]:
         """The chapter's key numbers on ``run`` at ``phases`` with ``params`` (shipped, stored, or computed)."""
-        return key_numbers(self.name, self._numbers().read, run, phases, params)
+        return reading.key_numbers(self.name, self._numbers().read, run, phases, params)

@@ -13,7 +13,7 @@ code would compute (its key: checkpoints, parameters, source, library versions).
 from __future__ import annotations
 
 from matcomp.book.chapter import ladder_runs, paper_scale_runs
-from matcomp.book.chapters import specs
+from matcomp.book.chapters import chapter_specs
 from matcomp.book.ladder import unread_reason
 from matcomp.presets import DEFAULT_PRESET
 from matcomp.runs.derived import Derivation
@@ -27,12 +27,13 @@ def ladder_derivations(preset: str = DEFAULT_PRESET) -> list[Derivation]:
     default parameters, finding by finding."""
     runs = [(run, phases) for seeds in ladder_runs(preset).values() for run, phases in seeds.values()
             if phases is not None] + list(paper_scale_runs(preset).values())
-    return [spec.key_numbers_derivation(run, phases, spec.defaults(preset))
-            for spec in specs() if spec.key_numbers is not None for run, phases in runs
-            if unread_reason(run, phases) is None or spec.key_numbers.pre_shift]
+    return [chapter.key_numbers_derivation(run, phases, chapter.defaults(preset))
+            for chapter in chapter_specs() if chapter.key_numbers is not None for run, phases in runs
+            if unread_reason(run, phases) is None or chapter.key_numbers.pre_shift]
 
 
 def shipped_derivations() -> list[Derivation]:
     """Every derivation whose tables are shipped."""
-    return [*(d for spec in specs() if spec.derivations is not None for d in spec.derivations(DEFAULT_PRESET)),
+    return [*(d for chapter in chapter_specs() if chapter.derivations is not None
+              for d in chapter.derivations(DEFAULT_PRESET)),
             *ladder_derivations()]

@@ -10,7 +10,7 @@ import pandas as pd
 
 from matcomp.analysis.key_numbers import reader_parameters
 from matcomp.book.chapter import ladder_runs, ladder_trained, larger_task_drops, paper_scale_runs
-from matcomp.book.chapters import specs
+from matcomp.book.chapters import chapter_specs
 from matcomp.book.ladder import FINISHED, Ladder, drop_ladders, finding_ladders, show_ladder
 from matcomp.book.register import REGISTER
 from matcomp.book.spec import ChapterSpec
@@ -28,7 +28,7 @@ def chapter_ladders(preset: str | None = None) -> dict[str, Ladder]:
     ladders = {"sudden_drop": drop_ladders(ladder_trained(name), larger_task_drops(name))}
     paper_scale = paper_scale_runs(name)  # opened once: each opening hashes its checkpoints
     ladders.update({chapter.name: finding_ladders(chapter, runs, chapter.defaults(name), paper_scale)
-                    for chapter in specs() if chapter.key_numbers is not None})
+                    for chapter in chapter_specs() if chapter.key_numbers is not None})
     return ladders
 
 

@@ -10,7 +10,7 @@ from typing import TypeVar
 
 from transformers import AttentionInterface, PretrainedConfig
 
-Config = TypeVar("Config", bound=PretrainedConfig)
+ConfigT = TypeVar("ConfigT", bound=PretrainedConfig)
 
 
 def attention_of(config: PretrainedConfig) -> str:
@@ -18,10 +18,10 @@ def attention_of(config: PretrainedConfig) -> str:
     return config._attn_implementation
 
 
-def use_attention(config: Config, implementation: str) -> Config:
+def use_attention(config: ConfigT, implementation: str) -> ConfigT:
     """Switch ``config`` to ``implementation`` ("eager", "sdpa" or a function registered with
     ``transformers.AttentionInterface``); returns it. Another name is a ValueError that lists them."""
-    known = {"eager", "sdpa"} | set(AttentionInterface._global_mapping)
+    known = {"eager", "sdpa"} | set(AttentionInterface._global_mapping)  # registered functions (private API)
     if implementation not in known:
         raise ValueError(f"attention implementation must be 'eager', 'sdpa' or a function registered with "
                          f"transformers.AttentionInterface; got {implementation!r}")

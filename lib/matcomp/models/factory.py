@@ -3,6 +3,8 @@ know of it (its metrics, its trainable parameters)."""
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import torch
 from torch import nn
 
@@ -37,6 +39,7 @@ def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
+@lru_cache(maxsize=None)
 def parameter_count(cfg: ModelConfig) -> int:
     """How many parameters a model of ``cfg`` has, counted on one built on PyTorch's meta device (no memory, a
     few milliseconds): what the cost of a run is estimated from, exact for either architecture."""

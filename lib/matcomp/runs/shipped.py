@@ -47,7 +47,6 @@ def find_reference(cfg: RunConfig, root: Path | None = None) -> Run | None:
     return None
 
 
-
 def required_reference(cfg: RunConfig) -> Run:
     """The shipped run of ``cfg``; a ValueError if none is: what a shipped derived table reads."""
     run = find_reference(cfg)

@@ -21,7 +21,7 @@ import os
 import tempfile
 import time
 import warnings
-from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import pandas as pd
@@ -94,19 +94,21 @@ def writable_store(root: Path | str | None = None, what: str | None = None) -> P
 def get_or_train(cfg: RunConfig, device: str | torch.device | None = None, progress: bool | str = True,
                  root: Path | str | None = None, shipped: bool = True, limit_s: float | None = None,
                  force: bool = False, engine: str = "eager", stop_at: int | None = None,
-                 resumable: bool = True, located: Location | None = None) -> Run:
+                 resumable: bool = True, location: Location | None = None) -> Run:
     """The finished run for ``cfg``: a shipped reference run if one matches (unless ``shipped`` is
     False), else loaded from the store if there, resumed if interrupted, trained otherwise. With
     ``limit_s``, training that would outlast that many seconds stops at a checkpoint and raises
     ``Paused`` (``matcomp.runs.training``); calling again resumes it; ``stop_at`` pauses it at that
     checkpoint. ``engine`` and ``resumable``: how it trains (``training.train``). A run beyond this
     machine's memory, disk or a day's training (``matcomp.runs.cost.check_budget``) is refused before it
-    starts, unless ``force``. ``located``: the run's ``locate`` already done, whose shipped run is used
+    starts, unless ``force``. ``location``: the run's ``locate`` already done, whose shipped run is used
     rather than looked up again."""
     if not isinstance(cfg, RunConfig):
         raise TypeError(f"get_or_train: cfg must be a RunConfig (matcomp.preset('smoke') makes one); got "
                         f"{type(cfg).__name__} {cfg!r}")
-    reference = (located.reference if located is not None else find_reference(cfg)) if shipped else None
+    if location is not None and location.cfg.hash != cfg.hash:
+        raise ValueError(f"get_or_train: the location given is run {location.cfg.run_id}'s, not {cfg.run_id}'s")
+    reference = (location.reference if location is not None else find_reference(cfg)) if shipped else None
     if reference is not None:
         return reference
     root = writable_store(root)
@@ -147,17 +149,26 @@ def seal_stopped(cfg: RunConfig, root: Path | str, why: str, device: str | torch
     return Run(folder.path)
 
 
-@dataclass(frozen=True)
 class Location:
     """Where a run stands, looked up once and read by both the announcement and the action: ``reference``, the
-    shipped run of its config (None where none is); ``stored`` and ``done``, the working store's state
-    ("stored" | "partial" | "missing") and the steps it already holds (a resume's, or those of a shorter
-    finished run that this one continues)."""
+    shipped run of its config (None where none is); ``in_store``, the working store's state ("stored" |
+    "partial" | "missing") and the steps it already holds (a resume's, or those of a shorter finished run that
+    this one continues), read only when asked, so a shipped run's opening never reads the store."""
 
-    cfg: RunConfig
-    reference: Run | None
-    stored: str
-    done: int
+    def __init__(self, cfg: RunConfig, root: Path | str | None = None):
+        self.cfg, self.root = cfg, Path(root) if root is not None else runs_root()
+        self.reference = find_reference(cfg)
+
+    @cached_property
+    def in_store(self) -> tuple[str, int]:
+        folder = RunFolder(self.root / self.cfg.run_id)
+        if folder.complete_path.exists():
+            return "stored", self.cfg.train.steps
+        step = folder.resume_step()
+        if step is not None:
+            return "partial", step
+        base = extendable(self.cfg, self.root)  # a shorter finished run that this one continues
+        return ("partial", base.last_step()) if base is not None else ("missing", 0)
 
     def state(self, shipped: bool = True) -> tuple[str, int]:
         """("shipped" | "stored" | "partial" | "missing", steps already trained), as ``get_or_train`` will find
@@ -165,21 +176,13 @@ class Location:
         alone, trained for its checkpoints)."""
         if shipped and self.reference is not None:
             return "shipped", self.cfg.train.steps
-        return self.stored, self.done
+        return self.in_store
 
 
-def locate(cfg: RunConfig, root: Path) -> Location:
-    """Where ``cfg``'s run stands: shipped, and in the working store ``root`` (``Location``). The one
-    prediction the plan, a chapter's training announcement and its opening read."""
-    reference = find_reference(cfg)
-    folder = RunFolder(Path(root) / cfg.run_id)
-    if folder.complete_path.exists():
-        return Location(cfg, reference, "stored", cfg.train.steps)
-    step = folder.resume_step()
-    if step is not None:
-        return Location(cfg, reference, "partial", step)
-    base = extendable(cfg, Path(root))  # a shorter finished run that this one continues
-    return Location(cfg, reference, *(("partial", base.last_step()) if base is not None else ("missing", 0)))
+def locate(cfg: RunConfig, root: Path | str | None = None) -> Location:
+    """Where ``cfg``'s run stands: shipped, and in the working store ``root`` (default ``runs_root()``): the one
+    prediction the plan, a chapter's training announcement and its opening read (``Location``)."""
+    return Location(cfg, root)
 
 
 def _initial_weights(cfg: RunConfig, root: Path) -> dict[str, torch.Tensor] | None:

@@ -1,18 +1,18 @@
 """Bringing a run home from a machine lent for minutes, whose files come back a few at a time and at
-most ``PART_BYTES`` each: the run's **record** (config, metrics, summary and derived tables) and its
+most ``PART_BYTES`` each: the run's **record** (config, metrics, summary) and its
 **checkpoints**, each packed into parts with their SHA-256, and their verified install into the shipped
 store.
 
 One packed item is ``<run_id>.<item>.json`` (its manifest: the run, the item, the whole item's size and
 SHA-256, and every part's name, size and SHA-256) and its parts ``<run_id>.<item>.partNN``. The item
 ``record`` is a tar of the run's ``config.json``, ``metrics.parquet``, ``summary.json`` (its ``complete.json``
-less the file list, plus ``checkpoint_sha256``: the SHA-256 of every checkpoint file the run holds) and
-``derived/<file>`` for each derived table; the item ``step_NNNNNN`` is the bytes of one checkpoint file,
+less the file list, plus ``checkpoint_sha256``: the SHA-256 of every checkpoint file the run holds); the item
+``step_NNNNNN`` is the bytes of one checkpoint file,
 which may come from another command than the record's. ``unpack`` checks every part and every whole before
 it writes anything, and every checkpoint against the SHA-256 the record holds for it (one from another
 training of the same run id is refused), then installs the run as a shipped folder sealed by its own
-``complete.json``, and its derived tables beside the shipped ones (``<root>/derived``), each against the
-SHA-256 its derivation's manifest records.
+``complete.json``. Its derived tables are computed at home from the installed weights (``python -m matcomp
+derive``), not on the lent machine.
 """
 
 from __future__ import annotations
@@ -42,11 +42,10 @@ class TransferError(ValueError):
 
 @dataclass(frozen=True)
 class Installed:
-    """What ``unpack`` installed: the run, its derived files, and the checkpoints its record lists that
-    did not come back (their commands were not run, or their files were lost)."""
+    """What ``unpack`` installed: the run, and the checkpoints its record lists that did not come back (their
+    commands were not run, or their files were lost)."""
 
     run: Run
-    derived: tuple[Path, ...]
     missing_steps: tuple[int, ...]
 
 
@@ -82,22 +81,20 @@ def pack_bytes(data: bytes, run_id: str, item: str, out: Path, part_bytes: int =
     return [*paths, out / f"{stem}.json"]
 
 
-def pack_record(run: Run, derived: list[Path], out: Path, part_bytes: int = PART_BYTES) -> list[Path]:
-    """Pack ``run``'s record (config, metrics, summary) and the derived tables' files ``derived`` (every
-    file of each derivation: its manifest and its tables) into ``out``."""
+def pack_record(run: Run, out: Path, part_bytes: int = PART_BYTES) -> list[Path]:
+    """Pack ``run``'s record (config, metrics, summary) into ``out``."""
     buffer = io.BytesIO()
     summary = {k: v for k, v in run.summary.items() if k not in UNSEALED}
     summary["checkpoint_sha256"] = {str(step): run.summary["sha256"][checkpoint_name(run, step)] for step in run.steps}
     members = {"config.json": run.folder.config_path.read_bytes(), METRICS: metrics_bytes(run.metrics),
-               "summary.json": json.dumps(summary, indent=2).encode(),
-               **{f"derived/{path.name}": path.read_bytes() for path in derived}}
+               "summary.json": json.dumps(summary, indent=2).encode()}
     with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as packed, tarfile.open(fileobj=packed, mode="w") as tar:
         for name, data in members.items():  # no dates: the same record packs to the same bytes
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     return pack_bytes(buffer.getvalue(), run.config.run_id, RECORD, out, part_bytes,
-                      {"checkpoints": run.steps, "derived": sorted(p.name for p in derived)})
+                      {"checkpoints": run.steps})
 
 
 def checkpoint_name(run: Run, step: int) -> str:
@@ -127,19 +124,9 @@ def _manifests(folders: list[Path]) -> dict[tuple[str, str], dict]:
                 continue  # not a packed item's manifest
             manifest["path"] = str(path)
             if key in found and found[key]["sha256"] != manifest["sha256"]:
-                manifest = _later_record(found[key], manifest)
+                raise TransferError(f"two manifests of {key[0]}.{key[1]} disagree: {found[key]['path']} and {path}")
             found[key] = manifest
     return found
-
-
-def _later_record(one: dict, other: dict) -> dict:
-    """Of two records of one run packed by two calls, the later: its derived tables include the other's
-    (the run's metrics are final before the first is packed). Any other disagreement is an error."""
-    if one["item"] == RECORD:
-        a, b = set(one["derived"]), set(other["derived"])
-        if a < b or b < a:
-            return other if a < b else one
-    raise TransferError(f"two manifests of {one['run']}.{one['item']} disagree: {one['path']} and {other['path']}")
 
 
 def read_item(manifest: dict, folders: list[Path]) -> bytes:
@@ -163,25 +150,17 @@ def read_item(manifest: dict, folders: list[Path]) -> bytes:
 def _record(data: bytes) -> dict[str, bytes]:
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
         members = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
-    bad = [name for name in members if name not in RECORD_FILES and not
-           (name.startswith("derived/") and "/" not in name[len("derived/"):] and not name.startswith("derived/."))]
+    bad = [name for name in members if name not in RECORD_FILES]
     missing = [name for name in RECORD_FILES if name not in members]
     if bad or missing:
         raise TransferError(f"a record holds {sorted(members)}: unexpected {bad}, missing {missing}")
-    for name, data in members.items():
-        if name.startswith("derived/") and name.endswith(".json"):
-            for table in json.loads(data)["tables"].values():
-                got = members.get(f"derived/{table['file']}")
-                if got is None or _sha256(got) != table["sha256"]:
-                    raise TransferError(f"the record's derived table {table['file']} is missing or differs from "
-                                        f"the SHA-256 its manifest {name} records")
     return members
 
 
 def unpack(folders: list[Path] | Path, root: Path, run_id: str | None = None) -> Installed:
     """Verify and install the run packed in ``folders`` (those of several commands together) into the
     shipped store ``root``: its folder ``root/<run_id>`` with every checkpoint that came back, sealed by a
-    new ``complete.json``, and its derived tables into ``root/derived``. ``run_id`` picks one run where
+    new ``complete.json``. ``run_id`` picks one run where
     several are packed. Nothing is written until every item is checked; a run already installed is an
     error (remove it first to install again)."""
     folders = [Path(f) for f in ([folders] if isinstance(folders, (str, Path)) else folders)]
@@ -234,12 +213,6 @@ def unpack(folders: list[Path] | Path, root: Path, run_id: str | None = None) ->
     if problem is not None:
         shutil.rmtree(staging.path)
         raise TransferError(f"{run_id} as packed is not a whole run: {problem}")
-    derived = []
-    for name, data in sorted(members.items()):
-        if name.startswith("derived/"):
-            path = root / "derived" / name.split("/", 1)[1]
-            atomic_write_bytes(path, data)
-            derived.append(path)
     staging.path.rename(target.path)  # appears whole or not at all
     missing = tuple(sorted(set(record["checkpoints"]) - set(checkpoints)))
-    return Installed(Run(target.path), tuple(derived), missing)
+    return Installed(Run(target.path), missing)

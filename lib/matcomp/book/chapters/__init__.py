@@ -21,16 +21,16 @@ CHAPTERS = ("intro", "task", "sudden_drop", "copying_phase", "nuclear_norm", "ob
             "sizes_ranks", "ood")
 
 
-def spec(chapter: str) -> ChapterSpec:
+def chapter_spec(chapter: str) -> ChapterSpec:
     """The declaration of ``chapter`` (its module's ``CHAPTER``)."""
     if chapter not in CHAPTERS:
         raise ValueError(f"chapter must be one of {list(CHAPTERS)}; got {chapter!r}")
     return importlib.import_module(f"{__name__}.{chapter}").CHAPTER
 
 
-def specs() -> list[ChapterSpec]:
+def chapter_specs() -> list[ChapterSpec]:
     """Every chapter's declaration, in the book's order."""
-    return [spec(chapter) for chapter in CHAPTERS]
+    return [chapter_spec(chapter) for chapter in CHAPTERS]
 
 
 def model_runs(preset: str) -> list[RunConfig]:

@@ -55,7 +55,7 @@ class Parameters(OneModelParameters):
         size = chapter_sizes(preset)
         return self.samples or size.completion_samples, self.lambda_samples or size.lambda_samples
 
-    def at(self, preset: str | None) -> Parameters:
+    def at_scale(self, preset: str) -> Parameters:
         samples, lambda_samples = self.counts(preset)
         return replace(self, samples=samples, lambda_samples=lambda_samples)
 

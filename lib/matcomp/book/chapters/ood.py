@@ -3,7 +3,7 @@ sizes and masks beside nuclear-norm minimisation, and training on Gaussian facto
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import pandas as pd
@@ -39,10 +39,6 @@ class Parameters(RunParameters):
         """The seeds and the steps past the drop of the several-seed runs: these, or where None the scale's."""
         size = chapter_sizes(preset)
         return self.seeds or size.seeds, size.after_drop if self.after_drop is None else self.after_drop
-
-    def at(self, preset: str | None) -> Parameters:
-        seeds, after_drop = self.counts(preset)
-        return replace(self, seeds=seeds, after_drop=after_drop)
 
 
 def runs_read(preset: str) -> list[RunConfig]:
