@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 import torch
 
-from matcomp.analysis.gpt import sign_and_magnitude
+from matcomp.analysis.gpt import Completion, sign_and_magnitude
 from matcomp.analysis.shortening import arm_summary
 from matcomp.analysis.variants import identifiability
 from matcomp.book.chapters.gpt import gpt_numbers
@@ -88,13 +88,16 @@ def test_progress_numbers_read_leads_over_seeds_and_windows():
 def test_gpt_numbers_read_accuracy_and_the_completion_table():
     steps = list(range(25, 20001, 25))
     metrics = pd.DataFrame({"step": steps, "eval_acc_mask": [0.1 + 0.1 * s / 20000 for s in steps]})
-    table = pd.DataFrame({"L_obs": [0, 0, 0, 0], "L_mask": [0.22, 0.111, 0.025, 1 / 9]},
-                         index=["GPT, greedy", "GPT, mean", "BERT, post-shift", "predict 0"])
+    table = pd.DataFrame({"L_obs": [0, 0, 0, 0, 0], "L_mask": [0.22, 0.111, 0.025, 0.03, 1 / 9]},
+                         index=["GPT, greedy", "GPT, mean", "BERT, post-shift", "BERT, at 20,000", "predict 0"])
+    completion = Completion(table, "GPT, greedy", "GPT, mean",
+                            {"post-shift": "BERT, post-shift", "at the GPT's steps": "BERT, at 20,000"}, "predict 0")
     reading = {"sign right": 0.48, "|x| MSE": 0.01, "|x| MSE of E|x|": 0.046, "MSE": 0.227, "MSE, random sign": 0.225}
-    numbers = gpt_numbers(metrics, reading, table)
+    numbers = gpt_numbers(metrics, reading, completion)
     assert (numbers["gpt_mark_1"], numbers["gpt_acc_1"]) == ("3,000", "0.12")
     assert numbers["gpt_late_flat"] == "still moving" and numbers["gpt_acc_mask"] == "0.20"
     assert (numbers["gpt_greedy_ratio"], numbers["gpt_bert_ratio"], numbers["gpt_sign"]) == ("2.0", "4.4", "0.48")
+    assert numbers["gpt_mean"] == "0.111" and numbers["gpt_bert"] == "0.025"  # the lower of BERT's two rows
 
 
 def test_a_model_that_knows_the_magnitude_but_not_the_sign_reads_as_such():

@@ -3,6 +3,8 @@ back as values, its attention maps and where the writing positions look, and whe
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import pandas as pd
 import torch
 
@@ -120,16 +122,31 @@ def late_gain(metrics: pd.DataFrame, column: str = "eval_acc_mask", window: int 
                       "flat": bool(abs(gain) <= 2 * se)})
 
 
-def completion_table(gpt: Run, bert: Run, batch: Batch) -> pd.DataFrame:
+class Completion(NamedTuple):
+    """The GPT's completions beside BERT's and answering 0 (``completion_table``): ``table``, one row each with
+    its display label (L_obs, L_mask); ``greedy`` and ``means``, the labels of the GPT's greedy-token and
+    softmax-mean rows; ``bert``, BERT's rows by the checkpoint they read ("post-shift", "at the GPT's steps", or
+    both in one); ``zero``, answering 0's row."""
+
+    table: pd.DataFrame
+    greedy: str
+    means: str
+    bert: dict[str, str]
+    zero: str
+
+
+def completion_table(gpt: Run, bert: Run, batch: Batch) -> Completion:
     """L_obs and L_mask of the GPT's last checkpoint (greedy tokens, softmax means) beside BERT's post-shift
     checkpoint and its checkpoint nearest the GPT's steps, and answering 0 at missing entries, on ``batch``."""
     post, equal = phases(bert).post, bert.nearest_step(gpt.steps[-1])
     bert_steps = {"post-shift": post, "at the GPT's steps": equal} if post != equal else {
         "post-shift = at the GPT's steps": post}
-    table = completion_scores(gpt.gpt(gpt.steps[-1]), batch)[["L_obs", "L_mask"]]
-    table = table.rename(index=lambda reading: f"GPT, {reading} (step {gpt.steps[-1]:,})")
+    last = gpt.steps[-1]
+    table = completion_scores(gpt.gpt(last), batch)[["L_obs", "L_mask"]]
+    table = table.rename(index=lambda reading: f"GPT, {reading} (step {last:,})")
+    rows = {name: f"BERT, {name} (step {step:,})" for name, step in bert_steps.items()}
     for name, step in bert_steps.items():
-        table.loc[f"BERT, {name} (step {step:,})"] = [
-            bert.checkpoint(step).eval_losses(batch)[k].item() for k in ("L_obs", "L_mask")]
-    table.loc["predict 0 at missing entries"] = [0.0, second_moment(bert.config.data)]
-    return table
+        table.loc[rows[name]] = [bert.checkpoint(step).eval_losses(batch)[k].item() for k in ("L_obs", "L_mask")]
+    zero = "predict 0 at missing entries"
+    table.loc[zero] = [0.0, second_moment(bert.config.data)]
+    return Completion(table, f"GPT, greedy token (step {last:,})", f"GPT, softmax mean (step {last:,})", rows, zero)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from matcomp.analysis.gpt import (
+    Completion,
     completion_table,
     copy_onset,
     greedy_reading,
@@ -36,7 +37,7 @@ class Parameters(RunParameters):
     after: int | None = None  # checkpoint step after the drop; None: twice the copying step
 
 
-def default_gpt(samples: int) -> tuple[Run, dict[str, float], pd.DataFrame]:
+def default_gpt(samples: int) -> tuple[Run, dict[str, float], Completion]:
     """The default preset's GPT run, the ``greedy_reading`` of its last checkpoint and its ``completion_table``
     beside the default BERT, on ``samples`` matrices drawn as the gpt chapter draws them."""
     gpt, bert = (trained_run(named_preset(name)) for name in (f"{DEFAULT_PRESET}_gpt", DEFAULT_PRESET))
@@ -49,7 +50,7 @@ def gpt_run_numbers(run: Run) -> dict[str, str]:
     return {"gpt_time": duration(run.summary.get("train_s", float("nan"))), "gpt_machine": trained_on(run.summary)}
 
 
-def gpt_numbers(metrics: pd.DataFrame, reading: dict[str, float], table: pd.DataFrame,
+def gpt_numbers(metrics: pd.DataFrame, reading: dict[str, float], completion: Completion,
                 marks=(0.15, 0.45)) -> dict[str, str]:
     """What the gpt chapter's closing prose quotes (keys ``gpt_*``): the greedy accuracy at missing entries
     (a mean over a fortieth of the run) at the fractions ``marks`` of the run and over its last quarter, with
@@ -64,16 +65,17 @@ def gpt_numbers(metrics: pd.DataFrame, reading: dict[str, float], table: pd.Data
     steps = [int(evals.index[abs(evals.index - mark * last).argmin()]) for mark in marks]
     accuracy = [evals[abs(evals.index - step) <= last / 80].mean() for step in steps]  # ±250 steps at 20,000
 
-    bert = table.loc[[name for name in table.index if name.startswith("BERT")], "L_mask"].min()
-    zero = table["L_mask"].iloc[-1]
+    L_mask = completion.table["L_mask"]
+    bert, zero = L_mask[list(completion.bert.values())].min(), L_mask[completion.zero]
+    greedy = L_mask[completion.greedy]
     return {
         "gpt_steps": f"{last:,}", "gpt_mark_1": f"{steps[0]:,}", "gpt_mark_2": f"{steps[1]:,}",
         "gpt_acc_1": f"{accuracy[0]:.2f}", "gpt_acc_2": f"{accuracy[1]:.2f}",
         "gpt_acc_late": span_text(late, "{:.2f}"), "gpt_late_window": f"{gain['window']:,.0f}",
         "gpt_late_gain": f"{gain['gain']:+.3f} ± {gain['se']:.3f}", "gpt_late_flat": "flat" if gain["flat"] else
         "still moving",
-        "gpt_acc_mask": f"{final_losses(metrics)['eval_acc_mask']:.2f}", "gpt_greedy": f"{table['L_mask'].iloc[0]:.3f}",
-        "gpt_greedy_ratio": f"{table['L_mask'].iloc[0] / zero:.1f}", "gpt_mean": f"{table['L_mask'].iloc[1]:.3f}",
+        "gpt_acc_mask": f"{final_losses(metrics)['eval_acc_mask']:.2f}", "gpt_greedy": f"{greedy:.3f}",
+        "gpt_greedy_ratio": f"{greedy / zero:.1f}", "gpt_mean": f"{L_mask[completion.means]:.3f}",
         "gpt_zero": f"{zero:.3f}", "gpt_bert": f"{bert:.3g}", "gpt_bert_ratio": f"{zero / bert:.1f}",
         "gpt_sign": f"{reading['sign right']:.2f}", "gpt_abs": f"{reading['|x| MSE']:.3f}",
         "gpt_abs_const": f"{reading['|x| MSE of E|x|']:.3f}", "gpt_random_sign": f"{reading['MSE, random sign']:.3f}",
@@ -87,7 +89,7 @@ def runs_read(preset: str) -> list[RunConfig]:
 
 
 def run_findings(run: Run, onset: int | None, scores: pd.DataFrame, before: int, after: int, gains: pd.DataFrame,
-                 table: pd.DataFrame) -> list[str]:
+                 completion: Completion) -> list[str]:
     """The chapter's sentences on its run: greedy accuracy from the first evaluation to the last (``onset``: where
     it copies), the layer-1 heads' attention to the matching input entry at the checkpoints ``after`` and
     ``before`` (``attention_scores`` by checkpoint), whether accuracy and loss have flattened (``late_gain``
@@ -100,6 +102,7 @@ def run_findings(run: Run, onset: int | None, scores: pd.DataFrame, before: int,
         row = gains.loc[measure]
         return f"{row['gain']:+.3f} ± {row['se']:.3f} ({'flat' if row['flat'] else 'still moving'})"
 
+    L_mask = completion.table["L_mask"]
     return [f"Greedy accuracy at observed entries: {evals.eval_acc_obs.iloc[0]:.2f} at step {evals.step.iloc[0]:,}, "
             f"half {at_step(onset)}, 0.9 {at_step(copy_onset(run.metrics, 0.9))}, {final.eval_acc_obs:.2f} over the "
             f"last {FINAL_STEPS} steps; at missing entries {evals.eval_acc_mask.iloc[0]:.2f}, then "
@@ -111,10 +114,9 @@ def run_findings(run: Run, onset: int | None, scores: pd.DataFrame, before: int,
             f"entry.",
             f"Over the last {int(gains.window.iloc[0]):,} steps accuracy at missing entries moved by "
             f"{moved('eval_acc_mask')} and L_full by {moved('L_full')}.",
-            f"At missing entries the GPT's greedy tokens have L_mask {table['L_mask'].iloc[0]:.3g} and the means of "
-            f"its distributions {table['L_mask'].iloc[1]:.3g}; answering 0 has {table['L_mask'].iloc[-1]:.3g}, BERT "
-            + ", ".join(f"{table.loc[name, 'L_mask']:.3g} {name.split(' (')[0].removeprefix('BERT, ')}"
-                        for name in table.index if name.startswith("BERT")) + "."]
+            f"At missing entries the GPT's greedy tokens have L_mask {L_mask[completion.greedy]:.3g} and the means of "
+            f"its distributions {L_mask[completion.means]:.3g}; answering 0 has {L_mask[completion.zero]:.3g}, BERT "
+            + ", ".join(f"{L_mask[row]:.3g} {name}" for name, row in completion.bert.items()) + "."]
 
 
 CHAPTER = ChapterSpec("gpt", Parameters, runs_read)
