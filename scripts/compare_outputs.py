@@ -1,0 +1,77 @@
+"""Compare what every chapter printed in two builds of the book, for a refactor that must not change a page.
+
+    python scripts/compare_outputs.py BEFORE AFTER [--diff]
+
+BEFORE and AFTER are two checkouts, each built with ``jupyter-book build`` (for an older commit: ``git worktree
+add /tmp/before REV``, then build there with ``PYTHONPATH=/tmp/before/lib`` so its own library runs). Each
+chapter's latest execution in the checkout's ``_build/.jupyter_cache`` is read. Its outputs (streams, text,
+HTML, markdown; an image counts as one output) are compared in order, after masking what changes on every
+run: pandas Styler ids, object addresses, widget model ids. The script prints each chapter's count of outputs
+that differ (with ``--diff``, the differing lines) and exits 1 if any do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import re
+import sys
+from pathlib import Path
+
+from jupyter_cache import get_cache
+
+MASKS = [(re.compile(r"T_[0-9a-f]{5}"), "T_"), (re.compile(r"0x[0-9a-f]+"), "0x"),
+         (re.compile(r"'model_id': '[0-9a-f]{32}'"), "'model_id': ''")]
+
+
+def latest_outputs(checkout: Path) -> dict[str, list[tuple[str, str]]]:
+    """Each notebook's outputs in its latest cached execution: name -> [(kind, masked text)]."""
+    cache_path = checkout / "_build" / ".jupyter_cache"
+    if not cache_path.is_dir():
+        raise SystemExit(f"error: {cache_path} does not exist: build the book in {checkout} first")
+    cache = get_cache(str(cache_path))
+    latest: dict[str, object] = {}
+    for record in cache.list_cache_records():
+        name = Path(record.uri).name
+        if name not in latest or record.created > latest[name].created:  # type: ignore[attr-defined]
+            latest[name] = record
+    outputs = {}
+    for name, record in latest.items():
+        found = []
+        for cell in cache.get_cache_bundle(record.pk).nb.cells:  # type: ignore[attr-defined]
+            for output in cell.get("outputs", []):
+                if "text" in output:
+                    found.append(("stream", output["text"]))
+                for kind, value in output.get("data", {}).items():
+                    text = "<image>" if kind.startswith("image/") else value if isinstance(value, str) else str(value)
+                    for pattern, replacement in MASKS:
+                        text = pattern.sub(replacement, text)
+                    found.append((kind, text))
+        outputs[name] = found
+    return outputs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("before", type=Path)
+    parser.add_argument("after", type=Path)
+    parser.add_argument("--diff", action="store_true", help="print the lines of each output that differ")
+    args = parser.parse_args()
+    before, after = latest_outputs(args.before), latest_outputs(args.after)
+    differing = 0
+    for name in sorted(set(before) | set(after)):
+        old, new = before.get(name, []), after.get(name, [])
+        pairs = [(a, b) for a, b in zip(old, new) if a != b]
+        count = len(pairs) + abs(len(old) - len(new))
+        differing += count
+        print(f"{name:28s} {len(old):3d} outputs before, {len(new):3d} after, {count} differ")
+        if args.diff:
+            for a, b in pairs:
+                for line in difflib.unified_diff(a[1].splitlines(), b[1].splitlines(), lineterm="", n=0):
+                    print("    " + line[:300])
+    print(f"{differing} outputs differ")
+    sys.exit(1 if differing else 0)
+
+
+if __name__ == "__main__":
+    main()
