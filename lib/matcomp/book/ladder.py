@@ -102,6 +102,7 @@ class Ladder:
     apart: dict[str, str] = field(default_factory=dict)
     recipe: dict[str, str] = field(default_factory=dict)  # shown apart on the ladder, judged on the runs above it
     machines: dict[str, str] = field(default_factory=dict)  # each run of the ladder ("4×4 (cpu) seed 0") -> its machine
+    columns: dict[str, str] = field(default_factory=dict)  # each single run above -> its column in the verdict table
 
     def unread_on(self, key: str) -> dict[int, str]:
         """The seeds on which ``key`` cannot be read, with why."""
@@ -122,6 +123,11 @@ class Ladder:
                                      {label: why} if (why := self.beyond_unread.get(label, {}).get(key)) else None,
                                      {label: self.beyond_errors.loc[label, key]})
                         for key, claim in self.claims.items()} for label, row in self.beyond.iterrows()}
+
+    def column(self, where: str) -> str:
+        """The verdict table's column of a place ``judged`` reads: a single run above the ladder by its task and
+        preset ("7×7 rank 2 (paper), one seed", one column whichever chapter reads it), the judged task as it is."""
+        return self.columns.get(where, where)
 
     def judged(self) -> dict[str, dict[str, Verdict]]:
         """Every verdict of the finding (those ``apart`` left out), by where it is read: the judged task over
@@ -231,7 +237,8 @@ def _ladder(what: str, claims: dict[str, Claim], rows: dict[str, dict[int, dict[
             steps: dict[str, dict[int, int]], unread: dict[str, dict[str, dict[int, str]]],
             beyond: dict[str, dict[str, float]], beyond_unread: dict[str, dict[str, str]],
             apart: dict[str, str] | None = None,
-            runs: Mapping[str, Mapping[int, Run]] | None = None, recipe: dict[str, str] | None = None) -> Ladder:
+            runs: Mapping[str, Mapping[int, Run]] | None = None, recipe: dict[str, str] | None = None,
+            columns: dict[str, str] | None = None) -> Ladder:
     """A ``Ladder`` from each task's numbers seed by seed (``rows``: task -> seed -> key number -> value, and
     its standard error under ``<key> s.e.``; smallest task first; the largest is judged), their steps and the
     numbers each seed cannot read (task -> key number -> seed -> why)."""
@@ -255,7 +262,7 @@ def _ladder(what: str, claims: dict[str, Claim], rows: dict[str, dict[int, dict[
                   beyond_table.reindex(columns=list(claims)).astype(float), beyond_unread,
                   _error_table(beyond, claims), apart or {}, recipe or {},
                   {f"{label} seed {seed}": trained_on(run.summary) for label, seeds in (runs or {}).items()
-                   for seed, run in seeds.items()})
+                   for seed, run in seeds.items()}, columns or {})
 
 
 def _error_table(numbers: Mapping, claims: Mapping[str, Claim]) -> pd.DataFrame:
@@ -298,17 +305,25 @@ def finding_ladders(chapter: ChapterSpec, runs: Mapping[str, Mapping[int, tuple[
                 unread[label].setdefault(key, {})[seed] = why
         steps[label] = {seed: run.last_step if phases is None else phases.post if phases.dropped else phases.pre
                         for seed, (run, phases) in seeds.items()}
-    above = {_single(label, run, phases.post): read(run, phases) for label, (run, phases) in (beyond or {}).items()}
+    singles = {_single(label, run, phases.post): (run, phases) for label, (run, phases) in (beyond or {}).items()}
+    above = {place: read(run, phases) for place, (run, phases) in singles.items()}
     return _ladder(f"the {chapter.name.replace('_', ' ')} key numbers", claims, rows, steps, unread,
                    {label: numbers for label, (numbers, _) in above.items()},
                    {label: whys for label, (_, whys) in above.items() if whys},
                    {DEPTH: FINISHED, **{key: CHECK for key in spec.checks}},
-                   {label: {seed: run for seed, (run, _) in seeds.items()} for label, seeds in runs.items()})
+                   {label: {seed: run for seed, (run, _) in seeds.items()} for label, seeds in runs.items()},
+                   columns={place: _one_seed(run) for place, (run, _) in singles.items()})
 
 
 def _single(label: str, run: Run, step: int) -> str:
     """A single run's label above the ladder: its task and where it trained, its seed and the step read."""
     return f"{label}, seed {run.config.train.seed}, step {step:,}"
+
+
+def _one_seed(run: Run) -> str:
+    """A single run's column in the verdict table: its task and preset, whichever machine trained it."""
+    d = run.config.data
+    return f"{d.n_rows}×{d.n_cols} rank {d.rank} ({run.config.name}), one seed"
 
 
 def drop_claims() -> dict[str, Claim]:
@@ -331,9 +346,10 @@ def drop_ladders(runs: Mapping[str, Mapping[int, Run]], beyond: Mapping[str, Run
     seed can be read: a seed without a drop has no drop step, which counts against the claim."""
     rows = {label: {seed: _drop_numbers(run) for seed, run in seeds.items()} for label, seeds in runs.items()}
     steps = {label: {seed: run.last_step for seed, run in seeds.items()} for label, seeds in runs.items()}
+    singles = {_single(label, run, run.last_step): run for label, run in (beyond or {}).items()}
     return _ladder("the sudden drop", drop_claims(), rows, steps, {label: {} for label in runs},
-                   {_single(label, run, run.last_step): _drop_numbers(run) for label, run in (beyond or {}).items()},
-                   {}, {"plateau / E[X²]": COPYING}, runs, {"drop step": OWN_RECIPE})
+                   {place: _drop_numbers(run) for place, run in singles.items()}, {}, {"plateau / E[X²]": COPYING},
+                   runs, {"drop step": OWN_RECIPE}, {place: _one_seed(run) for place, run in singles.items()})
 
 
 def show_ladder(ladder: Ladder, chapter: str) -> None:

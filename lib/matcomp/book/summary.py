@@ -67,9 +67,9 @@ def verdict_table(ladders: dict[str, Ladder]) -> pd.DataFrame:
                 if key in verdicts:
                     v = verdicts[key]
                     unread = f"; {len(v.unread)} cannot be read" if v.unread else ""
-                    row[_place(where)] = f"{v.category} ({v.count(MATCHES)} of {len(v.marks)}{unread})"
+                    row[ladder.column(where)] = f"{v.category} ({v.count(MATCHES)} of {len(v.marks)}{unread})"
                 elif key in ladder.apart or key in ladder.recipe:  # a check anywhere; another recipe's on the ladder
-                    row[_place(where)] = ladder.apart.get(key) or ladder.recipe[key]
+                    row[ladder.column(where)] = ladder.apart.get(key) or ladder.recipe[key]
     table = pd.DataFrame.from_dict(rows, orient="index").fillna("—")
     return table.rename_axis(["chapter", "key number"])
 
@@ -98,15 +98,6 @@ def register_table() -> pd.DataFrame:
                     for c in REGISTER],
         "judged here by": [judged(c) for c in REGISTER],
     }, index=pd.Index([c.where for c in REGISTER], name="in the paper"))
-
-
-def _place(where: str) -> str:
-    """A judged place as a column: the task and its seeds, or a single run above the ladder by its task and
-    preset ("7×7 rank 2 (paper), one seed"): the paper-scale run is one column whichever chapter reads it."""
-    if ", seed " not in where:
-        return where
-    task, _, rest = where.partition(" (")
-    return f"{task} ({rest.split(',')[0]}), one seed"
 
 
 def linked(table: pd.DataFrame) -> pd.DataFrame:
