@@ -85,7 +85,7 @@ def probing_config(preset: str | None = None, seed: int | None = None,
 def trained_run(cfg: RunConfig, preset: str | None = None) -> Run:
     """The run of ``cfg`` for its metrics and stored tables: shipped (even with its metrics alone), stored,
     or trained; a run that must train is announced first (``announce_training``) and shows its progress."""
-    where = locate(cfg, runs_root())
+    where = locate(cfg)
     needed = announce_training(where, preset)
     return get_or_train(cfg, progress="text" if needed else False, location=where)
 
@@ -99,7 +99,7 @@ def trained_runs(configs: dict, preset: str | None = None) -> dict:
 def open_with_phases(cfg: RunConfig, preset: str | None = None, where: Location | None = None) -> tuple[Run, Phases]:
     """The run of ``cfg`` and its phases, for a chapter that reads its checkpoints: a run shipped with its
     metrics alone is trained into the store instead (announced). ``where``: its ``locate``, if already done."""
-    where = where or locate(cfg, runs_root())
+    where = where or locate(cfg)
     use_shipped = where.reference is None or bool(where.reference.steps)
     needed = announce_training(where, preset, use_shipped)
     run = get_or_train(cfg, progress="text" if needed else False, shipped=use_shipped, location=where)
@@ -236,7 +236,7 @@ def ladder_runs(preset: str | None = None) -> dict[str, dict[int, tuple[Run, Pha
 def seed_run(cfg: RunConfig, preset: str | None = None) -> tuple[Run, Phases | None]:
     """``open_with_phases`` of one seed of a several-seed part, or, where it is shipped with its metrics alone, that run
     and None: the seed is counted, and not trained to be read."""
-    where = locate(cfg, runs_root())
+    where = locate(cfg)
     if where.reference is not None and not where.reference.steps:
         return where.reference, None
     return open_with_phases(cfg, preset, where)

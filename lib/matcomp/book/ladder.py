@@ -150,10 +150,11 @@ class Ladder:
         why (one column a reason), the mean and range of those read, the paper's number and the verdict."""
         verdicts, columns = self.verdicts(), {}
         nowhere: dict[int, str] = {}  # seeds read on no judged key number, with the one reason
-        for seed in self.seeds.index:
-            whys = {self.unread_on(key).get(seed) for key in self.claims if key not in self.apart}
-            if len(whys) == 1 and None not in whys:
-                nowhere[seed] = str(whys.pop())
+        judged = [key for key in self.claims if key not in self.apart]
+        for seed in _read_on_none(self.seeds.index, self.unread, judged):
+            whys = {self.unread_on(key)[seed] for key in judged}
+            if len(whys) == 1:
+                nowhere[seed] = whys.pop()
         for seed in self.seeds.index.drop(list(nowhere)):
             partly = any(seed in self.unread_on(key) for key in self.claims)  # read on its pre-shift model alone
             columns[f"seed {seed}, {'pre-shift ' * partly}step {self.steps[seed]:,}"] = {
@@ -247,8 +248,8 @@ def _ladder(what: str, claims: dict[str, Claim], rows: dict[str, dict[int, dict[
         table = pd.DataFrame.from_dict(seeds, orient="index").reindex(columns=list(claims)).astype(float)
         for key, why in unread[label].items():
             table.loc[list(why), key] = float("nan")
-        judged = [k for k in claims if k not in (apart or {})] or list(claims)  # read on none of these: not read
-        read = table.drop(index=[s for s in seeds if all(s in unread[label].get(k, {}) for k in judged)])
+        judged = [k for k in claims if k not in (apart or {})] or list(claims)
+        read = table.drop(index=_read_on_none(seeds, unread[label], judged))
         name = (f"{label}, seed {next(iter(seeds))}, step {steps[label][next(iter(seeds))]:,}" if len(seeds) == 1
                 else f"{label}, mean of {len(read)} read of {len(seeds)} seeds")
         tasks[name] = pd.Series({key: read.loc[[s for s in read.index if s not in unread[label].get(key, {})], key]
@@ -263,6 +264,12 @@ def _ladder(what: str, claims: dict[str, Claim], rows: dict[str, dict[int, dict[
                   _error_table(beyond, claims), apart or {}, recipe or {},
                   {f"{label} seed {seed}": trained_on(run.summary) for label, seeds in (runs or {}).items()
                    for seed, run in seeds.items()}, columns or {})
+
+
+def _read_on_none(seeds, unread: Mapping[str, Mapping[int, str]], keys: list[str]) -> list[int]:
+    """The seeds of ``seeds`` that cannot be read on any of ``keys`` (``unread``: key number -> seed -> why): not
+    read at all, so out of every mean and grouped by why in the seed table."""
+    return [seed for seed in seeds if all(seed in unread.get(key, {}) for key in keys)]
 
 
 def _error_table(numbers: Mapping, claims: Mapping[str, Claim]) -> pd.DataFrame:
