@@ -451,9 +451,9 @@ def test_a_chapter_announces_training_on_the_console_and_refuses_it_past_the_min
     console = os.read(read, 10000).decode()
     assert console.startswith(f"Training run {cfg.run_id} (120 steps, about ") and "s a step timed here" in console
     assert console.strip() in capsys.readouterr().out  # the notebook's line, the same
-    monkeypatch.setenv("MATCOMP_MAX_TRAIN_MIN", "0.0001")
-    with pytest.raises(RunError, match=r"would train 120 steps here, about .* beyond \$MATCOMP_MAX_TRAIN_MIN = "
-                                       r"0.0001 minutes"):
+    monkeypatch.setenv("MATCOMP_MAX_TRAIN_MIN", "0.003")  # 0.18 s: past the fastest step's 0.12 s, not the timed
+    with pytest.raises(RunError, match=r"would train 120 steps here, about .* timed here\), beyond "
+                                       r"\$MATCOMP_MAX_TRAIN_MIN = 0.003 minutes"):
         announce_training(locate(cfg, runs_root()), "smoke")
     monkeypatch.setenv("MATCOMP_MAX_TRAIN_MIN", "soon")
     with pytest.raises(ValueError, match=r"\$MATCOMP_MAX_TRAIN_MIN must be a number of minutes >= 0; got 'soon'"):

@@ -8,7 +8,7 @@ from matcomp.analysis.phases import phases
 from matcomp.analysis.shortening import arm_summary, shortening_defaults
 from matcomp.book.chapter import chapter_config, model_preset
 from matcomp.book.plan import plan
-from matcomp.config import parse_overrides
+from matcomp.overrides import parse_overrides
 from matcomp.presets import preset
 from matcomp.runs.folder import RunFolder
 from matcomp.runs.run import Run

@@ -2,7 +2,7 @@ import nbformat
 import pandas as pd
 import pytest
 
-from matcomp.book.sweep import collect, grid, point_name, run_sweep
+from matcomp.book.sweep import collect, config_environment, grid, point_name, run_sweep
 from matcomp.main import main
 
 
@@ -31,7 +31,9 @@ def test_grid_is_the_product_of_the_axes():
 def test_sweep_runs_each_point_once_and_collects_the_records(chapter, tmp_path):
     out = tmp_path / "out"
     notebooks = run_sweep(chapter, grid(x=[3, 1]), out)
-    assert [p.name for p in notebooks] == [point_name(chapter, {"x": 3}), point_name(chapter, {"x": 1})]
+    environment = config_environment()  # the tests' $MATCOMP_PRESET
+    assert [p.name for p in notebooks] == [point_name(chapter, {"x": 3}, environment),
+                                           point_name(chapter, {"x": 1}, environment)]
     table = collect(out, notebooks)
     assert table["x"].tolist() == [3, 1] and table["y"].tolist() == [6, 2]
     assert table["label"].tolist() == ["x=3", "x=1"]
@@ -44,7 +46,8 @@ def test_a_failing_point_is_reported_after_the_others_run(chapter, tmp_path):
     out = tmp_path / "out"
     with pytest.raises(RuntimeError, match="(?s)1 of 2 sweep points failed.*asked to fail"):
         run_sweep(chapter, grid(fail=[True, False]), out)
-    assert len(collect(out)) == 1 and (out / point_name(chapter, {"fail": True})).with_suffix(".running.ipynb").exists()
+    failed = out / point_name(chapter, {"fail": True}, config_environment())
+    assert len(collect(out)) == 1 and failed.with_suffix(".running.ipynb").exists()
 
 
 def test_sweep_command_writes_the_collected_table(chapter, tmp_path, capsys):
@@ -52,7 +55,8 @@ def test_sweep_command_writes_the_collected_table(chapter, tmp_path, capsys):
     main(["sweep", str(chapter), "--out", str(out), "--param", "x", "5", "7", "--quiet"])
     assert "2 notebooks collected" in capsys.readouterr().out
     table = pd.read_csv(out / "results.csv")
-    assert table["notebook"].tolist() == [point_name(chapter, {"x": 5}), point_name(chapter, {"x": 7})]
+    assert table["notebook"].tolist() == [point_name(chapter, {"x": 5}, config_environment()),
+                                         point_name(chapter, {"x": 7}, config_environment())]
     assert table["y"].tolist() == [10, 14] and table["label"].tolist() == ["x=5", "x=7"]
     with pytest.raises(SystemExit, match="--fixed: expected NAME=VALUE"):
         main(["sweep", str(chapter), "--out", str(out), "--param", "x", "1", "--fixed", "x"])

@@ -7,7 +7,7 @@ import argparse
 import math
 import os
 
-from matcomp.config import parse_assignment
+from matcomp.overrides import once_each, parse_assignment
 from matcomp.presets import PRESETS
 
 PRESET_HELP = "the run's preset (default: $MATCOMP_PRESET, else cpu; $MATCOMP_SEED and $MATCOMP_SET apply too)"
@@ -41,12 +41,10 @@ def assignments(pairs: list[str], option: str = "--set", form: str = "FIELD=VALU
         parsed = [parse_assignment(pair, form, example) for pair in pairs]
     except ValueError as err:
         raise SystemExit(f"{option}: {err}") from None
-    names = [name for name, _ in parsed]
-    twice = sorted({name for name in names if names.count(name) > 1})
-    if twice:
-        values = [value for name, value in parsed if name == twice[0]]
-        raise SystemExit(f"{option} gives {twice[0]} {len(values)} times ({', '.join(values)}); give each once")
-    return dict(parsed)
+    try:
+        return once_each(parsed, option)
+    except ValueError as err:
+        raise SystemExit(str(err)) from None
 
 
 class Parser(argparse.ArgumentParser):

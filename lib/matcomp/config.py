@@ -19,11 +19,11 @@ import dataclasses
 import hashlib
 import json
 import math
-import re
 import typing
 from dataclasses import dataclass, field
 
 from matcomp.drop import SMOOTHING
+from matcomp.overrides import parse_value
 from matcomp.paper import PAPER_CHECKPOINT_STEPS
 from matcomp.seeding import MAX_SEED
 from matcomp.tokenizer import VALUE_MAX
@@ -359,42 +359,3 @@ LATER: dict[str, tuple[type, tuple[str, ...]]] = {
 LATER_FIELDS: dict[str, dict[str, object]] = {  # their defaults, as the dataclasses declare them
     part: {name: {f.name: f.default for f in dataclasses.fields(kind)}[name] for name in names}
     for part, (kind, names) in LATER.items()}
-
-
-def parse_value(text: str):
-    """A value typed on a command line or in a parameter string: a JSON literal (3, 1e-3, null, true,
-    [1, 2]) where it is one, else the string itself.
-
-    >>> parse_value("1e-3"), parse_value("cpu")
-    (0.001, 'cpu')
-    """
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
-
-
-def parse_assignment(item: str, form: str = "FIELD=VALUE", example: str = "train.lr=3e-4") -> tuple[str, str]:
-    """``"train.lr=3e-4"`` -> ``("train.lr", "3e-4")``; ValueError naming ``form`` otherwise.
-
-    >>> parse_assignment("data.p_mask = 0.2")
-    ('data.p_mask', '0.2')
-    """
-    key, sep, value = item.partition("=")
-    if not sep or not key.strip():
-        raise ValueError(f"expected {form} (e.g. {example}); got {item!r}")
-    return key.strip(), value.strip()
-
-
-def parse_overrides(text: str) -> dict[str, str]:
-    """``"train.lr=3e-4, model.hidden=32"`` -> ``{"train.lr": "3e-4", "model.hidden": "32"}``: the
-    one parser of override strings (chapters' parameters, ``$MATCOMP_SET``); a comma starts a new
-    pair only before ``FIELD=``, so list values keep theirs.
-
-    >>> parse_overrides("train.lr=3e-4, data.p_mask=0.2")
-    {'train.lr': '3e-4', 'data.p_mask': '0.2'}
-    >>> parse_overrides("data.sizes=[3, 4], data.rank=1")
-    {'data.sizes': '[3, 4]', 'data.rank': '1'}
-    """
-    items = filter(None, (part.strip() for part in re.split(r",(?=\s*[\w.]+\s*=)", text)))
-    return dict(parse_assignment(item, "comma-separated FIELD=VALUE pairs") for item in items)

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import os
 
-from matcomp.config import DataConfig, ModelConfig, RunConfig, TrainConfig, parse_overrides
+from matcomp.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from matcomp.overrides import parse_overrides
 
 ENV_PRESET, ENV_SEED, ENV_SET = "MATCOMP_PRESET", "MATCOMP_SEED", "MATCOMP_SET"
 DEFAULT_PRESET = "cpu"
@@ -99,7 +100,7 @@ def preset(name: str, overrides: dict[str, object] | None = None) -> RunConfig:
         raise ValueError(f"preset must be one of {sorted(PRESETS)}; got {name!r}")
     if overrides is not None and not isinstance(overrides, dict):
         raise TypeError(f"preset: overrides must be a dict of dotted fields, e.g. {{'train.lr': 1e-3}}; got "
-                        f"{type(overrides).__name__} {overrides!r} (matcomp.config.parse_overrides reads such text)")
+                        f"{type(overrides).__name__} {overrides!r} (matcomp.overrides.parse_overrides reads such text)")
     return PRESETS[name].override(overrides or {})
 
 

@@ -116,11 +116,20 @@ def _check_positions(model: MatrixBert, variants: dict) -> None:
                              f"positions; the model has {limit}")
 
 
+MAX_SIDE = 64  # rows or columns a panel reaches at most: each variant is a nuclear-norm solve per sampled matrix
+
+
 def default_axes(data: DataConfig, reach: int = 2) -> dict[str, list[int]]:
     """Fig. 19's three sweeps around the trained shape: rank 1..min(m, n); rows and columns from
-    ``reach`` below to ``reach`` above the trained count (at least 1, at most 64)."""
+    ``reach`` below to ``reach`` above the trained count (at least 1). A ``reach`` past ``MAX_SIDE`` rows or columns
+    is refused by name rather than cut short in silence."""
+    widest = max(data.n_rows, data.n_cols) + reach
+    if widest > MAX_SIDE:
+        raise ValueError(f"reach = {reach:,} asks for {widest:,} rows or columns; the panels stop at {MAX_SIDE} "
+                         f"(matcomp.analysis.ood.MAX_SIDE): give reach <= {MAX_SIDE - max(data.n_rows, data.n_cols)}")
+
     def around(v: int) -> list[int]:
-        return list(range(max(1, v - reach), min(64, v + reach) + 1))
+        return list(range(max(1, v - reach), v + reach + 1))
 
     return {"rank": list(range(1, min(data.n_rows, data.n_cols) + 1)), "rows": around(data.n_rows),
             "columns": around(data.n_cols)}

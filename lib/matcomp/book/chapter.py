@@ -9,24 +9,26 @@ chapter (``MATCOMP_PRESET=smoke`` in CI), and papermill's ``-p preset smoke -p s
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterable
 
 import torch
 
 from matcomp.analysis.phases import Phases, phases
 from matcomp.analysis.seeds import seed_configs, seeds_at, trained_on
-from matcomp.config import RunConfig, parse_overrides
+from matcomp.config import RunConfig
+from matcomp.console import say
 from matcomp.drop import PLATEAU_FROM
+from matcomp.overrides import parse_overrides
 from matcomp.presets import PRESETS, preset_name, resolved_config
-from matcomp.runs.cost import CostBook, duration
+from matcomp.runs.cost import CostBook, duration, step_floor
 from matcomp.runs.run import Run
 from matcomp.runs.shipped import find_reference
 from matcomp.runs.store import ENV_NO_TRAINING, Location, RunError, get_or_train, locate, runs_root, writable_store
 from matcomp.runs.training import resolve_device
 from matcomp.sizes import chapter_sizes
 
-ENV_MAX_TRAIN_MIN = "MATCOMP_MAX_TRAIN_MIN"  # minutes a chapter may train a run here; beyond, it refuses
+ENV_MAX_TRAIN_MIN = "MATCOMP_MAX_TRAIN_MIN"  # minutes a chapter may train here; beyond, it refuses
+DEFAULT_MAX_TRAIN_MIN = 120.0  # where it is unset: the book's longest CPU run (cpu7x7), not a surprise of hours
 
 
 def model_preset(preset: str | None = None, model: str | None = None) -> str:
@@ -60,7 +62,10 @@ def chapter_config(preset: str | None = None, seed: int | None = None,
         raise ValueError(f"overrides must be text such as 'train.lr=3e-4, model.hidden=32' or a dict; "
                          f"got {overrides!r}")
     changes: dict[str, object] = {}
-    changes.update(parse_overrides(overrides) if isinstance(overrides, str) else overrides or {})
+    try:
+        changes.update(parse_overrides(overrides) if isinstance(overrides, str) else overrides or {})
+    except ValueError as err:
+        raise ValueError(f"overrides: {err}") from None
     if seed is not None:
         changes["train.seed"] = seed
     cfg = resolved_config(name, changes)
@@ -68,6 +73,14 @@ def chapter_config(preset: str | None = None, seed: int | None = None,
         raise ValueError(f"train.steps must be > {PLATEAU_FROM} for a chapter: a run's plateau is read after step "
                          f"{PLATEAU_FROM} (matcomp.drop); got {cfg.train.steps}")
     return cfg
+
+
+def check_environment(preset: str | None = None) -> None:
+    """Refuse, before a chapter's first run, what the environment gives wrongly: ``$MATCOMP_PRESET``, ``$MATCOMP_SET``
+    and ``$MATCOMP_SEED`` for ``preset`` (``resolved_config``), and ``$MATCOMP_MAX_TRAIN_MIN``, which is otherwise
+    read only once a run must train."""
+    resolved_config(preset)
+    _max_train_minutes()
 
 
 def probing_config(preset: str | None = None, seed: int | None = None,
@@ -93,6 +106,7 @@ def trained_run(cfg: RunConfig, preset: str | None = None) -> Run:
 def trained_runs(configs: dict, preset: str | None = None) -> dict:
     """``trained_run`` of every config of ``configs`` (any keys: seeds, arms, variants), keys kept: the
     runs the several-run analyses of ``matcomp.analysis`` read, which take runs and train none."""
+    announce_runs(configs.values(), preset)
     return {key: trained_run(cfg, preset) for key, cfg in configs.items()}
 
 
@@ -106,45 +120,82 @@ def open_with_phases(cfg: RunConfig, preset: str | None = None, where: Location 
     return run, phases(run)
 
 
-def announce_training(where: Location, preset: str | None = None, shipped: bool = True) -> bool:
-    """Say, before it starts, that the run ``where`` locates must train here: which run, why, about how long (its
-    step timed here, ``CostBook.measure``, for the steps ``where`` says are left after a resume or a shorter
-    finished run it continues), and the alternatives; in a notebook kernel the same line goes to the console that
-    started it (papermill's) too. Refused (``RunError``) beyond ``$MATCOMP_MAX_TRAIN_MIN`` minutes. False if it
-    is shipped (and ``shipped`` may be used) or stored (or training is forbidden, which ``get_or_train`` then
-    reports)."""
-    cfg = where.cfg
+def steps_to_train(where: Location, shipped: bool = True) -> int:
+    """Steps the run ``where`` locates must train here before a chapter can read it (0: shipped, where ``shipped``
+    allows, or stored; or training is forbidden, which ``get_or_train`` then reports)."""
     state, done = where.state(shipped)
     if state in ("shipped", "stored") or os.environ.get(ENV_NO_TRAINING):
+        return 0
+    return where.cfg.train.steps - done
+
+
+def training_seconds(cfg: RunConfig, steps: int, preset: str | None, what: str) -> tuple[float, float]:
+    """Seconds ``steps`` steps of ``cfg`` take here and a step's seconds (timed here, ``CostBook.measure``), after
+    refusing (``RunError``) what is beyond ``$MATCOMP_MAX_TRAIN_MIN`` (else ``DEFAULT_MAX_TRAIN_MIN``) minutes, at
+    once where even its fastest step (``step_floor``: a preset meant for a GPU, asked of a CPU) is beyond it,
+    before a step is timed. ``what``: the training the refusal names."""
+    device, limit = resolve_device(None), _max_train_minutes()
+    floor = step_floor(cfg, device) * steps
+    if floor > 60 * limit:
+        raise RunError(f"{what} would train {steps:,} steps here, at least {duration(floor)} on this {device.type} "
+                       f"(its fastest step, from its FLOPs: {floor / steps:.3g} s), beyond {_limit_text(limit)}: "
+                       f"{_instead(preset)}")
+    step = CostBook(writable_store(), device, torch.get_num_threads()).measure(cfg, steps=5, warmup=2).seconds
+    if step * steps > 60 * limit:
+        raise RunError(f"{what} would train {steps:,} steps here, about {duration(step * steps)} ({step:.3g} s a "
+                       f"step, timed here), beyond {_limit_text(limit)}: {_instead(preset)}")
+    return step * steps, step
+
+
+def _limit_text(limit: float) -> str:
+    source = f"${ENV_MAX_TRAIN_MIN}" if os.environ.get(ENV_MAX_TRAIN_MIN, "").strip() else "the chapters' default"
+    return f"{source} = {limit:g} minutes (set ${ENV_MAX_TRAIN_MIN} to allow more)"
+
+
+def _instead(preset: str | None) -> str:
+    return (f"use a shipped model (-p model cpu), or train the book's runs first (python -m matcomp prepare "
+            f"--preset {preset_name(preset)})")
+
+
+def announce_training(where: Location, preset: str | None = None, shipped: bool = True) -> bool:
+    """Say, before it starts, that the run ``where`` locates must train here: which run, why, about how long
+    (``training_seconds``, for the steps ``where`` says are left after a resume or a shorter finished run it
+    continues), and the alternatives; in a notebook kernel the same line goes to the console that started it
+    (papermill's) too. False if it need not train (``steps_to_train``)."""
+    cfg, steps = where.cfg, steps_to_train(where, shipped)
+    if not steps:
         return False
     why = ("it is shipped with its metrics alone (no checkpoint to analyse) and is not" if where.reference is not None
            else "it is neither shipped nor")
-    device = resolve_device(None)
-    step = CostBook(writable_store(), device, torch.get_num_threads()).measure(cfg, steps=5, warmup=2).seconds
-    seconds = step * (cfg.train.steps - done)
-    name = preset_name(preset)
-    limit = _max_train_minutes()
-    if limit is not None and seconds > 60 * limit:
-        raise RunError(f"run {cfg.run_id} would train {cfg.train.steps - done:,} steps here, about {duration(seconds)} "
-                       f"({step:.3g} s a step, timed here), beyond ${ENV_MAX_TRAIN_MIN} = {limit:g} minutes: use a "
-                       f"shipped model (-p model cpu), or train the book's runs first (python -m matcomp prepare "
-                       f"--preset {name})")
-    text = (f"Training run {cfg.run_id} ({cfg.train.steps - done:,} steps, about {duration(seconds)} on this "
-            f"{device.type}, {step:.3g} s a step timed here): {why} in the run store {runs_root()}. Instead: a "
-            f"shipped model (-p model cpu for the one-model chapters), or train the book's runs in parallel first "
-            f"with python -m matcomp prepare --preset {name}; ${ENV_MAX_TRAIN_MIN} refuses longer training.")
-    print(text, flush=True)
-    console = getattr(sys.stderr, "_original_stdstream_copy", None)  # a kernel's own stderr: papermill's console
-    if isinstance(console, int):
-        os.write(console, (text + "\n").encode())
+    seconds, step = training_seconds(cfg, steps, preset, f"run {cfg.run_id}")
+    say(f"Training run {cfg.run_id} ({steps:,} steps, about {duration(seconds)} on this "
+         f"{resolve_device(None).type}, {step:.3g} s a step timed here): {why} in the run store {runs_root()}. "
+         f"Instead: a shipped model (-p model cpu for the one-model chapters), or train the book's runs in parallel "
+         f"first with python -m matcomp prepare --preset {preset_name(preset)}; ${ENV_MAX_TRAIN_MIN} bounds it.")
     return True
 
 
-def _max_train_minutes() -> float | None:
-    """``$MATCOMP_MAX_TRAIN_MIN`` as a number of minutes (None: unset); anything else is a ValueError naming it."""
+def announce_runs(configs: Iterable[RunConfig], preset: str | None = None) -> None:
+    """Before a several-run part trains any of ``configs``: how many must train here and about how long in all,
+    refused (``training_seconds``) where the whole is beyond the bound, so a large ``seeds`` is refused before its
+    first run rather than announced run by run."""
+    todo = [(where.cfg, steps) for where in map(locate, configs) if (steps := steps_to_train(where))]
+    if len(todo) < 2:
+        return
+    total = sum(training_seconds(cfg, steps, preset, f"run {cfg.run_id}")[0] for cfg, steps in todo)
+    limit = _max_train_minutes()
+    if total > 60 * limit:
+        raise RunError(f"{len(todo)} runs would train here, about {duration(total)} in all, beyond "
+                       f"{_limit_text(limit)}: fewer seeds or arms, or {_instead(preset)}")
+    say(f"{len(todo)} runs must train here, about {duration(total)} in all; each is announced as it starts.")
+
+
+def _max_train_minutes() -> float:
+    """``$MATCOMP_MAX_TRAIN_MIN`` as a number of minutes, else ``DEFAULT_MAX_TRAIN_MIN``; anything else is a
+    ValueError naming it."""
     text = os.environ.get(ENV_MAX_TRAIN_MIN, "").strip()
     if not text:
-        return None
+        return DEFAULT_MAX_TRAIN_MIN
     try:
         minutes = float(text)
     except ValueError:
@@ -253,7 +304,9 @@ def open_seeds(preset: str | None, seed: int | None, overrides: str | dict | Non
     shipped, stored or trained; None for the phases of a seed shipped with its metrics alone), for the
     chapters that read one analysis over several seeds."""
     cfg = chapter_config(preset, seed, overrides)
-    return {s: seed_run(seed_cfg, preset) for s, seed_cfg in seed_configs(cfg, seeds_at(cfg, offsets)).items()}
+    configs = seed_configs(cfg, seeds_at(cfg, offsets))
+    announce_runs(configs.values(), preset)
+    return {s: seed_run(seed_cfg, preset) for s, seed_cfg in configs.items()}
 
 
 def open_chapter(preset: str | None = None, seed: int | None = None, overrides: str | dict | None = None,

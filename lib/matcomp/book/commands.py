@@ -9,7 +9,7 @@ from collections.abc import Callable
 import torch
 
 from matcomp.arguments import THREADS, assignments, at_least, run_options
-from matcomp.config import parse_value
+from matcomp.overrides import parse_value
 from matcomp.presets import preset_name
 from matcomp.runs.cost import duration
 from matcomp.runs.training import resolve_device

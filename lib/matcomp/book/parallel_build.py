@@ -22,15 +22,31 @@ ENV_SERIAL = "MATCOMP_BUILD_SERIAL"
 
 
 def setup(app) -> dict:
+    from sphinx.errors import ConfigError
+
+    try:
+        serial_requested()  # a bad value stops the build at once, not after the other chapters have run
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
     app.connect("env-before-read-docs", execute_ahead)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
+
+
+def serial_requested() -> bool:
+    """Whether ``$MATCOMP_BUILD_SERIAL`` turns the parallel execution off: "1" does, unset, "" or "0" does not;
+    anything else ("false", "yes") is a ValueError naming it, rather than a guess at what was meant."""
+    value = os.environ.get(ENV_SERIAL, "").strip()
+    if value not in ("", "0", "1"):
+        raise ValueError(f"${ENV_SERIAL} must be 1 (execute the chapters one by one) or 0 or unset (in parallel); "
+                         f"got {value!r}")
+    return value == "1"
 
 
 def execute_ahead(app, env, docnames: list[str]) -> None:
     """Execute the notebooks among ``docnames`` that the cache does not hold, in parallel, into the cache."""
     config = env.mystnb_config
     cores = os.cpu_count() or 1
-    if config.execution_mode != "cache" or cores < 2 or os.environ.get(ENV_SERIAL, "").strip() not in ("", "0"):
+    if config.execution_mode != "cache" or cores < 2 or serial_requested():
         return
     from jupyter_cache import get_cache
     from jupyter_cache.executors import load_executor

@@ -3,8 +3,9 @@ parameter enters: the chapter's first cell (``ChapterSpec.check``) and a sweep's
 runs (``sweep.check_points``). A bad value stops with one line naming the chapter, the parameter and what it
 may be, instead of a traceback from deep inside the analysis it would have reached.
 
-``preset``, ``model``, ``seed`` and ``overrides`` are checked where the config is made
-(``chapter.chapter_config``, ``chapter.model_preset``); ``intervention`` by the shortening chapter.
+``seed`` and ``overrides`` are checked where the config is made (``chapter.chapter_config``); ``intervention`` by
+the shortening chapter. ``preset`` and ``model`` are checked here too, so that an empty one (an unset shell
+variable: ``-p preset "$P"``) stops rather than running the default scale.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from matcomp.drop import PLATEAU_FROM
+from matcomp.presets import PRESETS
 
 
 def _integer(value) -> bool:
@@ -42,6 +46,7 @@ def _list_of(test: Callable[[Any], bool]) -> Callable[[Any], bool]:
     return lambda v: isinstance(v, (list, tuple)) and len(v) > 0 and all(test(x) for x in v)
 
 
+BERT_PRESETS = sorted(name for name, cfg in PRESETS.items() if cfg.model.arch == "bert")
 COUNT = Rule(lambda v: _integer(v) and v >= 1, "an integer >= 1")
 SEED = Rule(lambda v: _integer(v) and v >= 0, "an integer >= 0 (a seed)")
 STEP = Rule(lambda v: _integer(v) and v >= 0, "an integer >= 0 (a step)")
@@ -50,7 +55,7 @@ MULTIPLE = Rule(lambda v: _number(v) and v > 0, "a number > 0")
 COUNTS = Rule(_list_of(lambda v: _integer(v) and v >= 1), "a non-empty list of integers >= 1, e.g. [2, 4]")
 
 RULES: dict[str, Rule] = {
-    **dict.fromkeys(("samples", "seeds", "lambda_samples", "steps", "gaussian_steps", "held_out", "copy_samples",
+    **dict.fromkeys(("samples", "seeds", "lambda_samples", "held_out", "copy_samples",
                      "ablation_samples", "value_samples", "moment_samples", "train_matrices", "test_matrices",
                      "noise_seeds", "workers", "permutations", "min_plateau", "reach"), COUNT),
     **dict.fromkeys(("eval_seed", "tsne_seed", "example_seed"), SEED),
@@ -60,6 +65,10 @@ RULES: dict[str, Rule] = {
     **dict.fromkeys(("widths", "depths", "sizes", "ranks", "windows"), COUNTS),
     "p_masks": Rule(_list_of(lambda v: _number(v) and 0 < v < 1), "a non-empty list of numbers in (0, 1)"),
     "lams": Rule(_list_of(lambda v: _number(v) and v > 0), "a non-empty list of numbers > 0"),
+    **dict.fromkeys(("steps", "gaussian_steps"), Rule(lambda v: _integer(v) and v > PLATEAU_FROM, f"an integer > "
+                    f"{PLATEAU_FROM} (training steps: a run's plateau is read after step {PLATEAU_FROM})")),
+    "preset": Rule(lambda v: v in PRESETS, f"one of {sorted(PRESETS)}"),
+    "model": Rule(lambda v: v in BERT_PRESETS, f"a trained BERT's preset, one of {BERT_PRESETS}"),
     "sweep_out": Rule(lambda v: isinstance(v, str) and bool(v.strip()), "a folder path"),
 }
 

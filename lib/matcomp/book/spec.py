@@ -12,8 +12,9 @@ from dataclasses import asdict, dataclass, field
 
 from matcomp.analysis import key_numbers as reading
 from matcomp.analysis.phases import Phases
+from matcomp.book.chapter import check_environment
 from matcomp.book.parameters import check_values
-from matcomp.book.verdicts import Claim
+from matcomp.book.verdicts import MIN_SAMPLES, SAMPLE_COUNTS, Claim
 from matcomp.config import RunConfig
 from matcomp.runs.derived import Derivation
 from matcomp.runs.run import Run
@@ -102,7 +103,20 @@ class ChapterSpec:
         if unknown:
             raise ValueError(f"the {self.name} chapter has no parameter {', '.join(map(repr, unknown))}; its "
                              f"parameters: {', '.join(known)}")
-        check_values(self.name, {name: value for name, value in given.items() if name in known}, known)
+        values = {name: value for name, value in given.items() if name in known}
+        check_values(self.name, values, known)
+        self._check_verdict_samples(values)
+        preset = values.get("preset")  # a preset's name or None, as its rule has checked
+        check_environment(preset if isinstance(preset, str) else None)
+
+    def _check_verdict_samples(self, values: dict) -> None:
+        """Refuse a sample count its key numbers' verdicts cannot rest on (``verdicts.MIN_SAMPLES``)."""
+        read = () if self.key_numbers is None else reading.reader_parameters(self.key_numbers.read)
+        for name in set(read) & set(SAMPLE_COUNTS):
+            if isinstance(values.get(name), int) and values[name] < MIN_SAMPLES:
+                raise ValueError(f"the {self.name} chapter's parameter {name} = {values[name]} cannot carry its "
+                                 f"verdicts: the paper's claims are judged on at least {MIN_SAMPLES} matrices "
+                                 f"(matcomp.book.verdicts.MIN_SAMPLES)")
 
     def disagreements(self, cell: dict) -> list[str]:
         """Where a notebook's ``parameters`` cell (name -> default, ``book.sweep.notebook_parameters``) and this

@@ -4,7 +4,8 @@ A chapter records the numbers a sweep should collect with ``record(**values)``: 
 marked as a matcomp result. ``run_sweep`` executes the chapter once per grid point into an output
 folder (runs it trains land in the run store as usual, so a point whose runs exist only loads them,
 and a point whose output notebook is already there is skipped); ``collect`` reads the output
-notebooks back into one table, a row per notebook: its parameters, then its recorded values.
+notebooks back into one table, a row per notebook: its parameters (and the environment variables that changed its
+configs, where set), then its recorded values.
 """
 
 from __future__ import annotations
@@ -91,9 +92,21 @@ def check_points(notebook: Path, points: list[dict]) -> None:
             raise ValueError(f"sweep point {point}: {err}") from None
 
 
-def point_name(notebook: Path, params: dict) -> str:
-    """The output file name of one grid point: the chapter's name and a short hash of its parameters."""
-    digest = hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:10]
+def config_environment() -> dict[str, str]:
+    """The environment variables set here that change the configs a chapter resolves (``matcomp.presets``): part
+    of a sweep point's identity, so a point run under another ``$MATCOMP_SET`` is never taken for this one."""
+    from matcomp.presets import ENV_PRESET, ENV_SEED, ENV_SET
+
+    return {name: os.environ[name].strip() for name in (ENV_PRESET, ENV_SEED, ENV_SET)
+            if os.environ.get(name, "").strip()}
+
+
+def point_name(notebook: Path, params: dict, environment: dict | None = None) -> str:
+    """The output file name of one grid point: the chapter's name and a short hash of its parameters and of the
+    ``environment`` that changes its configs (``config_environment``; none set: the hash of the parameters
+    alone, as before)."""
+    identity = {**params, "environment": environment} if environment else params
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:10]
     return f"{notebook.stem}-{digest}.ipynb"
 
 
@@ -107,6 +120,8 @@ def run_sweep(notebook: Path | str, points: list[dict], out: Path | str, fixed: 
     With ``workers`` > 1 or a Ray cluster's ``address``, the points run as Ray tasks, each in a
     worker process of its own (papermill changes the working directory, so points never share a
     process), on an embedded instance of ``workers`` CPUs or on the cluster."""
+    if not str(out).strip():
+        raise ValueError("--out is empty (an unset shell variable?): name a folder for the executed notebooks")
     notebook, out = Path(notebook).resolve(), Path(out)
     if not notebook.exists():
         raise ValueError(f"notebook {notebook} does not exist")
@@ -114,24 +129,29 @@ def run_sweep(notebook: Path | str, points: list[dict], out: Path | str, fixed: 
         raise ValueError(f"workers must be >= 1; got {workers}")
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file; name a folder for the executed notebooks")
-    targets = {}
+    environment, targets = config_environment(), {}
     for point in points:
         params = {**(fixed or {}), **point}
-        targets[out / point_name(notebook, params)] = params
+        targets[out / point_name(notebook, params, environment)] = params
     check_points(notebook, list(targets.values()))
-    from matcomp.runs.store import absolute_store  # torch with it: a kernel that only records never pays for it
+    # torch comes with the store: a kernel that only records never pays for it
+    from matcomp.runs.store import absolute_store, writable_store
 
     absolute_store()  # the points run inside the notebook's folder: one store for all
-    out.mkdir(parents=True, exist_ok=True)
+    writable_store(out, "--out")
+    if address:
+        from matcomp.runs.parallel import check_resources
+
+        check_resources(address)  # before Ray retries an address where nothing answers
     todo = [(target, params) for target, params in targets.items() if not target.exists()]
     if workers > 1 or address:
         from matcomp.runs.parallel import start_ray
 
         ray = start_ray(address, num_cpus=workers)
         task = ray.remote(num_cpus=1)(execute_point)
-        failures = ray.get([task.remote(str(notebook), str(t), p, kernel, False) for t, p in todo])
+        failures = ray.get([task.remote(str(notebook), str(t), p, kernel, False, environment) for t, p in todo])
     else:
-        failures = [execute_point(notebook, t, p, kernel, progress) for t, p in todo]
+        failures = [execute_point(notebook, t, p, kernel, progress, environment) for t, p in todo]
     failures = [f for f in failures if f]
     if failures:
         raise RuntimeError(f"{len(failures)} of {len(points)} sweep points failed (their partial outputs "
@@ -139,9 +159,11 @@ def run_sweep(notebook: Path | str, points: list[dict], out: Path | str, fixed: 
     return list(targets)
 
 
-def execute_point(notebook: Path | str, target: Path | str, params: dict, kernel: str, progress: bool) -> str | None:
+def execute_point(notebook: Path | str, target: Path | str, params: dict, kernel: str, progress: bool,
+                  environment: dict | None = None) -> str | None:
     """Execute one grid point into ``target`` (via a partial file, so only a finished execution takes
-    the point's name); returns None, or what failed."""
+    the point's name), noting in its metadata the ``environment`` that changed its configs; returns None, or what
+    failed."""
     import papermill
 
     notebook, target = Path(notebook), Path(target)
@@ -152,6 +174,10 @@ def execute_point(notebook: Path | str, target: Path | str, params: dict, kernel
                                        cwd=str(notebook.parent), progress_bar=progress)
     except papermill.PapermillExecutionError as error:
         return f"{params}: {error.ename}: {error.evalue}"
+    if environment:
+        executed = nbformat.read(partial, as_version=4)
+        executed.metadata[RESULT_KEY] = {"environment": environment}
+        nbformat.write(executed, partial)
     os.replace(partial, target)
     return None
 
@@ -180,7 +206,8 @@ def collect(out: Path | str, notebooks: list[Path] | None = None) -> pd.DataFram
         notebooks = sorted(p for p in Path(out).glob("*.ipynb") if not p.name.endswith(".running.ipynb"))
     for path in notebooks:
         nb = nbformat.read(path, as_version=4)
-        row = {"notebook": path.name, **nb.metadata.get("papermill", {}).get("parameters", {})}
+        row = {"notebook": path.name, **nb.metadata.get("papermill", {}).get("parameters", {}),
+               **nb.metadata.get(RESULT_KEY, {}).get("environment", {})}
         for cell in nb.cells:
             for output in cell.get("outputs", []):
                 if output.get("metadata", {}).get(RESULT_KEY):

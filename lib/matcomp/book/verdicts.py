@@ -20,6 +20,8 @@ from matcomp.book.tables import number_text
 from matcomp.paper import Side
 
 TOLERANCE = 0.25  # |log(ours / paper)| within which a number is as the paper's: within about ±28 %
+MIN_SAMPLES = 32  # matrices a key number is read on at least for a verdict: fewer is one draw's luck, not a finding
+SAMPLE_COUNTS = ("samples", "ablation_samples", "train_matrices", "test_matrices")  # the readers' parameters of it
 
 MATCHES, DIRECTION, AGAINST, NOISE, UNREAD = "matches", "direction only", "against", "cannot tell", "cannot be read"
 MARKS = {MATCHES: "✓", DIRECTION: "~", AGAINST: "✗", NOISE: "≈", UNREAD: "·"}  # a seed's mark in the tables

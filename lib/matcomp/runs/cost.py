@@ -153,6 +153,12 @@ def disk_bytes(cfg: RunConfig) -> float:
     return checkpoints + 12 * parameter_count(cfg.model) + 8 * 12 * cfg.train.steps
 
 
+def step_floor(cfg: RunConfig, device: torch.device) -> float:
+    """Seconds a step of ``cfg`` takes at least on a device of ``device``'s kind (``FAST_PEAK``, ``MIN_STEP_S``):
+    known without timing anything, so a run far beyond a bound is refused at once."""
+    return max(step_flops(cfg) / FAST_PEAK[device.type], MIN_STEP_S[device.type])
+
+
 def machine_memory(device: torch.device) -> int:
     """Bytes of memory the device has: the GPU's, or this machine's RAM."""
     if device.type == "cuda":
@@ -174,7 +180,7 @@ def check_budget(cfg: RunConfig, device: torch.device, root: Path, done: int = 0
     if disk > free:
         problems.append(f"its checkpoints need about {disk / gib:,.1f} GiB of disk; {root} has {free / gib:,.1f} free")
     steps = cfg.train.steps - done
-    lower = steps * max(step_flops(cfg) / FAST_PEAK[device.type], MIN_STEP_S[device.type])
+    lower = steps * step_floor(cfg, device)
     if lower > TIME_LIMIT_S / 10:
         seconds = CostBook(root, device, torch.get_num_threads()).cost(cfg).seconds * steps
         if seconds > TIME_LIMIT_S:

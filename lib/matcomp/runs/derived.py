@@ -39,6 +39,7 @@ from pathlib import Path
 import pandas as pd
 from filelock import FileLock
 
+from matcomp.console import say
 from matcomp.runs.folder import CHECKPOINT_PATTERN, atomic_write_bytes
 from matcomp.runs.run import Run
 from matcomp.runs.shipped import REFERENCE_ROOT
@@ -303,6 +304,8 @@ def load_or_compute(derivation: Derivation, shipped: bool = True, root: Path | N
         tables, _ = read(derivation, root, key)  # a damaged working copy is simply recomputed
         if tables is not None:
             return tables
+        say(f"Computing {derivation.name} (not shipped or stored for these parameters); stored in {root} for the "
+            f"next time.", page=False)
         return write(derivation, derivation.compute(), root, key)
 
 

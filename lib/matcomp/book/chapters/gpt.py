@@ -37,6 +37,25 @@ class Parameters(RunParameters):
     after: int | None = None  # checkpoint step after the drop; None: twice the copying step
 
 
+def map_steps(run: Run, onset: int | None, before: int | None, after: int | None) -> tuple[int, int]:
+    """The checkpoints of the attention maps: ``before`` on the plateau and ``after`` the copy is learnt (None: half
+    and twice the copying step ``onset``), each the nearest checkpoint. A step past the run's last checkpoint, or a
+    ``before`` that is not before ``after``, is refused by name: the maps and the findings would read them
+    swapped."""
+    last = run.steps[-1]
+    for name, step in (("before", before), ("after", after)):
+        if step is not None and step > last:
+            raise ValueError(f"the gpt chapter's parameter {name} = {step:,} is past the run's last checkpoint "
+                             f"(step {last:,}); give a step from 0 to {last:,}")
+    steps = onset or run.config.train.steps
+    first = run.nearest_step(before if before is not None else steps // 2)
+    second = run.nearest_step(after if after is not None else min(2 * steps, run.config.train.steps))
+    if first >= second and (before, after) != (None, None):  # a run too short for both defaults keeps them as they fall
+        raise ValueError(f"the gpt chapter's parameter before (checkpoint {first:,}) must come before after "
+                         f"(checkpoint {second:,}): the maps on the plateau and after the copy would be swapped")
+    return first, second
+
+
 def default_gpt(samples: int) -> tuple[Run, dict[str, float], Completion]:
     """The default preset's GPT run, the ``greedy_reading`` of its last checkpoint and its ``completion_table``
     beside the default BERT, on ``samples`` matrices drawn as the gpt chapter draws them."""

@@ -28,7 +28,8 @@ from matcomp.book.chapters import seed_runs
 from matcomp.book.spec import ChapterSpec, RunParameters
 from matcomp.book.tables import and_text, seeds_text, span_text
 from matcomp.book.verdicts import seed_list
-from matcomp.config import RunConfig, parse_overrides
+from matcomp.config import RunConfig
+from matcomp.overrides import parse_overrides
 from matcomp.presets import DEFAULT_PRESET
 from matcomp.presets import preset as named_preset
 from matcomp.runs.run import Run
