@@ -458,3 +458,185 @@ def test_a_chapter_announces_training_on_the_console_and_refuses_it_past_the_min
     monkeypatch.setenv("MATCOMP_MAX_TRAIN_MIN", "soon")
     with pytest.raises(ValueError, match=r"\$MATCOMP_MAX_TRAIN_MIN must be a number of minutes >= 0; got 'soon'"):
         announce_training(locate(cfg, runs_root()), "smoke")
+
+
+# Round four: chapters, sweeps and the environment
+
+@pytest.mark.parametrize("chapter, name, value, message", [
+    ("sudden_drop", "preset", "", "must be one of"),
+    ("probing", "model", "", "must be a trained BERT's preset, one of"),
+    ("sizes_ranks", "steps", 50, "must be an integer > 100 (training steps: a run's plateau is read after step 100)"),
+    ("ood", "gaussian_steps", 100, "must be an integer > 100"),
+], ids=["an empty preset", "an empty model", "too few steps for a plateau", "too few Gaussian steps"])
+def test_round_four_chapter_parameters_are_refused_in_the_first_cell_and_by_a_sweep(chapter, name, value, message,
+                                                                                    store, tmp_path, capsys):
+    from matcomp.book.sweep import notebook_parameters
+
+    defaults = notebook_parameters(f"book/{chapter}.ipynb")
+    with pytest.raises(ValueError, match=re.escape(f"the {chapter} chapter's parameter {name} {message}")):
+        chapter_spec(chapter).check({**defaults, name: value})
+    out = tmp_path / "sweep"
+    said = refused(["sweep", f"book/{chapter}.ipynb", "--out", str(out), "--param", name, json.dumps(value),
+                    "--quiet"], capsys)
+    assert f"parameter {name} {message}" in said and not out.exists() and nothing_in(store)
+
+
+@pytest.mark.parametrize("chapter, name", [("head_taxonomy", "samples"), ("probing", "test_matrices"),
+                                           ("copying_phase", "ablation_samples")])
+def test_a_sample_count_too_small_for_a_verdict_is_refused_where_it_enters(chapter, name, tmp_path, capsys):
+    from matcomp.book.sweep import notebook_parameters
+    from matcomp.book.verdicts import MIN_SAMPLES
+
+    defaults = notebook_parameters(f"book/{chapter}.ipynb")
+    chapter_spec(chapter).check({**defaults, name: MIN_SAMPLES})  # the minimum carries a verdict
+    with pytest.raises(ValueError, match=f"parameter {name} = 1 cannot carry its verdicts: the paper's claims are "
+                                         f"judged on at least {MIN_SAMPLES} matrices"):
+        chapter_spec(chapter).check({**defaults, name: 1})
+    said = refused(["sweep", f"book/{chapter}.ipynb", "--out", str(tmp_path / "o"), "--param", name, "1"], capsys)
+    assert "cannot carry its verdicts" in said
+
+
+@pytest.mark.parametrize("variable, value, message", [
+    ("MATCOMP_MAX_TRAIN_MIN", "abc", "$MATCOMP_MAX_TRAIN_MIN must be a number of minutes >= 0; got 'abc'"),
+    ("MATCOMP_SET", "model.layers=2,model.layers=3",
+     "$MATCOMP_SET: model.layers is given 2 times (2, 3); give each once"),
+    ("MATCOMP_SEED", "-1", "$MATCOMP_SEED:"),
+    ("MATCOMP_PRESET", "papre", "$MATCOMP_PRESET must be one of"),
+])
+def test_the_environment_is_checked_in_a_chapters_first_cell_before_any_run(variable, value, message, store,
+                                                                              monkeypatch):
+    from matcomp.book.sweep import notebook_parameters
+
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        chapter_spec("sudden_drop").check(notebook_parameters("book/sudden_drop.ipynb"))
+    assert nothing_in(store)
+
+
+def test_a_field_given_twice_is_refused_wherever_overrides_are_typed(capsys):
+    from matcomp.book.chapter import chapter_config
+
+    with pytest.raises(ValueError, match=re.escape("overrides: train.lr is given 2 times (1e-3, 2e-3); give each")):
+        chapter_config("smoke", overrides="train.lr=1e-3, train.lr=2e-3")
+    assert "--set gives train.lr 2 times (1e-3, 2e-3); give each once" in refused(
+        ["train", "--preset", "smoke", "--set", "train.lr=1e-3", "--set", "train.lr=2e-3"], capsys)
+
+
+@pytest.mark.parametrize("value, serial", [("", False), ("0", False), ("1", True), ("false", None), ("yes", None)])
+def test_matcomp_build_serial_is_read_strictly(value, serial, monkeypatch):
+    from matcomp.book.parallel_build import serial_requested
+
+    monkeypatch.setenv("MATCOMP_BUILD_SERIAL", value)
+    if serial is None:
+        with pytest.raises(ValueError, match=rf"\$MATCOMP_BUILD_SERIAL must be 1 .* or 0 or unset .*; got '{value}'"):
+            serial_requested()
+    else:
+        assert serial_requested() is serial
+
+
+def test_the_gpt_chapters_map_steps_past_the_run_or_swapped_are_refused():
+    from matcomp.book.chapters.gpt import map_steps
+
+    run = Run(Path("runs/reference") / next(p.name for p in Path("runs/reference").glob("cpu_gpt-*")))
+    last = run.steps[-1]
+    assert map_steps(run, 200, None, None) == (100, 450)  # the checkpoints nearest half and twice the copying step
+    with pytest.raises(ValueError, match=f"parameter before = 999,999 is past the run's last checkpoint \\(step "
+                                         f"{last:,}\\)"):
+        map_steps(run, 200, 999999, None)
+    with pytest.raises(ValueError, match=r"parameter before \(checkpoint 450\) must come before after \(checkpoint "
+                                         r"100\)"):
+        map_steps(run, 200, 450, 100)
+
+
+def test_ood_reach_past_the_panels_is_refused_not_cut_short():
+    from matcomp.analysis.ood import MAX_SIDE, default_axes
+    from matcomp.config import DataConfig
+
+    data = DataConfig(n_rows=7, n_cols=7, rank=1)
+    assert default_axes(data, MAX_SIDE - 7)["rows"][-1] == MAX_SIDE
+    with pytest.raises(ValueError, match=f"reach = 1,000 asks for 1,007 rows or columns; the panels stop at "
+                                         f"{MAX_SIDE} .*: give reach <= {MAX_SIDE - 7}"):
+        default_axes(data, 1000)
+
+
+def test_a_gpu_preset_asked_of_a_chapter_on_a_cpu_is_refused_at_once_without_timing(store, monkeypatch):
+    from matcomp.book.chapter import announce_training
+    from matcomp.runs.cost import CostBook
+    from matcomp.runs.store import locate
+
+    def timed(*args, **kwargs):
+        raise AssertionError("a step was timed")
+
+    monkeypatch.setattr(CostBook, "measure", timed)
+    cfg = preset("paper").override({"train.seed": 7})
+    with pytest.raises(RunError, match=r"would train 50,000 steps here, at least .* on this cpu \(its fastest step, "
+                                       r"from its FLOPs: .*\), beyond the chapters' default = 120 minutes"):
+        announce_training(locate(cfg), "paper")
+    assert nothing_in(store)
+
+
+def test_many_seeds_are_announced_and_bounded_as_a_whole_before_the_first_trains(store, monkeypatch, capsys):
+    from matcomp.analysis.seeds import seed_configs
+    from matcomp.book.chapter import announce_runs, trained_runs
+
+    configs = seed_configs(preset("smoke"), range(100, 1100))
+    monkeypatch.setenv("MATCOMP_MAX_TRAIN_MIN", "10")
+    with pytest.raises(RunError, match=r"1000 runs would train here, about .* in all, beyond \$MATCOMP_MAX_TRAIN_MIN "
+                                       r"= 10 minutes .*: fewer seeds or arms"):
+        trained_runs(configs, "smoke")
+    assert not any(store.glob("smoke-*"))  # not one trained
+    announce_runs(list(configs.values())[:3], "smoke")
+    assert "3 runs must train here, about" in capsys.readouterr().out
+
+
+def test_plan_measure_refuses_a_gpu_preset_on_a_cpu_at_once(store, monkeypatch, capsys):
+    from matcomp.runs.cost import CostBook
+
+    def timed(*args, **kwargs):
+        raise AssertionError("a step was timed")
+
+    monkeypatch.setattr(CostBook, "measure", timed)
+    said = refused(["plan", "--preset", "paper", "--measure"], capsys)
+    assert "--measure would time 14 shapes at preset paper, about" in said and "leave --measure out" in said
+
+
+def test_a_sweep_names_its_out_and_cluster_before_any_point_and_keys_points_by_the_environment(store, tmp_path,
+                                                                                               monkeypatch, capsys):
+    import nbformat
+
+    from matcomp.book.sweep import collect, run_sweep
+
+    cell = nbformat.v4.new_code_cell("x = 1")
+    cell.metadata["tags"] = ["parameters"]
+    body = nbformat.v4.new_code_cell("from matcomp.book.sweep import record\nrecord(y=2 * x)")
+    notebook = tmp_path / "toy.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell, body], metadata={"kernelspec": {
+        "name": "python3", "display_name": "Python 3", "language": "python"}}), notebook)
+    monkeypatch.chdir(tmp_path)
+    assert "--out is empty (an unset shell variable?)" in refused(
+        ["sweep", str(notebook), "--out", "", "--param", "x", "1"], capsys)
+    started = time.monotonic()
+    assert "no Ray cluster answers at '127.0.0.1:1'" in refused(
+        ["sweep", str(notebook), "--out", "o", "--param", "x", "1", "--address", "127.0.0.1:1"], capsys)
+    assert time.monotonic() - started < 30 and not (tmp_path / "results.csv").exists()
+    out = tmp_path / "out"
+    first = run_sweep(notebook, [{"x": 1}], out)
+    monkeypatch.setenv("MATCOMP_SET", "train.lr=2e-3")
+    second = run_sweep(notebook, [{"x": 1}], out)
+    assert first != second and len(list(out.glob("toy-*.ipynb"))) == 2  # another config: run again, not reused
+    table = collect(out, second)
+    assert table.loc[0, "MATCOMP_SET"] == "train.lr=2e-3" and table.loc[0, "y"] == 2
+
+
+def test_a_derivation_computed_says_so_on_the_console(tmp_path, capsys):
+    import pandas as pd
+
+    from matcomp.runs.derived import Derivation, load_or_compute
+
+    table = pd.DataFrame({"a": [1.0]}, index=pd.Index([0], name="i"))
+    derivation = Derivation("console_check", lambda: {"t": table}, params={"n": 1})
+    load_or_compute(derivation, root=tmp_path)
+    assert f"Computing console_check (not shipped or stored for these parameters); stored in {tmp_path}" in (
+        capsys.readouterr().err)
+    load_or_compute(derivation, root=tmp_path)
+    assert "Computing" not in capsys.readouterr().err  # read back: nothing to say

@@ -50,9 +50,33 @@ def _plan(args):
     device = resolve_device(args.device)
     costs = CostBook(runs_root(), device, torch.get_num_threads())
     if getattr(args, "measure", False):
-        for p in planned:
-            costs.measure(p.cfg)
+        _measure(planned, costs, args.preset)
     return planned, plan_table(planned, runs_root(), costs), device
+
+
+MAX_MEASURE_S = 600.0  # plan --measure refuses, at once, a plan whose timing alone would take longer
+
+
+def _measure(planned: list, costs, preset: str) -> None:
+    """Time a step of every shape of the plan's runs that must train here and is not measured yet, announced shape
+    by shape; refused at once where the timing alone would pass ``MAX_MEASURE_S`` by the FLOP estimate (a preset
+    meant for a GPU, on a CPU)."""
+    from matcomp.runs.cost import MEASURE_STEPS, MEASURE_WARMUP, shape_key
+    from matcomp.runs.store import locate
+
+    steps = MEASURE_STEPS + MEASURE_WARMUP
+    todo = list({shape_key(p.cfg, costs.device, costs.threads): p.cfg for p in planned
+                 if locate(p.cfg).state()[0] in ("missing", "partial")}.values())
+    todo = [cfg for cfg in todo if not costs.cost(cfg).measured]
+    estimate = steps * sum(costs.cost(cfg).seconds for cfg in todo)
+    if estimate > MAX_MEASURE_S:
+        raise SystemExit(f"error: --measure would time {len(todo)} shapes at preset {preset}, about "
+                         f"{duration(estimate)} on this {costs.device.type} (estimated from their FLOPs): leave "
+                         f"--measure out for the estimates, or measure where these runs train")
+    for number, cfg in enumerate(todo, 1):
+        print(f"timing {steps} steps of {cfg.run_id} ({number} of {len(todo)} shapes)", flush=True)
+        costs.measure(cfg)
+  # plan --measure refuses, at once, a plan whose timing alone would take longer
 
 
 def cmd_plan(args) -> None:

@@ -93,8 +93,9 @@ class ChapterSpec:
     def check(self, namespace: dict) -> None:
         """Refuse, by name, what the chapter was given and would not use: a name it has no parameter of
         (papermill's ``-p presett smoke`` only warns, and the chapter would run at its default), and a value its
-        parameter's rule refuses (``book.parameters``). ``namespace``: the notebook's ``globals()``, holding its
-        parameters and papermill's injected ones."""
+        parameter's rule refuses (``check_values``), and what the environment gives wrongly
+        (``chapter.check_environment``). ``namespace``: the notebook's ``globals()``, holding its parameters and
+        papermill's injected ones."""
         known = self.defaults()
         literals = (type(None), bool, int, float, str, list, tuple, dict)
         given = {name: value for name, value in namespace.items() if not name.startswith("_")
@@ -104,13 +105,15 @@ class ChapterSpec:
             raise ValueError(f"the {self.name} chapter has no parameter {', '.join(map(repr, unknown))}; its "
                              f"parameters: {', '.join(known)}")
         values = {name: value for name, value in given.items() if name in known}
-        check_values(self.name, values, known)
-        self._check_verdict_samples(values)
+        self.check_values(values)
         preset = values.get("preset")  # a preset's name or None, as its rule has checked
         check_environment(preset if isinstance(preset, str) else None)
 
-    def _check_verdict_samples(self, values: dict) -> None:
-        """Refuse a sample count its key numbers' verdicts cannot rest on (``verdicts.MIN_SAMPLES``)."""
+    def check_values(self, values: dict) -> None:
+        """Refuse, by name, a value of ``values`` (name -> value) its parameter's rule refuses (``book.parameters``),
+        and a sample count its key numbers' verdicts cannot rest on (``verdicts.MIN_SAMPLES``): what the first cell
+        and a sweep's points are both held to."""
+        check_values(self.name, values, self.defaults())
         read = () if self.key_numbers is None else reading.reader_parameters(self.key_numbers.read)
         for name in set(read) & set(SAMPLE_COUNTS):
             if isinstance(values.get(name), int) and values[name] < MIN_SAMPLES:

@@ -72,9 +72,11 @@ def notebook_parameters(notebook: Path | str) -> dict:
 
 
 def check_points(notebook: Path, points: list[dict]) -> None:
-    """Before any point runs, a ValueError naming a parameter the chapter does not have, or a point whose
-    preset, seed, overrides or model the chapter would refuse (``matcomp.book.chapter``)."""
+    """Before any point runs, a ValueError naming a parameter the chapter does not have, or a point whose values
+    the chapter would refuse (``ChapterSpec.check_values``; a notebook not of the book: ``book.parameters``), or
+    whose preset, seed, overrides or model it would refuse (``matcomp.book.chapter``)."""
     from matcomp.book.chapter import chapter_config, model_preset
+    from matcomp.book.chapters import CHAPTERS, chapter_spec
     from matcomp.book.parameters import check_values
 
     known = notebook_parameters(notebook)
@@ -84,7 +86,10 @@ def check_points(notebook: Path, points: list[dict]) -> None:
                          f"{', '.join(known)}")
     for point in points:
         try:
-            check_values(notebook.stem, point, known)
+            if notebook.stem in CHAPTERS:  # a chapter's points are held to what its first cell checks
+                chapter_spec(notebook.stem).check_values(point)
+            else:
+                check_values(notebook.stem, point, known)
             chapter_config(point.get("preset"), point.get("seed"), point.get("overrides"))
             if "model" in known:
                 model_preset(point.get("preset"), point.get("model"))

@@ -29,6 +29,7 @@ from matcomp.runs.training import evaluate, init_training, matmuls, stepper
 
 COSTS_FILE = ".step_costs.json"
 EFFICIENCY = 0.5  # fraction of the matmul peak an estimate assumes a step reaches
+MEASURE_STEPS, MEASURE_WARMUP = 10, 3  # the steps a measurement times, after its warm-up
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,7 @@ class CostBook:
             self._peak = matmul_peak(self.device)
         return StepCost(step_flops(cfg) / (EFFICIENCY * self._peak), False)
 
-    def measure(self, cfg: RunConfig, steps: int = 10, warmup: int = 3) -> StepCost:
+    def measure(self, cfg: RunConfig, steps: int = MEASURE_STEPS, warmup: int = MEASURE_WARMUP) -> StepCost:
         """Time ``steps`` steps of ``cfg`` (after ``warmup``) and cache the figure for its shape."""
         key = shape_key(cfg, self.device, self.threads)
         if key not in self.measured:
