@@ -76,3 +76,12 @@ def test_sweep_on_two_ray_workers_collects_what_the_serial_sweep_does(chapter, t
     assert table["y"].tolist() == [10, 14, 18] and not list((tmp_path / "ray").glob("*.running.ipynb"))
     with pytest.raises(ValueError, match="workers must be >= 1"):
         run_sweep(chapter, grid(x=[1]), tmp_path / "none", workers=0)
+
+
+def test_sweep_command_says_each_point_as_it_finishes_unless_quiet(chapter, tmp_path, capsys):
+    main(["sweep", str(chapter), "--out", str(tmp_path / "o"), "--param", "x", "5", "7"])
+    out = capsys.readouterr().out
+    assert "chapter.ipynb: 2 points into" in out and ", 0 done already" in out
+    assert "point 1 of 2 finished: {'x': 5}, done in" in out and "point 2 of 2 finished: {'x': 7}, done in" in out
+    main(["sweep", str(chapter), "--out", str(tmp_path / "q"), "--param", "x", "5", "--quiet"])
+    assert "point 1 of 1" not in capsys.readouterr().out

@@ -145,7 +145,7 @@ def add_commands(sub) -> dict[str, Callable]:
                        help="a parameter and its values, e.g. --param seed 0 1 2 (repeatable: the grid)")
     sweep.add_argument("--fixed", action="append", default=[], metavar="NAME=VALUE",
                        help="a parameter held at one value, e.g. --fixed preset=smoke (repeatable)")
-    sweep.add_argument("--quiet", action="store_true", help="no progress bar")
+    sweep.add_argument("--quiet", action="store_true", help="no line per point as it finishes")
     sweep.add_argument("--workers", type=at_least(1), default=1,
                        help="points executed at once, as Ray tasks on an embedded instance (default 1: one by one)")
     sweep.add_argument("--address", default=None, help="a running Ray cluster (HOST:PORT) to execute the points on")

@@ -16,6 +16,7 @@ import itertools
 import json
 import os
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -120,7 +121,8 @@ def run_sweep(notebook: Path | str, points: list[dict], out: Path | str, fixed: 
               address: str | None = None) -> list[Path]:
     """Execute ``notebook`` once per parameter dict in ``points`` (each merged over ``fixed``) into
     ``out``; returns the output notebooks. A point whose output exists (from a finished execution) is
-    not run again; a failed point raises papermill's error naming the cell, after the others ran.
+    not run again; a failed point raises papermill's error naming the cell, after the others ran. With
+    ``progress``, a line says how many points there are, and another each point as it finishes.
 
     With ``workers`` > 1 or a Ray cluster's ``address``, the points run as Ray tasks, each in a
     worker process of its own (papermill changes the working directory, so points never share a
@@ -149,42 +151,60 @@ def run_sweep(notebook: Path | str, points: list[dict], out: Path | str, fixed: 
 
         check_resources(address)  # before Ray retries an address where nothing answers
     todo = [(target, params) for target, params in targets.items() if not target.exists()]
-    if workers > 1 or address:
-        from matcomp.runs.parallel import start_ray
-
-        ray = start_ray(address, num_cpus=workers)
-        task = ray.remote(num_cpus=1)(execute_point)
-        failures = ray.get([task.remote(str(notebook), str(t), p, kernel, False, environment) for t, p in todo])
-    else:
-        failures = [execute_point(notebook, t, p, kernel, progress, environment) for t, p in todo]
-    failures = [f for f in failures if f]
+    if progress:
+        print(f"{notebook.name}: {len(targets)} points into {out}, {len(targets) - len(todo)} done already", flush=True)
+    failures = []
+    outcomes = _executed(notebook, todo, kernel, environment, workers, address)
+    for number, (params, (failure, seconds)) in enumerate(outcomes, 1):
+        if progress:
+            print(f"point {number} of {len(todo)} finished: {params}, {'failed' if failure else 'done'} in "
+                  f"{seconds:.0f} s", flush=True)
+        failures += [failure] if failure else []
     if failures:
         raise RuntimeError(f"{len(failures)} of {len(points)} sweep points failed (their partial outputs "
                            f"are in {out}):\n" + "\n".join(failures))
     return list(targets)
 
 
-def execute_point(notebook: Path | str, target: Path | str, params: dict, kernel: str, progress: bool,
-                  environment: dict | None = None) -> str | None:
+def _executed(notebook: Path, todo: list[tuple[Path, dict]], kernel: str, environment: dict, workers: int,
+              address: str | None) -> Iterator[tuple[dict, tuple[str | None, float]]]:
+    """Each point of ``todo`` (target, parameters) with its ``execute_point`` outcome, as each finishes: one by one
+    here, or as Ray tasks (``run_sweep``)."""
+    if workers == 1 and not address:
+        for target, params in todo:
+            yield params, execute_point(notebook, target, params, kernel, environment)
+        return
+    from matcomp.runs.parallel import start_ray
+
+    ray = start_ray(address, num_cpus=workers)
+    task = ray.remote(num_cpus=1)(execute_point)
+    pending = {task.remote(str(notebook), str(target), params, kernel, environment): params for target, params in todo}
+    while pending:
+        done, _ = ray.wait(list(pending), num_returns=1)
+        yield pending.pop(done[0]), ray.get(done[0])
+
+
+def execute_point(notebook: Path | str, target: Path | str, params: dict, kernel: str,
+                  environment: dict | None = None) -> tuple[str | None, float]:
     """Execute one grid point into ``target`` (via a partial file, so only a finished execution takes
-    the point's name), noting in its metadata the ``environment`` that changed its configs; returns None, or what
-    failed."""
+    the point's name), noting in its metadata the ``environment`` that changed its configs; returns what failed
+    (None: nothing) and the seconds it took."""
     import papermill
 
     notebook, target = Path(notebook), Path(target)
-    partial = target.with_suffix(".running.ipynb")
+    partial, started = target.with_suffix(".running.ipynb"), time.monotonic()
     try:
         with stderr_to(target.with_suffix(".log")):  # the kernel's own warnings: kept, not shown
             papermill.execute_notebook(notebook, partial, parameters=params, kernel_name=kernel,
-                                       cwd=str(notebook.parent), progress_bar=progress)
+                                       cwd=str(notebook.parent), progress_bar=False)
     except papermill.PapermillExecutionError as error:
-        return f"{params}: {error.ename}: {error.evalue}"
+        return f"{params}: {error.ename}: {error.evalue}", time.monotonic() - started
     if environment:
         executed = nbformat.read(partial, as_version=4)
         executed.metadata[RESULT_KEY] = {"environment": environment}
         nbformat.write(executed, partial)
     os.replace(partial, target)
-    return None
+    return None, time.monotonic() - started
 
 
 @contextmanager
