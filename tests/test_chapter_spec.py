@@ -1,6 +1,7 @@
 """Each chapter is declared once, in its module (``matcomp.book.spec``): the notebook's ``parameters`` cell, which
 papermill injects into, must say the same, and the declaration's check refuses what the chapter would not use."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -8,7 +9,7 @@ import pytest
 
 from matcomp.analysis.key_numbers import reader_parameters
 from matcomp.book.chapters import CHAPTERS, chapter_spec, chapter_specs
-from matcomp.book.sweep import notebook_parameters
+from matcomp.book.sweep import notebook_annotations, notebook_parameters
 
 BOOK = Path(__file__).resolve().parents[1] / "book"
 
@@ -18,10 +19,20 @@ def test_a_notebook_s_parameters_cell_is_its_chapter_s_declaration(chapter):
     assert chapter_spec(chapter).disagreements(notebook_parameters(BOOK / f"{chapter}.ipynb")) == []
 
 
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_a_notebook_s_parameters_cell_annotates_each_parameter_with_its_declared_type(chapter):
+    """``papermill --help-notebook`` shows the cell's annotations: they must be the declaration's types."""
+    def declared(kind: str) -> str:  # the cell writes "X | None" as Optional[X], which papermill's parser reads
+        return f"Optional[{kind.removesuffix(' | None')}]" if kind.endswith(" | None") else kind
+
+    fields = dataclasses.fields(chapter_spec(chapter).parameters)
+    assert notebook_annotations(BOOK / f"{chapter}.ipynb") == {f.name: declared(str(f.type)) for f in fields}
+
+
 def test_a_changed_default_or_name_in_the_cell_is_a_disagreement(tmp_path):
     nb = json.loads((BOOK / "probing.ipynb").read_text())
     cell = next(c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))
-    cell["source"] = "".join(cell["source"]).replace("test_matrices = 256", "test_matrices = 255").replace(
+    cell["source"] = "".join(cell["source"]).replace("test_matrices: int = 256", "test_matrices: int = 255").replace(
         "train_matrices", "fit_matrices")
     (tmp_path / "probing.ipynb").write_text(json.dumps(nb))
     found = chapter_spec("probing").disagreements(notebook_parameters(tmp_path / "probing.ipynb"))

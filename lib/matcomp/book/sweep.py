@@ -67,9 +67,26 @@ def notebook_parameters(notebook: Path | str) -> dict:
     cell = next((c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])), None)
     if cell is None:
         raise ValueError(f"{notebook} has no cell tagged 'parameters': papermill cannot parameterise it")
-    tree = ast.parse("".join(cell["source"]))
-    return {target.id: ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
-            for target in node.targets if isinstance(target, ast.Name)}
+    return {name: ast.literal_eval(value) for name, (_, value) in _assignments(cell).items()}
+
+
+def notebook_annotations(notebook: Path | str) -> dict[str, str]:
+    """The types a notebook's ``parameters`` cell annotates its parameters with (name -> the annotation's text),
+    which ``papermill --help-notebook`` shows."""
+    cells = json.loads(Path(notebook).read_bytes())["cells"]
+    cell = next(c for c in cells if "parameters" in c.get("metadata", {}).get("tags", []))
+    return {name: ast.unparse(annotation) for name, (annotation, _) in _assignments(cell).items() if annotation}
+
+
+def _assignments(cell: dict) -> dict[str, tuple[ast.expr | None, ast.expr]]:
+    """A code cell's top-level assignments to a name: name -> its annotation (None where it has none) and value."""
+    found: dict[str, tuple[ast.expr | None, ast.expr]] = {}
+    for node in ast.parse("".join(cell["source"])).body:
+        if isinstance(node, ast.Assign):
+            found.update({target.id: (None, node.value) for target in node.targets if isinstance(target, ast.Name)})
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            found[node.target.id] = (node.annotation, node.value)
+    return found
 
 
 def check_points(notebook: Path, points: list[dict]) -> None:
