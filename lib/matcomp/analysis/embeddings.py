@@ -15,11 +15,12 @@ from sklearn.decomposition import PCA
 from sklearn.manifold import TSNE
 from sklearn.metrics import silhouette_score
 
+from matcomp import checks
 from matcomp.config import DataConfig
 from matcomp.data import sample_batch
 from matcomp.models.bert import MatrixBert
 from matcomp.runs.run import Run
-from matcomp.seeding import analysis_generator
+from matcomp.seeding import MAX_TSNE_SEED, analysis_generator
 from matcomp.tokenizer import Tokenizer
 
 
@@ -190,6 +191,7 @@ def position_grouping(silhouettes: pd.DataFrame, clear: float = 0.1) -> pd.Serie
 def tsne_layout(points: torch.Tensor, seed: int = 0) -> np.ndarray:
     """(N, 2): a t-SNE layout of ``points`` (N, d) for the picture of the position embeddings
     (perplexity 30, or (N - 1)/3 for fewer than 91 points; PCA start; ``seed`` fixes it)."""
+    seed = checks.integer(seed, "tsne_layout: seed", 0, MAX_TSNE_SEED)
     return TSNE(n_components=2, perplexity=min(30.0, (len(points) - 1) / 3), random_state=seed,
                 init="pca").fit_transform(np.asarray(points))
 
