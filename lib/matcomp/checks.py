@@ -24,12 +24,12 @@ ENV_MAX_MEMORY_GB = "MATCOMP_MAX_MEMORY_GB"  # GiB an analysis may allocate; def
 GIB = 2 ** 30
 
 
-def _range(low: float | None, high: float | None, open_low: bool = False) -> str:
+def _range(low: float | None, high: float | None, open_low: bool = False, open_high: bool = False) -> str:
     if low is not None and high is not None:
-        return f" in {'(' if open_low else '['}{low:,}, {high:,}]"
+        return f" in {'(' if open_low else '['}{low:,}, {high:,}{')' if open_high else ']'}"
     if low is not None:
         return f" {'>' if open_low else '>='} {low:,}"
-    return f" <= {high:,}" if high is not None else ""
+    return f" {'<' if open_high else '<='} {high:,}" if high is not None else ""
 
 
 def integer(value, name: str, low: int | None = None, high: int | None = None) -> int:
@@ -52,14 +52,15 @@ def seed(value, name: str, offset: int = 0) -> int:
     return integer(value, name, low=0, high=MAX_GENERATOR_SEED - offset)
 
 
-def number(value, name: str, low: float | None = None, high: float | None = None, open_low: bool = False) -> float:
-    """``value`` as a finite float in [``low``, ``high``] ((``low``, ``high``] with ``open_low``)."""
-    allowed = f"a finite number{_range(low, high, open_low)}"
+def number(value, name: str, low: float | None = None, high: float | None = None, open_low: bool = False,
+           open_high: bool = False) -> float:
+    """``value`` as a finite float in [``low``, ``high``] (an end excluded with ``open_low``, ``open_high``)."""
+    allowed = f"a finite number{_range(low, high, open_low, open_high)}"
     if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(type(value), "__float__"):
         raise TypeError(f"{name} must be {allowed}; got {value!r} ({type(value).__name__})")
     value = float(value)
     if (not math.isfinite(value) or (low is not None and (value < low or open_low and value == low))
-            or (high is not None and value > high)):
+            or (high is not None and (value > high or open_high and value == high))):
         raise ValueError(f"{name} must be {allowed}; got {value!r}")
     return value
 
