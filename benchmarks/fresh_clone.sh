@@ -21,7 +21,8 @@ work="$(mktemp -d)"
 # on any exit the clone, its environment and its run store (gigabytes) go; the logs stay, if any were written
 trap 'cd /; rm -rf "$work/fresh" "$work/store"; rmdir "$work" 2> /dev/null || true' EXIT
 if [[ -n "${1:-}" ]]; then
-    git clone -q --no-checkout "file://$repo" "$work/fresh" && git -C "$work/fresh" checkout -q "$1"
+    git clone -q --no-checkout "file://$repo" "$work/fresh"  # two commands: set -e does not stop inside an && list
+    git -C "$work/fresh" checkout -q "$1"
 else
     git clone -q --depth 1 "file://$repo" "$work/fresh"  # shallow: the shipped runs' history stays behind
 fi

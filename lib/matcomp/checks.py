@@ -125,10 +125,14 @@ def memory_limit() -> int:
     return int(gib * GIB)
 
 
+def _gib(nbytes: float) -> str:
+    return f"{nbytes / GIB:,.1f}" if nbytes >= GIB / 10 else f"{nbytes / GIB:.2g}"
+
+
 def fits_memory(nbytes: float, name: str, value: int) -> None:
     """ValueError naming ``name`` (= ``value``) when the ``nbytes`` it asks for are beyond ``memory_limit()``."""
     limit = memory_limit()
     if nbytes > limit:
         source = f"${ENV_MAX_MEMORY_GB}" if os.environ.get(ENV_MAX_MEMORY_GB, "").strip() else "this machine's memory"
-        raise ValueError(f"{name} = {value:,} would need about {nbytes / GIB:,.1f} GiB of memory, beyond the "
-                         f"{limit / GIB:,.1f} GiB here ({source}); ask for fewer")
+        raise ValueError(f"{name} = {value:,} would need about {_gib(nbytes)} GiB of memory, beyond the "
+                         f"{_gib(limit)} GiB here ({source}); ask for fewer")
