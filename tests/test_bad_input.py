@@ -717,3 +717,32 @@ def test_fresh_clone_checks_the_revision_before_cloning_and_cleans_up_on_any_exi
     assert not list((tmp_path / "tmp").iterdir())
     done = script([*fresh_clone, "HEAD"], tmp_path, env)  # a good revision whose clone fails half-way
     assert done.returncode == 1 and not list((tmp_path / "tmp").iterdir())  # its temporary folder removed
+
+
+def test_the_other_analyses_that_draw_matrices_name_their_own_count_and_seed(micro, tmp_path, monkeypatch):
+    from matcomp.analysis.baselines import completion_sweep, lambda_derivation, lambda_draws
+    from matcomp.analysis.embeddings import task_values
+    from matcomp.analysis.ood import axis_variants, shifted_losses
+    from matcomp.analysis.progress import progress_derivation
+    from matcomp.analysis.variants import undetermined_fraction
+    from matcomp.checks import ENV_MAX_MEMORY_GB
+
+    run = get_or_train(micro, progress=False, root=tmp_path)
+    for call, message in [
+        (lambda: task_values(micro.data, 0), "task_values: samples must be an integer >= 1; got 0"),
+        (lambda: task_values(micro.data, 8, seed=-3), "task_values: seed must be an integer in [0, "),
+        (lambda: shifted_losses(run.bert(40), axis_variants(micro.data, "rank", [1]), samples=-2),
+         "shifted_losses: samples must be an integer >= 1; got -2"),
+        (lambda: completion_sweep(micro.data, [0.3], samples=True, lam=0.1),
+         "completion_sweep: samples must be an integer >= 1; got True (bool)"),
+        (lambda: lambda_draws(micro.data, 0.1, 8, seeds=[0, 2 ** 64]), "lambda_draws: each of seeds must be an "),
+        (lambda: lambda_derivation(micro.data, [0.1], samples="64"), "lambda_derivation: samples must be an integer"),
+        (lambda: progress_derivation(run, samples=0), "progress_derivation: samples must be an integer >= 1; got 0"),
+        (lambda: undetermined_fraction(3, 3, 0.3, samples=0), "undetermined_fraction: samples must be an integer >= 1"),
+    ]:
+        with pytest.raises((ValueError, TypeError)) as err:
+            call()
+        assert message in one_line(err)
+    monkeypatch.setenv(ENV_MAX_MEMORY_GB, "0.001")
+    with pytest.raises(ValueError, match="^undetermined_fraction: samples = 10,000,000 would need about 0.4 GiB"):
+        undetermined_fraction(3, 3, 0.3, samples=10 ** 7)

@@ -17,7 +17,7 @@ from sklearn.metrics import silhouette_score
 
 from matcomp import checks
 from matcomp.config import DataConfig
-from matcomp.data import sample_batch
+from matcomp.data import data_config, matrix_count, sample_batch
 from matcomp.models.bert import MatrixBert
 from matcomp.runs.run import Run
 from matcomp.seeding import MAX_TSNE_SEED, analysis_generator
@@ -39,7 +39,8 @@ def task_values(data: DataConfig, samples: int, seed: int = 0) -> torch.Tensor:
     >>> bool(v[0] == -v[-1]) and bool(v[-1] <= 1) and len(v) % 2 == 1
     True
     """
-    limit = sample_batch(data, samples, analysis_generator(seed)).values.abs().max().item()
+    samples = matrix_count(data_config(data, "task_values: data"), samples, "task_values: samples")
+    limit = sample_batch(data, samples, analysis_generator(seed, "task_values: seed")).values.abs().max().item()
     return torch.arange(-round(limit * 100), round(limit * 100) + 1) / 100
 
 
