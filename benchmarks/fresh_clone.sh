@@ -9,9 +9,20 @@
 # Run it with nothing else on the machine: the build and the tests use every core.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
+if [[ $# -gt 1 ]]; then
+    echo "usage: bash benchmarks/fresh_clone.sh [REV]: one revision at most; got $#" >&2
+    exit 2
+fi
+if [[ -n "${1:-}" ]] && ! git -C "$repo" rev-parse -q --verify "$1^{commit}" > /dev/null; then
+    echo "error: $1 is not a commit of $repo (git log --oneline lists them); nothing was cloned" >&2
+    exit 2
+fi
 work="$(mktemp -d)"
+# on any exit the clone, its environment and its run store (gigabytes) go; the logs stay, if any were written
+trap 'cd /; rm -rf "$work/fresh" "$work/store"; rmdir "$work" 2> /dev/null || true' EXIT
 if [[ -n "${1:-}" ]]; then
-    git clone -q --no-checkout "file://$repo" "$work/fresh" && git -C "$work/fresh" checkout -q "$1"
+    git clone -q --no-checkout "file://$repo" "$work/fresh"  # two commands: set -e does not stop inside an && list
+    git -C "$work/fresh" checkout -q "$1"
 else
     git clone -q --depth 1 "file://$repo" "$work/fresh"  # shallow: the shipped runs' history stays behind
 fi
@@ -50,4 +61,4 @@ for r in get_cache("_build/.jupyter_cache").list_cache_records():
 echo
 echo "the ten slowest tests:"
 sed -n '/slowest 10 durations/,/^$/p' "$work/pytest.log" | sed -n '2,11p' | sed 's/^/  /'
-echo "(logs in $work)"
+echo "(logs in $work; the clone is removed)"

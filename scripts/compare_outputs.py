@@ -4,41 +4,44 @@
 
 BEFORE and AFTER are two checkouts, each built with ``jupyter-book build`` (for an older commit: ``git worktree
 add /tmp/before REV``, then build there with ``PYTHONPATH=/tmp/before/lib`` so its own library runs). Each
-chapter's latest execution in the checkout's ``_build/.jupyter_cache`` is read. Its outputs (streams, text,
-HTML, markdown; an image counts as one output) are compared in order, after masking what changes on every
-run: pandas Styler ids, object addresses, widget model ids. The script prints each chapter's count of outputs
-that differ (with ``--diff``, the differing lines) and exits 1 if any do.
+chapter's latest execution in the checkout's ``_build/.jupyter_cache`` is read, and nothing is written there. Its
+outputs (streams, text, HTML, markdown; an image counts as one output) are compared in order, after masking what
+changes on every run: pandas Styler ids, object addresses, widget model ids. The script prints each chapter's
+count of outputs that differ (with ``--diff``, the differing lines) and exits 1 if any do; a checkout whose build
+executed no chapter is refused, since comparing nothing would pass.
 """
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import re
 import sys
 from pathlib import Path
 
-from jupyter_cache import get_cache
+from matcomp.arguments import Parser
+from matcomp.book.executed import latest_executions
 
 MASKS = [(re.compile(r"T_[0-9a-f]{5}"), "T_"), (re.compile(r"0x[0-9a-f]+"), "0x"),
          (re.compile(r"'model_id': '[0-9a-f]{32}'"), "'model_id': ''")]
 
 
 def latest_outputs(checkout: Path) -> dict[str, list[tuple[str, str]]]:
-    """Each notebook's outputs in its latest cached execution: name -> [(kind, masked text)]."""
+    """Each notebook's outputs in its latest cached execution: name -> [(kind, masked text)]; a checkout whose
+    build executed no chapter, or whose cache is damaged, stops with one line (nothing is written into it)."""
+    if not checkout.is_dir():
+        raise SystemExit(f"error: {checkout} is not a folder: give two built checkouts")
     cache_path = checkout / "_build" / ".jupyter_cache"
-    if not cache_path.is_dir():
-        raise SystemExit(f"error: {cache_path} does not exist: build the book in {checkout} first")
-    cache = get_cache(str(cache_path))
-    latest: dict[str, object] = {}
-    for record in cache.list_cache_records():
-        name = Path(record.uri).name
-        if name not in latest or record.created > latest[name].created:  # type: ignore[attr-defined]
-            latest[name] = record
+    try:
+        executions = latest_executions(cache_path)
+    except ValueError as err:
+        raise SystemExit(f"error: {err}") from None
+    if not executions:
+        raise SystemExit(f"error: {cache_path} holds no executed chapter: build the book in {checkout} first "
+                         f"(jupyter-book build .)")
     outputs = {}
-    for name, record in latest.items():
+    for name, nb in executions.items():
         found = []
-        for cell in cache.get_cache_bundle(record.pk).nb.cells:  # type: ignore[attr-defined]
+        for cell in nb.cells:
             for output in cell.get("outputs", []):
                 if "text" in output:
                     found.append(("stream", output["text"]))
@@ -52,11 +55,13 @@ def latest_outputs(checkout: Path) -> dict[str, list[tuple[str, str]]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = Parser(prog="scripts/compare_outputs.py", description=__doc__.splitlines()[0])
     parser.add_argument("before", type=Path)
     parser.add_argument("after", type=Path)
     parser.add_argument("--diff", action="store_true", help="print the lines of each output that differ")
     args = parser.parse_args()
+    if args.before.resolve() == args.after.resolve():
+        parser.error(f"BEFORE and AFTER are the same checkout, {args.before}: compare two builds")
     before, after = latest_outputs(args.before), latest_outputs(args.after)
     differing = 0
     for name in sorted(set(before) | set(after)):

@@ -9,7 +9,6 @@ Needs Debian's ``chromium`` (``apt-get install chromium``). Tiles go to ``_build
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import subprocess
 import tempfile
@@ -19,10 +18,14 @@ import numpy as np
 import yaml
 from PIL import Image
 
+from matcomp.arguments import Parser, at_least
+
 ROOT = Path(__file__).resolve().parents[1]
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars"]
 BLANK_ROWS = 400
+MAX_PIXELS = 100_000  # a window side beyond this Chromium cannot draw
+MAX_WAIT_MS = 300_000  # the script time of one page; Chromium is stopped after 300 s in any case
 
 
 def toc_pages() -> list[str]:
@@ -30,11 +33,16 @@ def toc_pages() -> list[str]:
     return [toc["root"]] + [c["file"] for part in toc.get("parts", []) for c in part["chapters"]]
 
 
-def screenshot(page: Path, out: Path, width: int, height: int, wait_ms: int) -> Path:
-    """A ``width`` x ``height`` screenshot of ``page`` after ``wait_ms`` of (virtual) script time."""
+def chromium() -> str:
+    """The browser's path, or a stop saying how to install it."""
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:
         raise SystemExit("chromium is not installed (Debian: apt-get install chromium)")
+    return browser
+
+
+def screenshot(browser: str, page: Path, out: Path, width: int, height: int, wait_ms: int) -> Path:
+    """A ``width`` x ``height`` screenshot of ``page`` after ``wait_ms`` of (virtual) script time."""
     with tempfile.TemporaryDirectory() as profile:
         subprocess.run([browser, *FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}",
                         f"--virtual-time-budget={wait_ms}", f"--screenshot={out}", page.as_uri()],
@@ -65,21 +73,30 @@ def tiles(image_path: Path, tile_height: int) -> list[Path]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    """Every argument is checked before Chromium starts: it hangs on a negative window size or time budget."""
+    parser = Parser(prog="scripts/screenshots.py", description=__doc__.split("\n")[0])
+    pixels = at_least(1, high=MAX_PIXELS)
     parser.add_argument("--build", type=Path, default=ROOT / "_build" / "html", help="the built HTML folder")
     parser.add_argument("--out", type=Path, default=ROOT / "_build" / "screenshots")
     parser.add_argument("--pages", nargs="*", help="pages as in _toc.yml (default: all)")
-    parser.add_argument("--width", type=int, default=1280)
-    parser.add_argument("--height", type=int, default=12000, help="window height: the longest page's length")
-    parser.add_argument("--tile", type=int, default=1400, help="tile height in pixels")
-    parser.add_argument("--wait-ms", type=int, default=15000, help="time for scripts (MathJax, widgets)")
+    parser.add_argument("--width", type=pixels, default=1280)
+    parser.add_argument("--height", type=pixels, default=12000, help="window height: the longest page's length")
+    parser.add_argument("--tile", type=pixels, default=1400, help="tile height in pixels")
+    parser.add_argument("--wait-ms", type=at_least(0, high=MAX_WAIT_MS), default=15000,
+                        help="time for scripts (MathJax, widgets)")
     args = parser.parse_args()
+    if args.out.exists() and not args.out.is_dir():
+        parser.error(f"argument --out: {args.out} is a file, not a folder for the tiles")
+    pages = {name: args.build / f"{name}.html" for name in args.pages or toc_pages()}
+    absent = [str(page) for page in pages.values() if not page.exists()]
+    if absent:
+        raise SystemExit(f"{absent[0]} does not exist ({len(absent)} of {len(pages)} pages do not): build the book "
+                         f"first (jupyter-book build .), or name pages as _toc.yml does")
+    browser = chromium()
     args.out.mkdir(parents=True, exist_ok=True)
-    for name in args.pages or toc_pages():
-        page = args.build / f"{name}.html"
-        if not page.exists():
-            raise SystemExit(f"{page} does not exist: build the book first (jupyter-book build .)")
-        shot = screenshot(page, args.out / f"{name.replace('/', '_')}.png", args.width, args.height, args.wait_ms)
+    for name, page in pages.items():
+        shot = screenshot(browser, page, args.out / f"{name.replace('/', '_')}.png", args.width, args.height,
+                          args.wait_ms)
         print(name, "->", ", ".join(p.name for p in tiles(shot, args.tile)))
 
 

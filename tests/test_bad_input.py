@@ -5,6 +5,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -640,3 +641,290 @@ def test_a_derivation_computed_says_so_on_the_console(tmp_path, capsys):
         capsys.readouterr().err)
     load_or_compute(derivation, root=tmp_path)
     assert "Computing" not in capsys.readouterr().err  # read back: nothing to say
+
+
+# Round four: the library's functions and the scripts
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def one_line(err: pytest.ExceptionInfo) -> str:
+    """The message of a refusal, which must be one line."""
+    message = str(err.value)
+    assert len(message.splitlines()) == 1, message
+    return message
+
+
+def test_the_tokenizer_refuses_nan_and_infinities_by_name():
+    from matcomp.tokenizer import BERT_TOKENS
+
+    with pytest.raises(ValueError) as err:
+        BERT_TOKENS.encode(torch.tensor([0.5, float("nan"), float("inf")]))  # was ids [1051, 1, 1]
+    assert one_line(err) == ("Tokenizer.encode: values must be finite; got nan at index (1,): a NaN or an infinity "
+                             "has no token")
+    with pytest.raises(ValueError, match="got -inf at index"):
+        BERT_TOKENS.encode(torch.tensor([-float("inf")]), clamp=True)  # not clipped onto -10 either
+    with pytest.raises(TypeError, match="Tokenizer.encode: values must be a torch.Tensor; got list"):
+        BERT_TOKENS.encode([0.5, 0.2])
+    with pytest.raises(TypeError, match="Tokenizer.decode: ids must be a tensor of integer ids; got torch.float32"):
+        BERT_TOKENS.decode(torch.tensor([1.5]))
+    with pytest.raises(ValueError, match=r"Tokenizer.replace_masked: value must be a finite number in \[-10.0, 10.0\]"):
+        BERT_TOKENS.replace_masked(torch.tensor([0, 5]), float("nan"))
+    with pytest.raises(ValueError, match=r"Tokenizer.encode_masked: observed has shape \(3,\), which is not that of "
+                                         r"values, \(2,\)"):
+        BERT_TOKENS.encode_masked(torch.tensor([0.5, 0.2]), torch.tensor([True, False, True]))
+
+
+@pytest.mark.parametrize("metrics, kwargs, error, message", [
+    ([1.0, 2.0], {}, TypeError, "detect_drop: metrics must be a pandas DataFrame (a run's metrics table); got list"),
+    (None, {}, TypeError, "detect_drop: metrics must be a pandas DataFrame (a run's metrics table); got NoneType"),
+    ("empty", {}, ValueError, "detect_drop: metrics is empty: it has no rows"),
+    ("no L_mask", {}, ValueError, "detect_drop: metrics has no column 'L_mask'; its columns: ['step', 'L']"),
+    ("table", {"window": float("nan")}, TypeError, "detect_drop: window must be an integer >= 1; got nan (float)"),
+    ("table", {"plateau_steps": 0}, ValueError, "detect_drop: plateau_steps must be an integer >= 1; got 0"),
+    ("table", {"skip": -1}, ValueError, "detect_drop: skip must be an integer >= 0; got -1"),
+], ids=["a list", "None", "an empty table", "no L_mask", "a NaN window", "no plateau steps", "a negative skip"])
+def test_detect_drop_names_what_it_cannot_read(metrics, kwargs, error, message):
+    import pandas as pd
+
+    from matcomp.drop import detect_drop
+
+    tables = {"empty": pd.DataFrame({"step": [], "L_mask": []}), "no L_mask": pd.DataFrame({"step": [1], "L": [1.0]}),
+              "table": pd.DataFrame({"step": range(1, 700), "L_mask": [0.2] * 699})}
+    with pytest.raises(error) as err:
+        detect_drop(tables.get(metrics, metrics) if isinstance(metrics, str) else metrics, **kwargs)
+    assert one_line(err) == message
+
+
+def test_the_losses_refuse_shapes_that_do_not_match_by_name():
+    from matcomp.metrics import loss_ratio, masked_mse
+
+    target, observed = torch.zeros(2, 3, 3), torch.ones(2, 3, 3, dtype=torch.bool)
+    assert masked_mse(torch.zeros(2, 9), target, observed)["L"] == 0  # a model's (B, m·n) predictions: reshaped
+    with pytest.raises(ValueError) as err:
+        masked_mse(torch.zeros(3, 6), target, observed)  # 18 entries too, but three matrices: was reshaped silently
+    assert one_line(err) == "masked_mse: pred has shape (3, 6), which does not hold the entries of target, (2, 3, 3)"
+    with pytest.raises(ValueError, match=r"masked_mse: observed has shape \(3, 3, 3\), which is not that of target"):
+        masked_mse(torch.zeros(2, 9), target, torch.ones(3, 3, 3, dtype=torch.bool))
+    with pytest.raises(TypeError, match="masked_mse: observed must be a tensor of bools; got torch.float32"):
+        masked_mse(torch.zeros(2, 9), target, torch.ones(2, 3, 3))
+    with pytest.raises(ValueError, match=r"loss_ratio: base has shape \(2, 8\)"):
+        loss_ratio(torch.zeros(2, 9), torch.zeros(2, 8), target, observed)
+
+
+def test_an_analysis_names_its_own_argument_not_sample_batch_s(micro, tmp_path):
+    from matcomp.analysis.evaluation import copy_check, second_moments
+    from matcomp.analysis.key_numbers import read_observed, read_probing
+    from matcomp.analysis.phases import Phases
+
+    run = get_or_train(micro, progress=False, root=tmp_path)
+    with pytest.raises(ValueError) as err:
+        copy_check(run.bert(40), micro.data, samples=0)
+    assert one_line(err) == "copy_check: samples must be an integer >= 1; got 0"
+    with pytest.raises(ValueError, match=r"copy_check: seed must be an integer in \[0, 9,223,372,036,853,775,807\]"):
+        copy_check(run.bert(40), micro.data, seed=2 ** 70)
+    with pytest.raises(TypeError, match="second_moments: samples must be an integer >= 1; got 2.5"):
+        second_moments([micro.data], 2.5)
+    with pytest.raises(TypeError, match="copy_check: data must be a DataConfig"):
+        copy_check(run.bert(40), micro, samples=4)
+    phases = Phases(dropped=True, plateau=(20,), pre=20, copy_steps=(20,), post=40, note="")
+    with pytest.raises(ValueError, match="^train_matrices must be an integer >= 1; got -5$"):
+        read_probing(run, phases, train_matrices=-5, test_matrices=8)
+    with pytest.raises(ValueError, match="^permutations must be an integer >= 1; got 0$"):
+        read_observed(run, phases, samples=8, eval_seed=0, permutations=0)
+
+
+@pytest.mark.parametrize("chapter, name, value, message", [
+    ("task", "example_seed", 99999999999999999999, "an integer in [0, 9,223,372,036,853,775,807] (a seed)"),
+    ("attention_patching", "eval_seed", 2 ** 70, "an integer in [0, 9,223,372,036,853,775,807] (a seed)"),
+    ("embeddings", "tsne_seed", 2 ** 32, "an integer in [0, 4,294,967,295] (a seed)"),
+], ids=["example_seed", "eval_seed", "tsne_seed"])
+def test_a_seed_beyond_its_generator_is_refused_by_its_parameter_name(chapter, name, value, message):
+    from matcomp.book.sweep import notebook_parameters
+
+    defaults = notebook_parameters(f"book/{chapter}.ipynb")
+    with pytest.raises(ValueError) as err:  # was torch's "Overflow when unpacking long long", in a later cell
+        chapter_spec(chapter).check({**defaults, name: value})
+    assert one_line(err) == f"the {chapter} chapter's parameter {name} must be {message}; got {value!r}"
+    chapter_spec(chapter).check({**defaults, name: 2 ** 31})  # a large seed in range passes
+
+
+def test_every_seed_the_library_takes_is_checked_by_name():
+    from matcomp.analysis.embeddings import tsne_layout
+    from matcomp.analysis.positions import position_permutation
+    from matcomp.analysis.variants import undetermined_fraction
+    from matcomp.seeding import MAX_ANALYSIS_SEED, seeded, stream
+
+    assert analysis_generator(MAX_ANALYSIS_SEED).initial_seed() == 2 ** 63 - 1  # the largest passes
+    for call, message in [
+        (lambda: analysis_generator(MAX_ANALYSIS_SEED + 1), "seed must be an integer in [0, 9,223,372,036,853,775,"),
+        (lambda: analysis_generator(-1), "seed must be an integer in [0, "),  # was wrapped round to 10^6 - 1
+        (lambda: analysis_generator(2 ** 70, "eval_seed"), "eval_seed must be an integer in [0, "),
+        (lambda: analysis_generator("3"), "seed must be an integer in [0, 9,223,372,036,853,775,807]; got '3' (str)"),
+        (lambda: stream(2 ** 61, 1), "seed must be an integer in [0, 9,223,372,036,854,775]"),
+        (lambda: seeded(2 ** 64).__enter__(), "seed must be an integer in [0, 9,223,372,036,854,775,807]"),
+        (lambda: position_permutation(5, seed=2 ** 64), "seed must be an integer in [0, "),
+        (lambda: undetermined_fraction(3, 3, 0.3, samples=4, seed=-1), "seed must be an integer in [0, "),
+        (lambda: tsne_layout(torch.randn(10, 3), seed=2 ** 32), "tsne_layout: seed must be an integer in [0, 4,"),
+    ]:
+        with pytest.raises((ValueError, TypeError)) as err:
+            call()
+        assert message in one_line(err)
+
+
+def test_an_allocation_beyond_the_memory_limit_is_refused_by_name_before_any_work(micro, monkeypatch):
+    from matcomp.analysis.evaluation import second_moments
+    from matcomp.checks import ENV_MAX_MEMORY_GB
+
+    monkeypatch.setenv(ENV_MAX_MEMORY_GB, "0.001")  # 1 MiB: a test's limit, never a real allocation
+    with pytest.raises(ValueError) as err:  # was PyTorch's RuntimeError from its CPU allocator, mid-work
+        sample_batch(micro.data, 10 ** 12, analysis_generator(0))
+    assert one_line(err).startswith("sample_batch: batch = 1,000,000,000,000 would need about ")
+    assert "GiB of memory, beyond the 0.001 GiB here ($MATCOMP_MAX_MEMORY_GB); ask for fewer" in str(err.value)
+    with pytest.raises(ValueError, match=r"^second_moments: samples = 1,000,000,000 would need about [\d,.]+ GiB"):
+        second_moments([micro.data, micro.data], 10 ** 9)  # the task chapter's moment_samples
+    assert len(sample_batch(micro.data, 100, analysis_generator(0))) == 100  # within the limit: drawn
+    monkeypatch.delenv(ENV_MAX_MEMORY_GB)
+    with pytest.raises(ValueError, match="GiB here \\(this machine's memory\\)"):  # no allocation is tried
+        sample_batch(micro.data, 10 ** 15, analysis_generator(0))
+    monkeypatch.setenv(ENV_MAX_MEMORY_GB, "lots")
+    with pytest.raises(ValueError, match=r"^\$MATCOMP_MAX_MEMORY_GB must be a number of GiB > 0; got 'lots'$"):
+        sample_batch(micro.data, 10, analysis_generator(0))
+
+
+def script(args: list[str], tmp_path: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run one of the repository's scripts as a user does, from ``tmp_path``."""
+    environment = {**os.environ, "PYTHONPATH": str(REPO / "lib"), **(env or {})}
+    return subprocess.run(args, cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=120)
+
+
+def refused_script(done: subprocess.CompletedProcess, code: int) -> str:
+    """A script's refusal: exit ``code`` and at most two lines on stderr, no traceback."""
+    assert done.returncode == code, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert 1 <= len(lines) <= 2 and "Traceback" not in done.stderr, done.stderr
+    return done.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--height", "-5"], "argument --height: must be an integer >= 1 and <= 100000; got '-5'"),
+    (["--wait-ms", "-1"], "argument --wait-ms: must be an integer >= 0 and <= 300000; got '-1'"),
+    (["--width", "0"], "argument --width: must be an integer >= 1 and <= 100000; got '0'"),
+    (["--tile", "tall"], "argument --tile: must be an integer >= 1 and <= 100000; got 'tall'"),
+    (["--out", "FILE"], "argument --out: FILE is a file, not a folder for the tiles"),
+], ids=["a negative height", "a negative wait", "no width", "a tile that is not a number", "a file as --out"])
+def test_the_screenshot_script_refuses_bad_sizes_and_a_file_before_chromium_starts(args, message, tmp_path):
+    (tmp_path / "FILE").write_text("not a folder")
+    done = script([sys.executable, str(REPO / "scripts" / "screenshots.py"), *args], tmp_path)
+    assert message in refused_script(done, 2)
+    assert (tmp_path / "FILE").read_text() == "not a folder"
+
+
+def built(checkout: Path, printed: str | None) -> Path:
+    """``checkout`` as a build leaves it: its jupyter-cache holding one chapter that printed ``printed`` (None: a
+    build that executed nothing, an empty cache)."""
+    import nbformat
+    from jupyter_cache import get_cache
+
+    cache = get_cache(checkout / "_build" / ".jupyter_cache")
+    cache.list_cache_records()  # the database, created
+    if printed is not None:
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(f"print({printed!r})")])
+        nb.cells[0].outputs = [nbformat.v4.new_output("stream", text=printed + "\n")]
+        nbformat.write(nb, checkout / "task.ipynb")
+        cache.cache_notebook_file(checkout / "task.ipynb", check_validity=False)
+    return checkout / "_build" / ".jupyter_cache"
+
+
+def files_of(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_compare_outputs_refuses_a_build_with_no_executed_chapter_and_writes_into_neither(tmp_path):
+    compare = [sys.executable, str(REPO / "scripts" / "compare_outputs.py")]
+    empty, before, after = (tmp_path / name for name in ("empty", "before", "after"))
+    built(empty, None), built(before, "1"), built(after, "2")
+    held = {folder: files_of(folder) for folder in (empty, before, after)}
+    said = refused_script(script([*compare, str(before), str(empty)], tmp_path), 1)  # was "0 outputs differ", rc 0
+    assert f"error: {empty / '_build' / '.jupyter_cache'} holds no executed chapter: build the book in {empty} first" \
+        in said
+    done = script([*compare, str(before), str(after)], tmp_path)
+    assert done.returncode == 1 and "task.ipynb" in done.stdout and "1 outputs differ" in done.stdout
+    assert {folder: files_of(folder) for folder in held} == held  # nothing written into any build read
+    assert "BEFORE and AFTER are the same checkout" in refused_script(script([*compare, str(before), str(before)],
+                                                                             tmp_path), 2)
+
+
+def test_a_damaged_jupyter_cache_is_one_line_naming_it_and_what_to_do(tmp_path):
+    from jupyter_cache import get_cache
+
+    from matcomp.book.executed import build_execution, inputs_fingerprint, latest_executions, record_inputs
+
+    cache_path = built(tmp_path / "checkout", "1")
+    record_inputs(get_cache(cache_path), [str(tmp_path / "checkout" / "task.ipynb")], inputs_fingerprint())
+    (cache_path / "global.db").write_bytes(b"not a database" * 100)  # SQLAlchemy: "file is not a database"
+    fix = f"{cache_path / 'global.db'} is damaged (file is not a database): delete {cache_path} and build the book " \
+          f"again (jupyter-book build .)"
+    for read in (lambda: latest_executions(cache_path), lambda: build_execution(tmp_path / "checkout" / "task.ipynb",
+                                                                                 cache_path)):
+        with pytest.raises(ValueError) as err:
+            read()
+        assert one_line(err) == fix
+    done = script([sys.executable, str(REPO / "scripts" / "compare_outputs.py"), str(tmp_path / "checkout"),
+                   str(built(tmp_path / "other", "1").parents[1])], tmp_path)
+    assert f"error: {fix}" in refused_script(done, 1)
+
+
+def fake_git(tmp_path: Path) -> dict:
+    """A PATH whose git clones nothing: it makes the clone's folder with a file in it, then fails, as a clone cut
+    short does; anything else goes to the real git."""
+    import shutil
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "git").write_text(f'#!/bin/bash\nif [[ " $* " == *" clone "* ]]; then mkdir -p "${{@: -1}}"; '
+                                 f'echo big > "${{@: -1}}/history"; exit 1; fi\nexec {shutil.which("git")} "$@"\n')
+    (bin_dir / "git").chmod(0o755)
+    (tmp_path / "tmp").mkdir()
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}", "TMPDIR": str(tmp_path / "tmp")}
+
+
+def test_fresh_clone_checks_the_revision_before_cloning_and_cleans_up_on_any_exit(tmp_path):
+    env = fake_git(tmp_path)
+    fresh_clone = ["bash", str(REPO / "benchmarks" / "fresh_clone.sh")]
+    said = refused_script(script([*fresh_clone, "bogusrev"], tmp_path, env), 2)  # was a 543 MB clone, then git's no
+    assert said.strip() == (f"error: bogusrev is not a commit of {REPO} (git log --oneline lists them); nothing was "
+                            f"cloned")
+    assert "one revision at most" in refused_script(script([*fresh_clone, "HEAD", "HEAD~1"], tmp_path, env), 2)
+    assert not list((tmp_path / "tmp").iterdir())
+    done = script([*fresh_clone, "HEAD"], tmp_path, env)  # a good revision whose clone fails half-way
+    assert done.returncode == 1 and not list((tmp_path / "tmp").iterdir())  # its temporary folder removed
+
+
+def test_the_other_analyses_that_draw_matrices_name_their_own_count_and_seed(micro, tmp_path, monkeypatch):
+    from matcomp.analysis.baselines import completion_sweep, lambda_derivation, lambda_draws
+    from matcomp.analysis.embeddings import task_values
+    from matcomp.analysis.ood import axis_variants, shifted_losses
+    from matcomp.analysis.progress import progress_derivation
+    from matcomp.analysis.variants import undetermined_fraction
+    from matcomp.checks import ENV_MAX_MEMORY_GB
+
+    run = get_or_train(micro, progress=False, root=tmp_path)
+    for call, message in [
+        (lambda: task_values(micro.data, 0), "task_values: samples must be an integer >= 1; got 0"),
+        (lambda: task_values(micro.data, 8, seed=-3), "task_values: seed must be an integer in [0, "),
+        (lambda: shifted_losses(run.bert(40), axis_variants(micro.data, "rank", [1]), samples=-2),
+         "shifted_losses: samples must be an integer >= 1; got -2"),
+        (lambda: completion_sweep(micro.data, [0.3], samples=True, lam=0.1),
+         "completion_sweep: samples must be an integer >= 1; got True (bool)"),
+        (lambda: lambda_draws(micro.data, 0.1, 8, seeds=[0, 2 ** 64]), "lambda_draws: each of seeds must be an "),
+        (lambda: lambda_derivation(micro.data, [0.1], samples="64"), "lambda_derivation: samples must be an integer"),
+        (lambda: progress_derivation(run, samples=0), "progress_derivation: samples must be an integer >= 1; got 0"),
+        (lambda: undetermined_fraction(3, 3, 0.3, samples=0), "undetermined_fraction: samples must be an integer >= 1"),
+    ]:
+        with pytest.raises((ValueError, TypeError)) as err:
+            call()
+        assert message in one_line(err)
+    monkeypatch.setenv(ENV_MAX_MEMORY_GB, "0.001")
+    with pytest.raises(ValueError, match="^undetermined_fraction: samples = 10,000,000 would need about 0.4 GiB"):
+        undetermined_fraction(3, 3, 0.3, samples=10 ** 7)

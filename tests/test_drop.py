@@ -63,5 +63,5 @@ def test_a_settled_drop_is_the_drop_of_the_whole_run():
     assert not drop_settled(no_plateau, 300) and not drop_settled(no_plateau[no_plateau.step <= 849], 300, level=2 / 9)
     assert drop_settled(no_plateau[no_plateau.step <= 850], 300, level=2 / 9)
     assert not drop_settled(curve(drop_at=None), 300, level=2 / 9)  # on the plateau: not settled
-    with pytest.raises(ValueError, match="after must be > 50"):
+    with pytest.raises(ValueError, match="after must be an integer >= 51"):
         drop_settled(whole, 50)

@@ -105,11 +105,11 @@ def test_bad_shapes_and_thresholds_are_named():
     with pytest.raises(ValueError, match=r"m·n = S = 20"):
         map_scores(synthetic_maps(2), torch.ones(2, 3, 3, dtype=torch.bool))
     scores = map_scores(synthetic_maps(2), torch.ones(M, N_COLS, dtype=torch.bool))
-    with pytest.raises(ValueError, match=r"mass must be in \(0, 1\]"):
+    with pytest.raises(ValueError, match=r"mass must be a finite number in \(0, 1\]"):
         classify_heads(scores, score_baselines(torch.ones(M, N_COLS)), mass=0)
     with pytest.raises(ValueError, match="missing"):
         classify_heads(scores.drop(columns="self"), score_baselines(torch.ones(M, N_COLS)))
-    with pytest.raises(ValueError, match="identity_enrichment must be >= 1"):
+    with pytest.raises(ValueError, match="identity_enrichment must be a finite number >= 1"):
         classify_heads(scores, score_baselines(torch.ones(M, N_COLS)), identity_enrichment=0.5)
 
 

@@ -44,7 +44,7 @@ def test_shifted_losses_refuse_shapes_beyond_the_positions(model):
     data = DataConfig(n_rows=4, n_cols=4, rank=1)
     with pytest.raises(ValueError, match="variant 9: 4x9 needs 36 positions; the model has 32"):
         shifted_losses(model, axis_variants(data, "columns", [9]), samples=4)
-    with pytest.raises(ValueError, match="samples must be >= 1"):
+    with pytest.raises(ValueError, match="samples must be an integer >= 1"):
         shifted_losses(model, axis_variants(data, "columns", [4]), samples=0)
 
 

@@ -127,7 +127,7 @@ def test_identity_permutation_changes_nothing_and_a_permutation_changes_the_outp
     table = permuted_losses(model, batch, seeds=[0, 1, 2])
     assert list(table.columns) == ["unpermuted", "mean", "std", "min", "max"]
     assert table.loc["L", "min"] <= table.loc["L", "mean"] <= table.loc["L", "max"]
-    with pytest.raises(ValueError, match="n must be >= 1"):
+    with pytest.raises(ValueError, match="n must be an integer >= 1"):
         position_permutation(0, seed=0)
     with pytest.raises(ValueError, match="seeds must hold"):
         permuted_losses(model, batch, seeds=[])

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
+from matcomp import checks
 from matcomp.config import DataConfig
 from matcomp.tokenizer import BERT_TOKENS, DECIMALS, VALUE_MAX, VALUE_MIN
 
@@ -105,6 +106,27 @@ def make_batch(values: torch.Tensor, observed: torch.Tensor, clamp: bool = False
     return Batch(ids=ids, values=values, observed=observed, U=U, V=V)
 
 
+BYTES_PER_ENTRY = 40  # what sampling holds at once per matrix entry: values, their rounding, the mask and the ids
+BYTES_PER_FACTOR = 4  # and per factor entry (float32 U and V)
+
+
+def data_config(value, name: str) -> DataConfig:
+    """``value``, refused by ``name`` unless it is a ``DataConfig``."""
+    if not isinstance(value, DataConfig):
+        raise TypeError(f"{name} must be a DataConfig (a run's config.data); got {type(value).__name__}")
+    return value
+
+
+def matrix_count(cfg: DataConfig, samples, name: str) -> int:
+    """``samples`` as a count of ``cfg``'s matrices, refused by ``name`` unless it is an integer >= 1 whose
+    batch (``sample_batch``) fits ``checks.memory_limit()``: an allocation beyond the machine would fail with
+    a RuntimeError after the work has begun."""
+    samples = checks.count(samples, name)
+    m, n, r = cfg.n_rows, cfg.n_cols, cfg.rank
+    checks.fits_memory(samples * (BYTES_PER_ENTRY * m * n + BYTES_PER_FACTOR * (m + n) * r), name, samples)
+    return samples
+
+
 def sample_batch(cfg: DataConfig, batch: int, generator: torch.Generator,
                  mask: torch.Tensor | None = None, full_rank: bool = False) -> Batch:
     """B low-rank matrices X = U Vᵀ (or i.i.d. full-rank ones) with masks, on the generator's device.
@@ -112,11 +134,8 @@ def sample_batch(cfg: DataConfig, batch: int, generator: torch.Generator,
     ``mask`` (m, n), if given, is shared by the whole batch; otherwise each matrix gets a random
     mask with ``cfg.p_mask``. Full-rank matrices have i.i.d. entries from the factor distribution.
     """
-    if not isinstance(cfg, DataConfig):
-        raise TypeError(f"sample_batch: cfg must be a DataConfig (a run's config.data); got {type(cfg).__name__}")
-    if isinstance(batch, bool) or not hasattr(batch, "__index__") or batch.__index__() < 1:
-        raise ValueError(f"sample_batch: batch must be an integer >= 1 (matrices to draw); got {batch!r}")
-    batch = batch.__index__()
+    cfg = data_config(cfg, "sample_batch: cfg")
+    batch = matrix_count(cfg, batch, "sample_batch: batch")
     if not isinstance(generator, torch.Generator):
         raise TypeError(f"sample_batch: generator must be a torch.Generator (matcomp.seeding); got "
                         f"{type(generator).__name__}")
@@ -131,7 +150,6 @@ def sample_batch(cfg: DataConfig, batch: int, generator: torch.Generator,
     if mask is None:
         observed = random_mask(batch, m, n, cfg.p_mask, generator)
     else:
-        if mask.shape != (m, n):
-            raise ValueError(f"mask must have shape ({m}, {n}); got {tuple(mask.shape)}")
+        checks.tensor(mask, "sample_batch: mask", "mask", shape=(m, n))
         observed = mask.to(device=generator.device, dtype=torch.bool)
     return make_batch(values, observed, clamp=cfg.clamp, U=U, V=V)

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from matcomp import checks
+
 MSE_COLUMN = re.compile(r"(eval_)?L(_obs|_mask)?(_n\d+)?")  # the BERT's losses, the only ones detect_drop reads
 FINAL_STEPS = 200  # a run's final losses are means over its last this many steps
 ON_PLATEAU = 0.9  # a smoothed loss at or above this fraction of its plateau level is still on the plateau
@@ -59,7 +61,9 @@ class Drop:
 def centred_mean(metrics: pd.DataFrame, column: str = "L_mask", window: int = SMOOTHING) -> pd.Series:
     """Centred rolling mean of ``column`` over ``window`` steps, indexed by step: the curve the drop is read on
     (a trailing mean, which the progress measures use, is ``analysis.progress.trailing_mean``)."""
+    metrics = checks.table(metrics, "centred_mean: metrics", ("step", column))
     series = metrics.set_index("step")[column]
+    window = checks.count(window, "centred_mean: window")
     return series.rolling(window, center=True, min_periods=window // 2 + 1).mean()
 
 
@@ -70,6 +74,8 @@ def final_losses(metrics: pd.DataFrame, steps: int = FINAL_STEPS) -> pd.Series:
     >>> float(final_losses(pd.DataFrame({"step": range(1, 11), "L": range(10)}), steps=4)["L"])
     7.5
     """
+    metrics = checks.table(metrics, "final_losses: metrics", ("step",))
+    steps = checks.count(steps, "final_losses: steps")
     last = metrics["step"].max()
     return metrics[metrics["step"] > last - steps].mean(numeric_only=True)
 
@@ -79,14 +85,13 @@ def detect_drop(metrics: pd.DataFrame, column: str = "L_mask", window: int = SMO
     """The plateau and drop of ``column`` in a metrics table with a ``step`` column. ``column`` must be
     one of the BERT's mean-squared errors (``L``, ``L_obs``, ``L_mask`` or their ``eval_`` columns):
     a cross-entropy or an accuracy neither sits at r/9 nor halves when the model learns."""
-    if not MSE_COLUMN.fullmatch(column):
+    if not isinstance(column, str) or not MSE_COLUMN.fullmatch(column):
         raise ValueError(f"detect_drop reads the mean-squared errors L, L_obs and L_mask (or their eval_ columns); "
                          f"{column!r} is not one: a cross-entropy or an accuracy needs its own measure")
-    for name, value in (("window", window), ("plateau_steps", plateau_steps)):
-        if value < 1:
-            raise ValueError(f"{name} must be >= 1; got {value}")
-    if skip < 0:
-        raise ValueError(f"skip must be >= 0; got {skip}")
+    metrics = checks.table(metrics, "detect_drop: metrics", ("step", column))
+    window, plateau_steps = checks.count(window, "detect_drop: window"), checks.count(plateau_steps,
+                                                                                     "detect_drop: plateau_steps")
+    skip = checks.integer(skip, "detect_drop: skip", low=0)
     smoothed = centred_mean(metrics, column, window)
     after = smoothed[smoothed.index > skip]
     if after.empty:
@@ -109,8 +114,10 @@ def drop_settled(metrics: pd.DataFrame, after: int, level: float | None = None) 
     copying level, ``data.second_moment``), a run whose plateau is already below half of it has no
     plateau to leave, and is settled ``after`` steps after its plateau's estimate (``PLATEAU_SETTLED``). Training
     stops on it (``train.stop_after_drop``)."""
-    if after <= HALF_WINDOW:
-        raise ValueError(f"after must be > {HALF_WINDOW} (half the smoothing window); got {after}")
+    after = checks.integer(after, "drop_settled: after", low=HALF_WINDOW + 1)  # beyond half the smoothing window
+    if level is not None:
+        level = checks.number(level, "drop_settled: level", low=0, open_low=True)
+    metrics = checks.table(metrics, "drop_settled: metrics", ("step", "L_mask"))
     last = int(metrics["step"].max())
     if last <= PLATEAU_SETTLED:  # the plateau's estimate reads up to here
         return False
@@ -124,10 +131,9 @@ def leave_step(metrics: pd.DataFrame, level: float, near: float = ON_PLATEAU, co
                window: int = SMOOTHING, skip: int = PLATEAU_FROM) -> int | None:
     """The first step after ``skip`` where smoothed ``column`` is below ``near`` × ``level``: the end of
     a plateau at ``level`` (``skip`` + 1 or so when the curve never sits there; None if never below)."""
-    if not 0 < near <= 1:
-        raise ValueError(f"near must be in (0, 1]; got {near}")
-    if level <= 0:
-        raise ValueError(f"level must be > 0; got {level}")
+    near = checks.number(near, "leave_step: near", 0, 1, open_low=True)
+    level = checks.number(level, "leave_step: level", low=0, open_low=True)
+    skip = checks.integer(skip, "leave_step: skip", low=0)
     smoothed = centred_mean(metrics, column, window)
     below = smoothed[(smoothed.index > skip) & (smoothed < near * level)]
     return int(below.index[0]) if len(below) else None

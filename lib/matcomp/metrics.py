@@ -12,6 +12,8 @@ import math
 
 import torch
 
+from matcomp import checks
+
 LOSSES = ("L", "L_obs", "L_mask")  # the three pooled losses
 PAPER_ORDER = ("L_obs", "L_mask", "L")  # the order of the paper's loss tables (Tables 1-2, App. B)
 METRICS = (*LOSSES, "mask_value")
@@ -23,6 +25,15 @@ def pooled_mean(values: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
     return (values * where).sum() / where.sum()
 
 
+def _as_target(pred: torch.Tensor, name: str, target: torch.Tensor) -> torch.Tensor:
+    """``pred`` in the shape of ``target`` (a model's (B, m·n) predictions of (B, m, n) matrices), refused by
+    ``name`` when it holds another number of entries or matrices."""
+    if pred.numel() != target.numel() or (pred.dim() and target.dim() and len(pred) != len(target)):
+        raise ValueError(f"{name} has shape {tuple(pred.shape)}, which does not hold the entries of target, "
+                         f"{tuple(target.shape)}")
+    return pred.reshape(target.shape)
+
+
 def masked_mse(pred: torch.Tensor, target: torch.Tensor, observed: torch.Tensor) -> dict[str, torch.Tensor]:
     """L, L_obs, L_mask and mask_value of predictions ``pred`` against ``target`` (same shape).
 
@@ -32,7 +43,10 @@ def masked_mse(pred: torch.Tensor, target: torch.Tensor, observed: torch.Tensor)
     >>> {k: round(v.item(), 3) for k, v in masked_mse(t + 0.5, t, obs).items()}
     {'L': 0.25, 'L_obs': 0.25, 'L_mask': 0.25, 'mask_value': 0.5}
     """
-    pred = pred.reshape(target.shape).float()
+    target = checks.tensor(target, "masked_mse: target", "numbers")
+    pred = _as_target(checks.tensor(pred, "masked_mse: pred", "numbers"), "masked_mse: pred", target).float()
+    checks.fits_shape(checks.tensor(observed, "masked_mse: observed", "mask"), "masked_mse: observed", target.shape,
+                      "target")
     err = (pred - target) ** 2
     return {
         "L": err.mean(),
@@ -69,7 +83,12 @@ def loss_ratio(pred: torch.Tensor, base: torch.Tensor, target: torch.Tensor,
     >>> [round(x, 3) for x in loss_ratio(torch.tensor([[2.0, 2.0], [2.0, 0.0]]), t + 1, t, w)]
     [3.0, 1.0]
     """
+    target = checks.tensor(target, "loss_ratio: target", "numbers")
+    pred, base = (_as_target(checks.tensor(p, f"loss_ratio: {name}", "numbers"), f"loss_ratio: {name}", target)
+                  for p, name in ((pred, "pred"), (base, "base")))
+    checks.fits_shape(checks.tensor(where, "loss_ratio: where", "mask"), "loss_ratio: where", target.shape, "target")
+
     def sums(p: torch.Tensor) -> torch.Tensor:
-        return ((p.reshape(target.shape).double() - target.double()) ** 2 * where).flatten(1).sum(1)
+        return ((p.double() - target.double()) ** 2 * where).flatten(1).sum(1)
 
     return ratio_estimate(sums(pred), sums(base))

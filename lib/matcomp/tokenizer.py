@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import torch
 
+from matcomp import checks
+
 VALUE_MIN, VALUE_MAX = -10.0, 10.0  # the BERT's grid
 DECIMALS = 2
 STEPS_PER_UNIT = 10 ** DECIMALS  # 100 tokens per unit value
@@ -44,8 +46,14 @@ class Tokenizer:
     def encode(self, values: torch.Tensor, clamp: bool = False) -> torch.Tensor:
         """Ids of ``values`` (any shape) after rounding to 2 decimals; same shape, int64.
 
-        A value outside the grid raises ``ValueError`` unless ``clamp=True`` clips it to the range.
+        A value outside the grid raises ``ValueError`` unless ``clamp=True`` clips it to the range; a NaN or an
+        infinity has no token, clamped or not (a NaN would round to an id of the grid's end).
         """
+        values = checks.tensor(values, "Tokenizer.encode: values", "numbers")
+        if values.is_floating_point() and not values.isfinite().all():
+            where = (~values.isfinite()).nonzero()[0].tolist()
+            raise ValueError(f"Tokenizer.encode: values must be finite; got {values[tuple(where)].item()} at index "
+                             f"{tuple(where)}: a NaN or an infinity has no token")
         if clamp:
             values = values.clamp(-self.value_max, self.value_max)
         elif values.numel():
@@ -59,20 +67,27 @@ class Tokenizer:
 
     def encode_masked(self, values: torch.Tensor, observed: torch.Tensor, clamp: bool = False) -> torch.Tensor:
         """Ids of ``values`` with every missing entry (``observed`` False) set to MASK."""
+        values = checks.tensor(values, "Tokenizer.encode_masked: values", "numbers")
+        observed = checks.tensor(observed, "Tokenizer.encode_masked: observed", "mask")
+        checks.fits_shape(observed, "Tokenizer.encode_masked: observed", values.shape, "values")
         return torch.where(observed, self.encode(values, clamp=clamp), MASK_ID)
 
     def decode(self, ids: torch.Tensor) -> torch.Tensor:
         """Values of ``ids`` (float32); MASK and any id that is not a value ([SEP]) decode to 0, the
         answer that costs E[X²] in the MSE."""
+        ids = checks.tensor(ids, "Tokenizer.decode: ids", "ids")
         values = (ids - self.zero_id).float() / STEPS_PER_UNIT
         return torch.where((ids >= 1) & (ids <= self.max_id), values, 0.0)
 
     def replace_masked(self, ids: torch.Tensor, value: float) -> torch.Tensor:
         """``ids`` with every MASK replaced by the id of ``value`` (the copy check of NeurIPS §3.1)."""
-        return torch.where(ids == MASK_ID, self.encode(torch.tensor(float(value))), ids)
+        ids = checks.tensor(ids, "Tokenizer.replace_masked: ids", "ids")
+        value = checks.number(value, "Tokenizer.replace_masked: value", -self.value_max, self.value_max)
+        return torch.where(ids == MASK_ID, self.encode(torch.tensor(value)), ids)
 
     def negate(self, ids: torch.Tensor) -> torch.Tensor:
         """Ids of the negated values, MASK kept: the corrupted input of activation patching (App. F)."""
+        ids = checks.tensor(ids, "Tokenizer.negate: ids", "ids")
         return torch.where(ids == MASK_ID, MASK_ID, 2 * self.zero_id - ids)
 
 

@@ -17,6 +17,7 @@ from dataclasses import replace
 import pandas as pd
 import torch
 
+from matcomp import checks
 from matcomp.analysis.evaluation import TRUTH, predict
 from matcomp.analysis.solvers import (
     Data,
@@ -27,12 +28,12 @@ from matcomp.analysis.solvers import (
     soft_impute,
 )
 from matcomp.config import DataConfig
-from matcomp.data import Batch, sample_batch
+from matcomp.data import Batch, data_config, matrix_count, sample_batch
 from matcomp.metrics import LOSSES, PAPER_ORDER, masked_mse, ratio_estimate
 from matcomp.models.bert import MatrixBert
 from matcomp.runs.derived import Derivation, load_or_compute
 from matcomp.runs.run import Run
-from matcomp.seeding import analysis_generator
+from matcomp.seeding import ANALYSIS_OFFSET, analysis_generator
 
 BERT, NN = "BERT", "nuclear norm min"  # method labels of every table and plot
 ALS = "rank-{} ALS (oracle)"  # ``.format(rank)``
@@ -172,9 +173,11 @@ def completion_sweep(data: DataConfig, p_masks, samples: int, lam: float, model:
     - "by_p_mask", one row per p_mask: the matrices dropped (nothing observed) and how the regularised
       problem's two solvers agree (``solver_agreement`` of Clarabel's and soft-impute's solutions).
     """
+    data = data_config(data, "completion_sweep: data")
+    samples = matrix_count(data, samples, "completion_sweep: samples")
     rows, by_p_mask = [], {}
     for p in p_masks:
-        batch = sample_batch(replace(data, p_mask=p), samples, analysis_generator(seed))
+        batch = sample_batch(replace(data, p_mask=p), samples, analysis_generator(seed, "completion_sweep: seed"))
         values, observed, done, dropped = complete_all(batch, lam, data.rank, model=model, workers=workers)
         done[TRUTH] = values.double()
         table = completion_metrics(done, values, observed).assign(p_mask=p)
@@ -260,6 +263,8 @@ def lambda_draws(data: DataConfig, lam: float, samples: int, seeds, workers: int
     """``lambda_table`` at one λ for several draws of ``samples`` matrices (one row per seed of
     ``analysis_generator``): the draw-to-draw spread of the pooled losses, to set beside one draw's
     standard error."""
+    samples = matrix_count(data_config(data, "lambda_draws: data"), samples, "lambda_draws: samples")
+    seeds = [checks.seed(seed, "lambda_draws: each of seeds", ANALYSIS_OFFSET) for seed in seeds]
     return pd.concat([lambda_table(sample_batch(data, samples, analysis_generator(seed)), [lam], workers=workers)
                       .assign(seed=seed) for seed in seeds]).set_index("seed")
 
@@ -272,6 +277,8 @@ def lambda_derivation(data: DataConfig, lams, samples: int, seed: int = 0, run: 
     level "row"."""
     if (run is None) != (step is None):
         raise ValueError("run and step are given together or not at all")
+    samples = matrix_count(data_config(data, "lambda_derivation: data"), samples, "lambda_derivation: samples")
+    seed = checks.seed(seed, "lambda_derivation: seed", ANALYSIS_OFFSET)
     params = {"data": dataclasses.asdict(data), "lams": [float(v) for v in lams], "samples": int(samples),
               "seed": int(seed), "label": label if run is not None else None}
 

@@ -15,11 +15,12 @@ from sklearn.decomposition import PCA
 from sklearn.manifold import TSNE
 from sklearn.metrics import silhouette_score
 
+from matcomp import checks
 from matcomp.config import DataConfig
-from matcomp.data import sample_batch
+from matcomp.data import data_config, matrix_count, sample_batch
 from matcomp.models.bert import MatrixBert
 from matcomp.runs.run import Run
-from matcomp.seeding import analysis_generator
+from matcomp.seeding import MAX_TSNE_SEED, analysis_generator
 from matcomp.tokenizer import Tokenizer
 
 
@@ -38,7 +39,8 @@ def task_values(data: DataConfig, samples: int, seed: int = 0) -> torch.Tensor:
     >>> bool(v[0] == -v[-1]) and bool(v[-1] <= 1) and len(v) % 2 == 1
     True
     """
-    limit = sample_batch(data, samples, analysis_generator(seed)).values.abs().max().item()
+    samples = matrix_count(data_config(data, "task_values: data"), samples, "task_values: samples")
+    limit = sample_batch(data, samples, analysis_generator(seed, "task_values: seed")).values.abs().max().item()
     return torch.arange(-round(limit * 100), round(limit * 100) + 1) / 100
 
 
@@ -190,6 +192,7 @@ def position_grouping(silhouettes: pd.DataFrame, clear: float = 0.1) -> pd.Serie
 def tsne_layout(points: torch.Tensor, seed: int = 0) -> np.ndarray:
     """(N, 2): a t-SNE layout of ``points`` (N, d) for the picture of the position embeddings
     (perplexity 30, or (N - 1)/3 for fewer than 91 points; PCA start; ``seed`` fixes it)."""
+    seed = checks.integer(seed, "tsne_layout: seed", 0, MAX_TSNE_SEED)
     return TSNE(n_components=2, perplexity=min(30.0, (len(points) - 1) / 3), random_state=seed,
                 init="pca").fit_transform(np.asarray(points))
 

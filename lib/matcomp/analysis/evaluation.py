@@ -7,7 +7,7 @@ import pandas as pd
 import torch
 
 from matcomp.config import DataConfig
-from matcomp.data import Batch, sample_batch, second_moment
+from matcomp.data import Batch, data_config, matrix_count, sample_batch, second_moment
 from matcomp.metrics import masked_mse
 from matcomp.models.bert import MatrixBert
 from matcomp.paper import COPY_VALUES
@@ -47,9 +47,11 @@ def copy_check(model: MatrixBert, data: DataConfig, samples: int = 512, seed: in
     One row per (inputs, m): ``L'_mask`` is the MSE at missing entries against m (0 for MASK kept),
     ``L_obs`` the usual MSE at observed entries. A copying model scores ~0 on both.
     """
+    data = data_config(data, "copy_check: data")
+    samples = matrix_count(data, samples, "copy_check: samples")
     rows = []
     for inputs, full_rank in ((f"rank-{data.rank}", False), ("random", True)):
-        batch = sample_batch(data, samples, analysis_generator(seed), full_rank=full_rank)
+        batch = sample_batch(data, samples, analysis_generator(seed, "copy_check: seed"), full_rank=full_rank)
         for m in values:
             ids = batch.ids if m is None else BERT_TOKENS.replace_masked(batch.ids, m)
             shown = torch.where(batch.observed, batch.values, 0.0 if m is None else float(m))
@@ -64,9 +66,12 @@ def second_moments(settings, samples: int, seed: int = 1) -> pd.DataFrame:
     copies and answers 0 at every MASK, the level of the plateau) beside its Monte Carlo estimate and the
     largest |X_ij| over ``samples`` matrices from ``analysis_generator(seed)``, and their relative
     difference. One row per setting, named "m x n rank r"."""
+    settings = [data_config(data, "second_moments: each of settings") for data in settings]
+    for data in settings:
+        matrix_count(data, samples, "second_moments: samples")
     rows = []
     for data in settings:
-        values = sample_batch(data, samples, analysis_generator(seed)).values
+        values = sample_batch(data, samples, analysis_generator(seed, "second_moments: seed")).values
         rows.append({"setting": f"{data.n_rows}x{data.n_cols} rank {data.rank}", "r/9": second_moment(data),
                      "mean X_ij^2 (sampled)": values.pow(2).mean().item(), "max |X_ij|": values.abs().max().item()})
     moments = pd.DataFrame(rows).set_index("setting")

@@ -41,6 +41,7 @@ from collections.abc import Iterable
 import pandas as pd
 import torch
 
+from matcomp import checks
 from matcomp.analysis.evaluation import losses
 from matcomp.analysis.interventions import ablate_heads
 from matcomp.data import Batch, structured_mask
@@ -194,15 +195,12 @@ def classify_heads(scores: pd.DataFrame, baselines: dict[str, float], mass: floa
     head meets ("other" for none); ``near_misses`` names, with its score, each family it misses
     although its score reaches ``near`` times every threshold of that family (identity's comparison
     with its row and column is not relaxed)."""
-    if not 0 < mass <= 1:
-        raise ValueError(f"mass must be in (0, 1]; got {mass}")
-    for name, value in (("enrichment", enrichment), ("identity_enrichment", identity_enrichment)):
-        if value < 1:
-            raise ValueError(f"{name} must be >= 1; got {value}")
-    if not 0 <= mask_ratio < 1:
-        raise ValueError(f"mask_ratio must be in [0, 1); got {mask_ratio}")
-    if not 0 < near <= 1:
-        raise ValueError(f"near must be in (0, 1]; got {near}")
+    mass = checks.number(mass, "mass", 0, 1, open_low=True)
+    enrichment = checks.number(enrichment, "enrichment", low=1)
+    identity_enrichment = checks.number(identity_enrichment, "identity_enrichment", low=1)
+    mask_ratio = checks.number(mask_ratio, "mask_ratio", 0, 1, open_high=True)
+    near = checks.number(near, "near", 0, 1, open_low=True)
+    checks.table(scores, "scores")
     missing = [name for name in SCORES if name not in scores.columns or name not in baselines]
     if missing:
         raise ValueError(f"scores and baselines must hold every score of {SCORES}; missing {missing}")

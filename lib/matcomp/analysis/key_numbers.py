@@ -15,6 +15,7 @@ from typing import cast
 import pandas as pd
 import torch
 
+from matcomp import checks
 from matcomp.analysis.baselines import BERT, NN, REGULARISED, headline_table, stored_sweep
 from matcomp.analysis.embeddings import middle_row_z, position_embeddings, position_silhouettes
 from matcomp.analysis.heads import classify_model, family_counts, separating_mask
@@ -23,7 +24,7 @@ from matcomp.analysis.patching import all_layers, last_layer, negation_patching,
 from matcomp.analysis.phases import Phases
 from matcomp.analysis.positions import permuted_losses
 from matcomp.analysis.probing import answer_zero_mse, probe_layers
-from matcomp.data import Batch, sample_batch, second_moment
+from matcomp.data import Batch, matrix_count, sample_batch, second_moment
 from matcomp.metrics import loss_ratio
 from matcomp.runs.derived import Derivation, load_or_compute
 from matcomp.runs.run import Run
@@ -39,9 +40,11 @@ LAST_LAYER_IDENTITY = "identity heads: share in the last layer"  # the paper's i
 ACROSS_RATES = f"masking rates where BERT beats {NN} beyond 2 s.e.: share"  # Fig. 3: at every p_mask shown
 
 
-def _batch(run: Run, samples: int, seed: int, mask: torch.Tensor | None = None) -> Batch:
-    """The chapter's evaluation matrices of the run's task (with one shared ``mask``, if given)."""
-    return sample_batch(run.config.data, samples, analysis_generator(seed), mask=mask)
+def _batch(run: Run, samples: int, seed: int, mask: torch.Tensor | None = None, name: str = "samples") -> Batch:
+    """The chapter's evaluation matrices of the run's task (with one shared ``mask``, if given): ``samples``
+    of them from ``seed``, which a bad value of is refused by its parameter's name (``name``, ``eval_seed``)."""
+    samples = matrix_count(run.config.data, samples, name)
+    return sample_batch(run.config.data, samples, analysis_generator(seed, "eval_seed"), mask=mask)
 
 
 def _ratios(predictions: dict[str, torch.Tensor], batch: Batch,
@@ -59,7 +62,7 @@ def _ratios(predictions: dict[str, torch.Tensor], batch: Batch,
 def read_copying(run: Run, phases: Phases, *, ablation_samples: int, eval_seed: int) -> dict[str, float]:
     """The pre-shift model's losses under uniform attention and under the post-shift model's Q, K, V, over its
     own (NeurIPS §3.1)."""
-    batch = _batch(run, ablation_samples, eval_seed)
+    batch = _batch(run, ablation_samples, eval_seed, name="ablation_samples")
     predictions = intervention_predictions(run.bert(phases.pre), run.bert(phases.post), batch, "post-shift")
     return _ratios(predictions, batch, {"uniform attention, pre-shift: L_obs ×": ("all heads uniform", "L_obs"),
                                         "uniform attention, pre-shift: L_mask ×": ("all heads uniform", "L_mask"),
@@ -69,6 +72,7 @@ def read_copying(run: Run, phases: Phases, *, ablation_samples: int, eval_seed: 
 def read_observed(run: Run, phases: Phases, *, samples: int, eval_seed: int, permutations: int) -> dict[str, float]:
     """The post-shift model's losses under uniform attention, the pre-shift Q, K, V and permuted positions
     (NeurIPS §3.2.1), as ratios to its own or as shares of the plateau's E[X²]."""
+    permutations = checks.count(permutations, "permutations")
     batch, post = _batch(run, samples, eval_seed), run.bert(phases.post)
     predictions = intervention_predictions(post, run.bert(phases.pre), batch, "pre-shift")
     permuted = permuted_losses(post, batch, seeds=range(permutations))
@@ -133,7 +137,10 @@ def read_embeddings(run: Run, phases: Phases) -> dict[str, float]:
 
 def read_probing(run: Run, phases: Phases, *, train_matrices: int, test_matrices: int) -> dict[str, float]:
     """How well linear probes of each layer read the masked row and the missing entries (NeurIPS §3.3, Fig. 6)."""
-    model, d = run.bert(phases.post), run.config.data
+    d = run.config.data
+    train_matrices, test_matrices = matrix_count(d, train_matrices, "train_matrices"), matrix_count(d, test_matrices,
+                                                                                                  "test_matrices")
+    model = run.bert(phases.post)
     train = sample_batch(d, train_matrices, analysis_generator(0))
     test = sample_batch(d, test_matrices, analysis_generator(1))
     row = probe_layers(model, train, test, "row")["test MSE"].drop(0)

@@ -23,7 +23,7 @@ from matcomp.analysis.solvers import (
     nuclear_norm_min,
 )
 from matcomp.config import DataConfig, RunConfig
-from matcomp.data import sample_batch, second_moment
+from matcomp.data import matrix_count, sample_batch, second_moment
 from matcomp.drop import detect_drop, final_losses
 from matcomp.models.bert import MatrixBert
 from matcomp.paper import OOD_SHIFTS, RANK_PANEL_RANK
@@ -54,12 +54,12 @@ def shifted_losses(model: MatrixBert, variants: dict, samples: int = 256, seed: 
     ``baseline``, of nuclear-norm minimisation's) on ``samples`` matrices of each variant, with E[X²]
     and L_mask / E[X²] (the loss of answering 0, so 1 means no better than that). Rows: (variant,
     method); matrices without an observed entry are left out for both methods."""
-    if samples < 1:
-        raise ValueError(f"samples must be >= 1; got {samples}")
+    for data in variants.values():
+        samples = matrix_count(data, samples, "shifted_losses: samples")
     _check_positions(model, variants)
     frames = {}
     for key, data in variants.items():
-        batch = sample_batch(data, samples, analysis_generator(seed))
+        batch = sample_batch(data, samples, analysis_generator(seed, "shifted_losses: seed"))
         keep, _ = with_observed_entries(batch)
         values, observed = batch.values[keep], batch.observed[keep]
         completions = {BERT: bert_completion(model, batch)[keep]}

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 import pandas as pd
 import torch
 
+from matcomp import checks
 from matcomp.analysis.evaluation import losses
 from matcomp.data import Batch
 from matcomp.models.bert import MatrixBert
@@ -25,9 +26,8 @@ def position_permutation(n: int, seed: int) -> torch.Tensor:
     >>> position_permutation(5, seed=0).sort().values.tolist()
     [0, 1, 2, 3, 4]
     """
-    if n < 1:
-        raise ValueError(f"n must be >= 1; got {n}")
-    return torch.randperm(n, generator=permutation_generator(seed))
+    n = checks.count(n, "position_permutation: n")
+    return torch.randperm(n, generator=permutation_generator(seed, "position_permutation: seed"))
 
 
 def permuted_losses(model: MatrixBert, batch: Batch, seeds: Iterable[int] = range(5)) -> pd.DataFrame:

@@ -38,11 +38,12 @@ import numpy as np
 import pandas as pd
 import torch
 
+from matcomp import checks
 from matcomp.analysis.embeddings import cluster_score, position_groups
 from matcomp.analysis.heads import cached_scores, uniform_row_column
 from matcomp.analysis.seeds import seed_configs
 from matcomp.config import RunConfig
-from matcomp.data import Batch, sample_batch, second_moment
+from matcomp.data import Batch, matrix_count, sample_batch, second_moment
 from matcomp.metrics import masked_mse
 from matcomp.models.bert import MatrixBert
 from matcomp.models.hooks import run_with_cache
@@ -50,7 +51,7 @@ from matcomp.models.recipe import COMPONENT_PATTERNS, component_names
 from matcomp.runs.derived import Derivation, load_or_compute
 from matcomp.runs.run import Run
 from matcomp.runs.shipped import REFERENCE_ROOT
-from matcomp.seeding import analysis_generator
+from matcomp.seeding import ANALYSIS_OFFSET, analysis_generator
 
 L_MASK = "L_mask (batch)"
 
@@ -141,6 +142,9 @@ def recorded_tables() -> dict[Path, tuple[Run, int, int]]:
 def progress_derivation(run: Run, samples: int = 256, seed: int = 0) -> Derivation:
     """The measures of every checkpoint of ``run`` as a derived table (``measures``), on ``samples`` matrices of
     the run's task drawn from ``analysis_generator(seed)``."""
+    samples = matrix_count(run.config.data, samples, "progress_derivation: samples")
+    seed = checks.seed(seed, "progress_derivation: seed", ANALYSIS_OFFSET)
+
     def compute() -> dict[str, pd.DataFrame]:
         batch = sample_batch(run.config.data, samples, analysis_generator(seed))
         return {"measures": measures_over_training(run, run.steps, batch)}

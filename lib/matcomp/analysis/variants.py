@@ -13,6 +13,7 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
+from matcomp import checks
 from matcomp.analysis.seeds import censored, seed_configs
 from matcomp.config import RunConfig
 from matcomp.data import random_mask
@@ -208,6 +209,7 @@ def undetermined(observed: torch.Tensor, rank: int = 1, seed: int = 0, chunk: in
     return torch.cat(parts)
 
 
+MASK_BYTES_PER_ENTRY = 5  # a random mask's draw (float32) and the mask (bool), per entry
 MASK_SAMPLES = 4000  # random masks a share of undetermined entries is read over: one draw for the text and the table
 
 
@@ -216,7 +218,9 @@ def undetermined_fraction(n_rows: int, n_cols: int, p_mask: float, rank: int = 1
     """The share of missing entries that are ``undetermined`` for a rank-``rank`` matrix, over ``samples``
     random masks of m × n at ``p_mask``: a floor under what any model can complete (the same masks, and so
     the same number, as ``identifiability``'s at its defaults)."""
-    observed = random_mask(samples, n_rows, n_cols, p_mask, mask_generator(seed))
+    samples = checks.count(samples, "undetermined_fraction: samples")
+    checks.fits_memory(samples * n_rows * n_cols * MASK_BYTES_PER_ENTRY, "undetermined_fraction: samples", samples)
+    observed = random_mask(samples, n_rows, n_cols, p_mask, mask_generator(seed, "undetermined_fraction: seed"))
     return (undetermined(observed, rank).sum() / (~observed).sum()).item()
 
 

@@ -16,7 +16,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sqlite3
 import sys
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from importlib.metadata import version
 from pathlib import Path
 
@@ -27,9 +30,37 @@ from matcomp.runs.folder import atomic_write_bytes
 from matcomp.runs.shipped import REFERENCE_ROOT, REPO
 
 BUILD_CACHE = REPO / "_build" / ".jupyter_cache"  # jupyter-book's default execution cache
+CACHE_DB = "global.db"  # jupyter-cache's SQLite database, in its folder
 STAMP = "matcomp-inputs.json"  # in the cache's folder: cached record's hash key -> its inputs' fingerprint
 PACKAGES = ("torch", "transformers", "numpy", "pandas", "scikit-learn", "cvxpy", "safetensors", "pyarrow",
             "matplotlib")  # what computes and draws the outputs
+
+
+@contextmanager
+def readable(cache_path: Path | str) -> Iterator[None]:
+    """Within the block, a jupyter-cache whose database is damaged (not SQLite, cut short) is one line naming it
+    and what to do, not SQLAlchemy's traceback."""
+    from sqlalchemy.exc import DatabaseError
+
+    try:
+        yield
+    except (DatabaseError, sqlite3.DatabaseError) as err:
+        reason = str(getattr(err, "orig", None) or err).splitlines()[0]
+        raise ValueError(f"{Path(cache_path) / CACHE_DB} is damaged ({reason}): delete {cache_path} and build the "
+                         f"book again (jupyter-book build .)") from None
+
+
+def latest_executions(cache_path: Path) -> dict[str, nbformat.NotebookNode]:
+    """Each notebook's latest execution in the jupyter-cache at ``cache_path``, by file name, read without writing
+    into the cache (jupyter-cache's own reads create a missing database and mark every record they read)."""
+    db = cache_path / CACHE_DB
+    if not db.is_file():
+        return {}
+    with readable(cache_path), closing(sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)) as con:
+        rows = con.execute("SELECT uri, hashkey FROM nbcache ORDER BY created").fetchall()
+    latest = {Path(uri).name: hashkey for uri, hashkey in rows}  # a later execution of a notebook replaces one before
+    paths = {name: cache_path / "executed" / key / "base.ipynb" for name, key in latest.items()}
+    return {name: nbformat.read(path, as_version=4) for name, path in paths.items() if path.is_file()}
 
 
 def inputs_fingerprint() -> str:
@@ -70,10 +101,11 @@ def build_execution(notebook: Path, cache_path: Path = BUILD_CACHE) -> nbformat.
     from jupyter_cache import get_cache
 
     cache = get_cache(cache_path)
-    try:
-        record = cache.match_cache_notebook(nbformat.read(notebook, as_version=4))
-    except KeyError:
-        return None
-    if json.loads(stamp_path.read_text()).get(record.hashkey) != inputs_fingerprint():
-        return None
-    return cache.get_cache_bundle(record.pk).nb
+    with readable(cache_path):
+        try:
+            record = cache.match_cache_notebook(nbformat.read(notebook, as_version=4))
+        except KeyError:
+            return None
+        if json.loads(stamp_path.read_text()).get(record.hashkey) != inputs_fingerprint():
+            return None
+        return cache.get_cache_bundle(record.pk).nb

@@ -56,15 +56,16 @@ def execute_ahead(app, env, docnames: list[str]) -> None:
                  and not any(PurePosixPath(path.as_posix()).match(pattern) for pattern in excluded)]  # as MyST-NB
     if not notebooks:
         return
+    from matcomp.book.executed import inputs_fingerprint, readable, record_inputs
+
     cache = get_cache(config.execution_cache_path)
-    for path in notebooks:
-        cache.add_nb_to_project(path)
-    outdated = {record.uri for record in cache.list_unexecuted()}
+    with readable(config.execution_cache_path):
+        for path in notebooks:
+            cache.add_nb_to_project(path)
+        outdated = {record.uri for record in cache.list_unexecuted()}
     todo = [path for path in notebooks if path in outdated]
     if len(todo) < 2:
         return  # one notebook: MyST-NB executes it as it reads it
-    from matcomp.book.executed import inputs_fingerprint, record_inputs
-
     fingerprint = inputs_fingerprint()  # what the chapters execute with, for the tests that would run them again
     before = os.environ.get("OMP_NUM_THREADS")
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # jupyter-cache's pool runs a kernel on every core

@@ -17,6 +17,7 @@ from typing import Any
 
 from matcomp.drop import PLATEAU_FROM
 from matcomp.presets import PRESETS
+from matcomp.seeding import MAX_ANALYSIS_SEED, MAX_TSNE_SEED
 
 
 def _integer(value) -> bool:
@@ -48,7 +49,8 @@ def _list_of(test: Callable[[Any], bool]) -> Callable[[Any], bool]:
 
 BERT_PRESETS = sorted(name for name, cfg in PRESETS.items() if cfg.model.arch == "bert")
 COUNT = Rule(lambda v: _integer(v) and v >= 1, "an integer >= 1")
-SEED = Rule(lambda v: _integer(v) and v >= 0, "an integer >= 0 (a seed)")
+SEED = Rule(lambda v: _integer(v) and 0 <= v <= MAX_ANALYSIS_SEED, f"an integer in [0, {MAX_ANALYSIS_SEED:,}] (a seed)")
+TSNE_SEED = Rule(lambda v: _integer(v) and 0 <= v <= MAX_TSNE_SEED, f"an integer in [0, {MAX_TSNE_SEED:,}] (a seed)")
 STEP = Rule(lambda v: _integer(v) and v >= 0, "an integer >= 0 (a step)")
 FRACTION = Rule(lambda v: _number(v) and 0 < v <= 1, "a number in (0, 1]")
 MULTIPLE = Rule(lambda v: _number(v) and v > 0, "a number > 0")
@@ -58,7 +60,8 @@ RULES: dict[str, Rule] = {
     **dict.fromkeys(("samples", "seeds", "lambda_samples", "held_out", "copy_samples",
                      "ablation_samples", "value_samples", "moment_samples", "train_matrices", "test_matrices",
                      "noise_seeds", "workers", "permutations", "min_plateau", "reach"), COUNT),
-    **dict.fromkeys(("eval_seed", "tsne_seed", "example_seed"), SEED),
+    **dict.fromkeys(("eval_seed", "example_seed"), SEED),
+    "tsne_seed": TSNE_SEED,
     **dict.fromkeys(("before", "after", "after_drop"), STEP),
     **dict.fromkeys(("mass", "mask_ratio", "near"), FRACTION),
     **dict.fromkeys(("enrichment", "identity_enrichment", "lam"), MULTIPLE),

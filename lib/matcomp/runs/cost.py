@@ -14,7 +14,6 @@ estimated from the config, refused with the numbers when beyond (unless the call
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from matcomp.checks import ram_bytes
 from matcomp.config import RunConfig
 from matcomp.models.factory import parameter_count
 from matcomp.runs.folder import atomic_write_bytes
@@ -164,7 +164,7 @@ def machine_memory(device: torch.device) -> int:
     """Bytes of memory the device has: the GPU's, or this machine's RAM."""
     if device.type == "cuda":
         return torch.cuda.get_device_properties(device).total_memory
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return ram_bytes()
 
 
 def check_budget(cfg: RunConfig, device: torch.device, root: Path, done: int = 0) -> None:
