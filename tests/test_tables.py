@@ -117,3 +117,13 @@ def test_a_seeds_silhouette_sentence_gives_its_path_around_its_own_drop_and_its_
     assert first == ("Seed 1: by column +0.00 → +0.30 and by row +0.01 → +0.05 from step 3,000 to 18,000 (9,000 "
                      "steps before its drop to 6,000 after); it ends grouped by column.")
     assert second.endswith("from step 2,000 to 9,000; it has no drop; it ends grouped by row.")
+
+
+def test_a_styled_table_reads_as_its_table_in_plain_text():
+    from IPython.core.formatters import PlainTextFormatter
+
+    table = styled(pd.DataFrame({"L_mask": [0.0123, None], "step": [4000, 29000]}, index=["pre", "post"]),
+                   caption="Losses")
+    text = PlainTextFormatter()(table)  # what papermill's --log-output and text viewers show
+    assert "Styler" not in text and text.splitlines()[0] == "Losses"
+    assert "0.0123" in text and "29000" in text and "nan" not in text.lower()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 from IPython.display import Markdown
+from pandas.io.formats.style import Styler
 
 from matcomp.metrics import PAPER_ORDER
 from matcomp.paper import Side
@@ -17,7 +18,16 @@ WRAPPED_TEXT = "white-space: normal; text-align: left; min-width: 10em; max-widt
 LONG_TEXT = 30  # characters: a text column or row label longer than this wraps, so a table of claims fits the page
 
 
-def styled(table: pd.DataFrame, fmt: str = "{:.3g}", caption: str | None = None) -> pd.io.formats.style.Styler:
+class StyledTable(Styler):
+    """A Styler whose plain text is its table (its caption, then its cells, empty ones blank), not the Styler's
+    object address: what papermill's ``--log-output``, text viewers and a terminal show."""
+
+    def __repr__(self) -> str:
+        cells = self.data.astype(object).where(self.data.notna(), "")
+        return "\n".join(filter(None, [self.caption if isinstance(self.caption, str) else None, cells.to_string()]))
+
+
+def styled(table: pd.DataFrame, fmt: str = "{:.3g}", caption: str | None = None) -> StyledTable:
     """``table``'s numeric columns formatted with ``fmt``, its integer columns (steps, counts) in full with
     thousands separators, empty cells blank; numbers on one line, long text, row labels and column
     headings wrapped, so a table of claims fits the page; captioned and padded."""
@@ -25,7 +35,7 @@ def styled(table: pd.DataFrame, fmt: str = "{:.3g}", caption: str | None = None)
     integer = [c for c in numeric if pd.api.types.is_integer_dtype(table[c])]
     floats = [c for c in numeric if c not in integer]
     long_text = [c for c in table.columns if c not in numeric and table[c].astype(str).str.len().max() > LONG_TEXT]
-    style = (table.style.format(fmt, na_rep="", subset=floats).format("{:,}", na_rep="", subset=integer)
+    style = (StyledTable(table).format(fmt, na_rep="", subset=floats).format("{:,}", na_rep="", subset=integer)
              .set_table_styles(CELL_CSS)
              .set_table_styles({c: [{"selector": "td", "props": WRAPPED_TEXT}] for c in long_text}, overwrite=False))
     if max((len(str(label)) for label in table.index), default=0) > LONG_TEXT:
@@ -35,7 +45,7 @@ def styled(table: pd.DataFrame, fmt: str = "{:.3g}", caption: str | None = None)
 
 def beside(ours: pd.DataFrame, reference: pd.DataFrame, label: str, metrics=PAPER_ORDER,
            show_reference: bool = True, no_difference=(), caption: str | None = None,
-           fmt: str = "{:.3g}") -> pd.io.formats.style.Styler:
+           fmt: str = "{:.3g}") -> StyledTable:
     """Our numbers beside a reference's, per metric: a column group of ours, its relative standard error
     (when ``ours`` has a "<metric> se" column; shown "±9%"), the reference's (if ``show_reference``) and
     our relative difference from it, ours / reference − 1 (shown "+5%"), under the heading "vs <label>".
