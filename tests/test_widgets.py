@@ -1,38 +1,71 @@
+import ipywidgets as W
 import matplotlib
 import pytest
 import torch
 
-from matcomp.book.widgets import AttentionExplorer, CheckpointExplorer
+from matcomp.book.widgets import AttentionExplorer, CheckpointExplorer, spread_steps
 from matcomp.runs.store import get_or_train
 
 matplotlib.use("Agg")
 
 
-def test_explorer_slides_over_checkpoints_and_shows_three_panels(micro, store):
+def shown(explorer) -> bytes:
+    """The picture the browser shows: each Stack's child at the index its control's link gives, down to the image
+    (the links are jslink: a browser follows them, so the test reads the controls as the browser would)."""
+    widget = explorer.widget.children[1]
+    for control in explorer.controls.values():
+        assert isinstance(widget, W.Stack)
+        index = control.index if isinstance(control, (W.SelectionSlider, W.Dropdown)) else control.value
+        widget = widget.children[index]
+    return bytes(widget.value)
+
+
+def links(explorer) -> set[tuple[str, str]]:
+    """(control description, trait) of every jslink of ``explorer``, each to a Stack's selected_index."""
+    assert all(isinstance(link.target[0], W.Stack) and link.target[1] == "selected_index" for link in explorer.links)
+    return {(link.source[0].description, link.source[1]) for link in explorer.links}
+
+
+def test_explorer_draws_a_picture_for_every_position_and_links_each_control(micro, store):
     run = get_or_train(micro, progress=False)
-    explorer = CheckpointExplorer(run, samples=3)
+    explorer = CheckpointExplorer(run, samples=3, checkpoints=3)
     step, matrix = explorer.controls["step"], explorer.controls["matrix"]
-    assert list(step.options) == run.steps and step.value == run.steps[-1] and matrix.max == 2
-    fig = explorer.figure(run.steps[0], 2)
+    assert list(step.options) == spread_steps(run.steps, 3) == [0, 15, 40] and step.value == 40 and matrix.max == 2
+    assert set(explorer.pictures) == {(s, m) for s in (0, 15, 40) for m in range(3)}
+    assert all(p.startswith(b"\x89PNG") for p in explorer.pictures.values())
+    assert len(set(explorer.pictures.values())) == 9  # each position its own picture
+    assert links(explorer) == {("step", "index"), ("matrix", "value")}
+    assert shown(explorer) == explorer.pictures[40, 0]
+    step.value, matrix.value = 0, 2  # what the browser would then show, by the same links
+    assert shown(explorer) == explorer.pictures[0, 2]
+    fig = explorer.figure(0, 2)
     assert len(fig.axes) == 3 and fig.axes[0].get_title() == "true matrix $X$"
-    assert explorer.prediction(0).shape == (3, 3, 3)
-    assert not torch.allclose(explorer.prediction(0), explorer.prediction(run.steps[-1]))
-    shown = bytes(explorer.image.value)
-    assert shown.startswith(b"\x89PNG")
-    step.value = run.steps[1]  # moving the slider computes that checkpoint and redraws
-    assert run.steps[1] in explorer._predictions and bytes(explorer.image.value) != shown
+    assert not torch.allclose(explorer.prediction(0), explorer.prediction(40))
+    assert all(not c.continuous_update for c in explorer.controls.values())  # sliders answer on release
     with pytest.raises(ValueError, match="samples must be >= 1"):
         CheckpointExplorer(run, samples=0)
 
 
-def test_attention_explorer_shows_the_chosen_head_and_mask(micro, store):
-    run = get_or_train(micro.override({"data.n_rows": 4, "data.n_cols": 4}), progress=False)
-    explorer = AttentionExplorer(run, samples=4)
-    assert explorer.controls["layer"].max == 0 and explorer.controls["head"].max == 1
+def test_attention_explorer_shows_every_head_of_the_chosen_layer_and_mask(micro, store):
+    run = get_or_train(micro.override({"data.n_rows": 4, "data.n_cols": 4, "model.layers": 2}), progress=False)
+    explorer = AttentionExplorer(run, samples=4, checkpoints=2)
+    assert explorer.controls["layer"].max == 1 and "head" not in explorer.controls
+    assert len(explorer.pictures) == 2 * 2 * 3 and len(set(explorer.pictures.values())) == 12
     maps = explorer.maps(run.steps[-1], "structured")
-    assert maps.shape == (1, 2, 16, 16) and torch.allclose(maps.sum(-1), torch.ones(1, 2, 16))
+    assert maps.shape == (2, 2, 16, 16) and torch.allclose(maps.sum(-1), torch.ones(2, 2, 16))
     structured = explorer.batches["structured"].observed[0]
     assert structured[3].sum() == 1 and structured[0].all()  # row 3 keeps one entry, row 0 is whole
-    before = bytes(explorer.image.value)
-    explorer.controls["head"].value = 1
-    assert bytes(explorer.image.value) != before
+    fig = explorer.figure(run.steps[-1], 1, "structured")
+    assert [ax.get_title() for ax in fig.axes[:2]] == ["head 0", "head 1"]
+    explorer.controls["mask"].value = "structured, swapped"
+    assert shown(explorer) == explorer.pictures[run.steps[-1], 0, "structured, swapped"]
+
+
+def test_the_controls_wrap_rather_than_shrink():
+    from matcomp.book.widgets import CONTROL_WIDTH, FigureExplorer
+
+    explorer = FigureExplorer(lambda step: matplotlib.figure.Figure(), {"step": W.IntSlider(min=0, max=1)})
+    row = explorer.widget.children[0]
+    assert row.layout.flex_flow == "row wrap" and explorer.controls["step"].layout.width == CONTROL_WIDTH
+    with pytest.raises(TypeError, match="a SelectionSlider, a Dropdown or an IntSlider from 0; got FloatSlider"):
+        FigureExplorer(lambda x: None, {"x": W.FloatSlider()})

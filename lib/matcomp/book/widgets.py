@@ -1,18 +1,20 @@
 """Interactive explorers for the chapters (ipywidgets).
 
-Each explorer is a row of controls above a picture: a matplotlib figure rendered to PNG into an
-``ipywidgets.Image`` whenever a control moves. No Output widget and no kernel round trip for
-display, so the picture is part of the widget state that the built book saves: the static page
-shows the view at the initial values, and a live kernel redraws on every change.
+Each explorer is a row of controls above a picture. Every picture is drawn when the explorer is made, one for
+each position of each control, and the browser shows the one the controls name: each control is linked
+(``W.jslink``) to the ``selected_index`` of a ``W.Stack`` of pictures, stacks nested one level per control.
+Nothing is redrawn by a kernel, so the built book's saved widget state answers every control as a live notebook
+does. The positions are few (a dozen checkpoints, a few matrices) so that a page stays light.
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import ipywidgets as W
 import matplotlib.pyplot as plt
+import numpy as np
 import torch
 from IPython.display import display
 
@@ -23,46 +25,87 @@ from matcomp.data import sample_batch
 from matcomp.runs.run import Run
 from matcomp.seeding import analysis_generator
 
+CONTROL_WIDTH = "320px"  # each control's own width: the row wraps rather than squeezing a slider to no track
+
+
+def spread_steps(steps: Sequence[int], count: int) -> list[int]:
+    """At most ``count`` of ``steps``, evenly spread over the list and keeping its first and last: the checkpoints an
+    explorer draws.
+
+    >>> spread_steps(range(0, 2001, 250), 4)
+    [0, 750, 1250, 2000]
+    """
+    if count < 2:
+        raise ValueError(f"an explorer shows at least 2 checkpoints; got count {count}")
+    steps = list(steps)
+    picks = np.unique(np.round(np.linspace(0, len(steps) - 1, min(count, len(steps)))).astype(int))
+    return [steps[i] for i in picks]
+
+
+def _positions(control: W.ValueWidget) -> tuple[str, list]:
+    """The trait of ``control`` that counts its positions from 0 (what a Stack's ``selected_index`` takes), and the
+    values at those positions."""
+    if isinstance(control, (W.SelectionSlider, W.Dropdown)):
+        return "index", list(control.options)
+    if isinstance(control, W.IntSlider) and control.min == 0:
+        return "value", list(range(control.max + 1))
+    raise TypeError(f"an explorer's control must be a SelectionSlider, a Dropdown or an IntSlider from 0; got "
+                    f"{type(control).__name__}")
+
 
 class FigureExplorer:
-    """Controls (name -> widget) and the figure ``draw(**values)`` returns, redrawn on every change."""
+    """Controls (name -> widget, each a SelectionSlider, Dropdown or IntSlider from 0) and, for every combination of
+    their positions, the figure ``draw(**values)`` returns, rendered to PNG when the explorer is made and switched by
+    the controls in the browser."""
 
     def __init__(self, draw: Callable[..., plt.Figure], controls: dict[str, W.ValueWidget], dpi: int = 80):
         self.draw, self.controls, self.dpi = draw, controls, dpi
-        self.image = W.Image(format="png")
+        self.pictures: dict[tuple, bytes] = {}  # the values of the controls, in their order -> the PNG shown
+        self.links: list[W.Widget] = []  # each control's jslink to the selected_index of a Stack it switches
         for control in controls.values():
-            control.observe(self.update, names="value")
-        self.widget = W.VBox([W.HBox(list(controls.values())), self.image])
-        self.update()
+            control.layout = W.Layout(width=CONTROL_WIDTH)
+            control.style = {"description_width": "initial"}
+        row = W.HBox(list(controls.values()), layout=W.Layout(flex_flow="row wrap"))
+        self.widget = W.VBox([row, self._stack({}, list(controls.items()))])
 
-    def values(self) -> dict:
-        return {name: control.value for name, control in self.controls.items()}
+    def _stack(self, fixed: dict, left: list[tuple[str, W.ValueWidget]]) -> W.Widget:
+        """The pictures for every position of the controls ``left`` with the others at ``fixed``: an image, or a
+        Stack of such, one child a position of the first control left, linked to it."""
+        if not left:
+            self.pictures[tuple(fixed.values())] = self.picture(**fixed)
+            return W.Image(value=self.pictures[tuple(fixed.values())], format="png")
+        (name, control), rest = left[0], left[1:]
+        trait, values = _positions(control)
+        stack = W.Stack([self._stack({**fixed, name: value}, rest) for value in values],
+                        selected_index=values.index(control.value))
+        self.links.append(W.jslink((control, trait), (stack, "selected_index")))
+        return stack
 
-    def update(self, change=None) -> None:
-        fig = self.draw(**self.values())
+    def picture(self, **values) -> bytes:
+        """The PNG of ``draw(**values)``."""
+        fig = self.draw(**values)
         buffer = io.BytesIO()
         fig.savefig(buffer, format="png", dpi=self.dpi, bbox_inches="tight")
         plt.close(fig)
-        self.image.value = buffer.getvalue()
+        return buffer.getvalue()
 
     def _ipython_display_(self) -> None:
         display(self.widget)
 
 
 class CheckpointExplorer(FigureExplorer):
-    """A slider over a run's saved checkpoints and one over a few fixed test matrices, showing the
-    true matrix, the masked input and the model's prediction at that step."""
+    """A slider over ``checkpoints`` of a run's saved checkpoints (spread over the run, ``spread_steps``) and one over
+    a few fixed test matrices, showing the true matrix, the masked input and the model's prediction at that step."""
 
-    def __init__(self, run: Run, samples: int = 8, seed: int = 0, step: int | None = None):
+    def __init__(self, run: Run, samples: int = 4, seed: int = 0, checkpoints: int = 12):
         if samples < 1:
             raise ValueError(f"samples must be >= 1; got {samples}")
         self.run = run
         self.batch = sample_batch(run.config.data, samples, analysis_generator(seed))
         self._predictions: dict[int, torch.Tensor] = {}
-        step = run.steps[-1] if step is None else run.nearest_step(step)
+        steps = spread_steps(run.steps, checkpoints)
         super().__init__(self.figure, {
-            "step": W.SelectionSlider(options=run.steps, value=step, description="step", continuous_update=False,
-                                      layout=W.Layout(width="55%")),
+            "step": W.SelectionSlider(options=steps, value=steps[-1], description="step", continuous_update=False),
             "matrix": W.IntSlider(value=0, min=0, max=samples - 1, description="matrix", continuous_update=False),
         })
 
@@ -80,12 +123,13 @@ class CheckpointExplorer(FigureExplorer):
 
 
 class AttentionExplorer(FigureExplorer):
-    """Choose a checkpoint, a layer, a head and a kind of mask: that head's attention map averaged
-    over a batch, next to one input matrix of the batch (missing entries hatched)."""
+    """Choose a checkpoint (of ``checkpoints`` spread over the run), a layer and a kind of mask: every head's
+    attention map in that layer averaged over a batch, beside one input matrix of the batch (missing entries
+    hatched)."""
 
     MASKS = ("random", "structured", "structured, swapped")
 
-    def __init__(self, run: Run, samples: int = 64, seed: int = 0, step: int | None = None):
+    def __init__(self, run: Run, samples: int = 64, seed: int = 0, checkpoints: int = 4, dpi: int = 60):
         if samples < 1:
             raise ValueError(f"samples must be >= 1; got {samples}")
         data, model = run.config.data, run.config.model
@@ -95,13 +139,12 @@ class AttentionExplorer(FigureExplorer):
         self.batches = {name: sample_batch(data, samples, analysis_generator(seed), mask=mask)
                         for name, mask in masks.items()}
         self._maps: dict[tuple[int, str], torch.Tensor] = {}
-        step = run.steps[-1] if step is None else run.nearest_step(step)
+        steps = spread_steps(run.steps, checkpoints)
         super().__init__(self.figure, {
-            "step": W.SelectionSlider(options=run.steps, value=step, description="step", continuous_update=False),
-            "layer": W.IntSlider(value=0, min=0, max=model.layers - 1, description="layer"),
-            "head": W.IntSlider(value=0, min=0, max=model.heads - 1, description="head"),
+            "step": W.SelectionSlider(options=steps, value=steps[-1], description="step", continuous_update=False),
+            "layer": W.IntSlider(value=0, min=0, max=model.layers - 1, description="layer", continuous_update=False),
             "mask": W.Dropdown(options=self.MASKS, value="random", description="masks"),
-        })
+        }, dpi)
 
     def maps(self, step: int, mask: str) -> torch.Tensor:
         """(L, H, S, S) maps of the checkpoint at ``step`` averaged over the batch of ``mask``."""
@@ -109,12 +152,20 @@ class AttentionExplorer(FigureExplorer):
             self._maps[step, mask] = mean_maps(self.run.bert(step), self.batches[mask])
         return self._maps[step, mask]
 
-    def figure(self, step: int, layer: int, head: int, mask: str) -> plt.Figure:
-        batch = self.batches[mask]
-        fig, (left, right) = plt.subplots(1, 2, figsize=(9, 4), width_ratios=[1.2, 1], layout="constrained")
-        image = left.imshow(self.maps(step, mask)[layer, head].numpy(), cmap="viridis", vmin=0)
-        fig.colorbar(image, ax=left, shrink=0.8)
-        left.set(title=f"layer {layer}, head {head} at step {step}\n(mean over {len(batch)} matrices, {mask} masks)",
-                 xlabel="key position", ylabel="query position")
-        matrix_panel(right, batch.values[0], missing=~batch.observed[0], title="matrix 0 of the batch")
+    def figure(self, step: int, layer: int, mask: str) -> plt.Figure:
+        batch, maps = self.batches[mask], self.maps(step, mask)[layer].numpy()
+        heads = len(maps)
+        cols = min(heads, 4)
+        rows = -(-heads // cols)
+        fig = plt.figure(figsize=(2.2 * cols + 3.2, 2.3 * rows + 0.6), layout="constrained")
+        grid = fig.add_gridspec(rows, cols + 1, width_ratios=[1] * cols + [1.4])
+        for head in range(heads):
+            ax = fig.add_subplot(grid[head // cols, head % cols])
+            image = ax.imshow(maps[head], cmap="viridis", vmin=0, vmax=float(maps.max()))
+            ax.set(title=f"head {head}", xticks=[], yticks=[])
+        fig.colorbar(image, ax=fig.axes, shrink=0.6, location="left")
+        matrix_panel(fig.add_subplot(grid[:, cols]), batch.values[0], missing=~batch.observed[0],
+                     title="matrix 0 of the batch")
+        fig.suptitle(f"layer {layer} at step {step}: each head's attention (query down, key across), mean over "
+                     f"{len(batch)} matrices, {mask} masks")
         return fig
