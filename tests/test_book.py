@@ -34,7 +34,7 @@ def test_every_chapter_is_in_the_toc_and_starts_with_a_parameters_cell_papermill
         nb = nbformat.read(path, as_version=4)
         first = next(c for c in nb.cells if c.cell_type == "code")
         assert "parameters" in first.metadata.get("tags", []), f"{path.name}: first code cell is not tagged"
-        assigned = re.findall(r"^(\w+)\s*=", first.source, re.M)
+        assigned = re.findall(r"^(\w+)\s*(?::[^=\n]*)?=", first.source, re.M)  # annotated or not
         seen = [p.name for p in PythonTranslator.inspect(first)]
         assert seen == assigned, f"{path.name}: papermill reads parameters {seen}, the cell sets {assigned}"
         assert not any(c.get("outputs") for c in nb.cells if c.cell_type == "code"), f"{path.name} has outputs"
@@ -100,6 +100,16 @@ def test_the_book_builds_and_runs_its_widget_chapters(tmp_path, build_executed):
         text = (html / f"{name}.html").read_text()
         assert "application/vnd.jupyter.widget-state+json" in text, f"{name} holds no saved widget state"
         assert "../widgets/embed-amd.js" in text and "../widgets/require.js" in text, name
+        # every control position's picture is saved, switched by links in the page: no kernel needed
+        assert '"StackModel"' in text and '"LinkModel"' in text and text.count('"ImageModel"') >= 8, name
+        assert len(text.encode()) < 5_000_000, f"{name} weighs {len(text.encode()):,} bytes"
+    rows = [re.findall(r"<p>(.*?)</p>", row) for row in re.findall(r"<tr[^>]*>(.*?)</tr>",
+                                                                    (html / "book" / "status.html").read_text(), re.S)]
+    timed = {cells[0]: cells for cells in rows if len(cells) == 3}
+    for name in executed:  # the status page gives each chapter the build executed its time
+        chapter = name.removeprefix("book/")
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", timed[chapter][1]), timed[chapter]
+        assert float(timed[chapter][2]) > 0, timed[chapter]
     assert (html / "widgets" / "embed-amd.js").stat().st_size > 1_000_000
 
 

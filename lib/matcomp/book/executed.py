@@ -20,6 +20,7 @@ import sqlite3
 import sys
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
+from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 
@@ -50,16 +51,32 @@ def readable(cache_path: Path | str) -> Iterator[None]:
                          f"book again (jupyter-book build .)") from None
 
 
-def latest_executions(cache_path: Path) -> dict[str, nbformat.NotebookNode]:
+@dataclass(frozen=True)
+class Execution:
+    """A notebook's latest execution in a jupyter-cache: its record's hash key, when it was cached, and how many
+    seconds it ran (None where the record does not say)."""
+
+    hashkey: str
+    created: str
+    seconds: float | None
+
+
+def executions(cache_path: Path | str) -> dict[str, Execution]:
     """Each notebook's latest execution in the jupyter-cache at ``cache_path``, by file name, read without writing
     into the cache (jupyter-cache's own reads create a missing database and mark every record they read)."""
-    db = cache_path / CACHE_DB
+    db = Path(cache_path) / CACHE_DB
     if not db.is_file():
         return {}
     with readable(cache_path), closing(sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)) as con:
-        rows = con.execute("SELECT uri, hashkey FROM nbcache ORDER BY created").fetchall()
-    latest = {Path(uri).name: hashkey for uri, hashkey in rows}  # a later execution of a notebook replaces one before
-    paths = {name: cache_path / "executed" / key / "base.ipynb" for name, key in latest.items()}
+        rows = con.execute("SELECT uri, hashkey, created, data FROM nbcache ORDER BY created").fetchall()
+    return {Path(uri).name: Execution(key, created, json.loads(data or "{}").get("execution_seconds"))
+            for uri, key, created, data in rows}  # a later execution of a notebook replaces one before
+
+
+def latest_executions(cache_path: Path) -> dict[str, nbformat.NotebookNode]:
+    """Each notebook's latest execution in the jupyter-cache at ``cache_path`` (``executions``), its cells and
+    outputs, by file name."""
+    paths = {name: cache_path / "executed" / run.hashkey / "base.ipynb" for name, run in executions(cache_path).items()}
     return {name: nbformat.read(path, as_version=4) for name, path in paths.items() if path.is_file()}
 
 
