@@ -1,0 +1,115 @@
+"""The built book's pages as a reader's browser runs them: every page of ``_toc.yml`` opened from disk in headless
+Chromium (Debian's, driven by Playwright), its console errors and failed requests listed; on a page with an
+explorer, each control moved and the picture shown checked to change with it, at window widths from 800 to 1600
+px, where every slider must keep a usable track. Exits 1 if any page fails.
+
+    jupyter-book build . && python scripts/check_pages.py
+    python scripts/check_pages.py --html /tmp/other/_build/html --pages book/sudden_drop
+
+Needs Debian's ``chromium`` and ``pip install playwright`` (no browser download: it drives that Chromium).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import yaml
+
+from matcomp.arguments import Parser
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+         "--disable-sync", "--no-first-run"]
+WIDTHS = (800, 1280, 1600)
+MIN_TRACK_PX = 100  # a slider narrower than this cannot be dragged to a chosen position
+
+
+def toc_pages() -> list[str]:
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    return [toc["root"]] + [c["file"] for part in toc["parts"] for c in part["chapters"]]
+
+
+def shown_picture(page) -> str:
+    """The source of the explorer's picture the reader sees (the visible image of the widget area)."""
+    return page.evaluate("""() => {
+        const seen = [...document.querySelectorAll('.jupyter-widgets img')].filter(i => i.offsetParent !== null);
+        return seen.length === 1 ? seen[0].src.slice(-200) : `${seen.length} pictures visible`; }""")
+
+
+def check_controls(page, name: str, width: int) -> list[str]:
+    """Move every slider and dropdown of the explorer once; the picture must change each time, and every slider
+    keep a track of at least ``MIN_TRACK_PX``."""
+    problems = []
+    tracks = page.evaluate("""() => [...document.querySelectorAll('.widget-slider .slider-container')]
+        .map(t => t.getBoundingClientRect().width)""")
+    if any(w < MIN_TRACK_PX for w in tracks):
+        problems.append(f"{name} at {width} px: slider tracks {[round(w) for w in tracks]} px wide")
+    before = shown_picture(page)
+    if " pictures visible" in before:
+        return problems + [f"{name} at {width} px: {before}"]
+    for index in range(page.locator(".widget-slider .noUi-handle").count()):
+        handle = page.locator(".widget-slider .noUi-handle").nth(index)
+        handle.focus()
+        handle.press("ArrowLeft" if index == 0 else "ArrowRight")  # the first starts at its last position
+        page.wait_for_timeout(300)
+        after = shown_picture(page)
+        if after == before:
+            problems.append(f"{name} at {width} px: moving slider {index} left the picture as it was")
+        before = after
+    for index in range(page.locator(".widget-dropdown select").count()):
+        select = page.locator(".widget-dropdown select").nth(index)
+        options = select.locator("option").all_text_contents()
+        select.select_option(label=options[-1])
+        page.wait_for_timeout(300)
+        if shown_picture(page) == before:
+            problems.append(f"{name} at {width} px: choosing {options[-1]!r} left the picture as it was")
+    return problems
+
+
+def check_page(browser, html: Path, name: str) -> list[str]:
+    """Console errors and failed requests of page ``name``; its explorer's controls where it has one."""
+    problems: list[str] = []
+    page = browser.new_page(viewport={"width": WIDTHS[0], "height": 900})
+    page.on("console", lambda m: problems.append(f"{name}: console {m.type}: {m.text[:300]}")
+            if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(f"{name}: page error: {str(e)[:300]}"))
+    page.on("requestfailed", lambda r: problems.append(f"{name}: failed request {r.url}"))
+    page.goto((html / f"{name}.html").as_uri(), wait_until="load")
+    page.wait_for_timeout(1500)  # the widget manager renders after load
+    if page.locator(".widget-slider, .widget-dropdown").count():
+        for width in WIDTHS:
+            page.set_viewport_size({"width": width, "height": 900})
+            page.reload(wait_until="load")
+            page.wait_for_timeout(1500)
+            problems += check_controls(page, name, width)
+    page.close()
+    return sorted(set(problems), key=problems.index)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = Parser(prog="scripts/check_pages.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--html", type=Path, default=ROOT / "_build" / "html", help="the built book's html folder")
+    parser.add_argument("--pages", nargs="+", default=None, help="pages to check (default: every page of _toc.yml)")
+    args = parser.parse_args(argv)
+    pages = args.pages or toc_pages()
+    missing = [name for name in pages if not (args.html / f"{name}.html").is_file()]
+    if missing:
+        parser.error(f"{args.html} holds no page {', '.join(missing)}: build the book first (jupyter-book build .)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        parser.error("needs Playwright: pip install playwright (it drives Debian's chromium; no download)")
+    if not Path(CHROMIUM).exists():
+        parser.error(f"needs Debian's Chromium at {CHROMIUM}: apt-get install chromium")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        problems = [problem for name in pages for problem in check_page(browser, args.html, name)]
+        browser.close()
+    print("\n".join(problems) or f"{len(pages)} pages: no console error, no failed request, every control answers")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
