@@ -206,3 +206,16 @@ def test_an_empty_out_folder_takes_the_export(tmp_path, capsys):
     assert "exported step 4,000 of cpu-f603ff8bc5 (float32)" in capsys.readouterr().out
     assert json.loads((tmp_path / "empty" / "config.json").read_text())["matcomp"]["step"] == 4000
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"]  # no staging folder left beside it
+
+
+def test_a_run_of_the_working_store_exports_by_its_id(micro, store, tmp_path):
+    from matcomp.runs.store import get_or_train
+
+    run = get_or_train(micro, progress=False)
+    main(["export", micro.run_id, "--step", "15", "--out", str(tmp_path / "micro")])
+    bert, readout = plain_bert(tmp_path / "micro")
+    batch = sample_batch(micro.data, 8, analysis_generator(0))
+    with torch.no_grad():
+        theirs = readout(bert(input_ids=batch.ids).last_hidden_state).squeeze(-1)
+        torch.testing.assert_close(theirs, run.bert(15)(batch.ids), rtol=1e-6, atol=1e-6)
+    assert "It was trained by this repository's library" in (tmp_path / "micro" / CARD).read_text()

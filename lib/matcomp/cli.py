@@ -178,13 +178,10 @@ def cmd_unpack(args) -> None:
 
 
 def cmd_export(args) -> None:
-    from matcomp.runs.export import export, export_problem, find_run
+    from matcomp.runs.export import export, find_run
 
     run = find_run(args.run)
-    problem = export_problem(run, args.step, args.out)  # named before the checkpoint is read
-    if problem is not None:
-        raise ValueError(problem)
-    exported = export(run, args.out, args.step)
+    exported = export(run, args.out, args.step)  # a bad step or --out: a ValueError before any work, one line
     print(f"exported step {exported.step:,} of {run.config.run_id} ({exported.dtype}) to {exported.path}: "
           f"BertModel.from_pretrained(folder, add_pooling_layer=False) loads it, its read-out beside it; its "
           f"README.md says how" if run.config.model.arch == "bert" else

@@ -250,9 +250,10 @@ def _purpose(run: Run) -> str:
     use = ("the model before its drop copies its input and answers about 0 at a missing entry; after it, it "
            "completes the matrix (§3)" if cfg.model.arch == "bert" else
            "App. G's autoregressive counterpart of the paper's BERT")
-    shipped = ("It is the model this repository's book analyses at its preset's scale, shipped so that others can "
-               "study it with their own tools." if run.steps else
-               "This repository's book reads its record (its losses step by step); its weights are not shipped.")
+    shipped = ("This repository's book reads its record (its losses step by step); its weights are not shipped."
+               if not run.steps else "It is a model this repository's book analyses, shipped so that others can "
+               "study it with their own tools." if run.path.parent.resolve() == REFERENCE_ROOT.resolve() else
+               "It was trained by this repository's library; the book ships the runs it analyses in runs/reference.")
     return (f"Research on abrupt learning in transformers, as in {PAPER}: {use}. {shipped} It "
             f"knows one task: {cfg.data.n_rows}×{cfg.data.n_cols} matrices of rank {cfg.data.rank} with entries like "
             f"its training's, tokenised as above; it was trained on no other size, rank, value range or token, and "
