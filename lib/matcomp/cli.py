@@ -1,7 +1,8 @@
 """The commands that train, time, ship and move one preset's run (``python -m matcomp --help`` lists them with
-the book's, ``matcomp.book.commands``): train, bench and ship a run; list presets and runs; and remote / unpack,
-for a machine lent for minutes (``matcomp.remote``). They build runs from ``matcomp.presets`` and never read the
-book."""
+the book's, ``matcomp.book.commands``): train, bench and ship a run; list presets and runs; remote / unpack,
+for a machine lent for minutes (``matcomp.remote``); export a run's model for plain ``transformers`` and write the
+shipped paper runs' model cards (``matcomp.runs.export``, ``matcomp.runs.card``). They build runs from
+``matcomp.presets`` and never read the book."""
 
 from __future__ import annotations
 
