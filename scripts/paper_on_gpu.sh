@@ -17,7 +17,7 @@
 #   Either may run on another loan than the other, on the same kind of GPU.
 # Here, after it (RUN_DIR and CHECKPOINT_DIR: the folders the files came back into):
 #   bash scripts/paper_on_gpu.sh restore
-#   python -m matcomp unpack RUN_DIR CHECKPOINT_DIR && python -m matcomp derive
+#   python -m matcomp unpack RUN_DIR CHECKPOINT_DIR && python -m matcomp derive && python -m matcomp card
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUN=(--preset paper --set train.precision=tf32)  # matcomp.sizes.PAPER_SCALE: the paper's run, 50,000 steps, in TF32

@@ -1,7 +1,8 @@
 """The commands that train, time, ship and move one preset's run (``python -m matcomp --help`` lists them with
-the book's, ``matcomp.book.commands``): train, bench and ship a run; list presets and runs; and remote / unpack,
-for a machine lent for minutes (``matcomp.remote``). They build runs from ``matcomp.presets`` and never read the
-book."""
+the book's, ``matcomp.book.commands``): train, bench and ship a run; list presets and runs; remote / unpack,
+for a machine lent for minutes (``matcomp.remote``); export a run's model for plain ``transformers`` and write the
+shipped paper runs' model cards (``matcomp.runs.export``, ``matcomp.runs.card``). They build runs from
+``matcomp.presets`` and never read the book."""
 
 from __future__ import annotations
 
@@ -177,6 +178,28 @@ def cmd_unpack(args) -> None:
               f"remove {run.path} and unpack every folder again)")
 
 
+def cmd_export(args) -> None:
+    from matcomp.runs.export import export, find_run
+
+    run = find_run(args.run)
+    exported = export(run, args.out, args.step)  # a bad step or --out: a ValueError before any work, one line
+    print(f"exported step {exported.step:,} of {run.config.run_id} ({exported.dtype}) to {exported.path}: "
+          f"BertModel.from_pretrained(folder, add_pooling_layer=False) loads it, its read-out beside it; its "
+          f"README.md says how" if run.config.model.arch == "bert" else
+          f"exported step {exported.step:,} of {run.config.run_id} ({exported.dtype}) to {exported.path}: "
+          f"GPT2LMHeadModel.from_pretrained(folder) loads it; its README.md says how")
+
+
+def cmd_card(args) -> None:
+    from matcomp.runs.card import CARD, carded_runs, model_card
+    from matcomp.runs.export import find_run
+
+    runs = [find_run(name) for name in args.runs] if args.runs else carded_runs()
+    for run in runs:
+        (run.path / CARD).write_text(model_card(run))
+        print(f"wrote {run.path / CARD}")
+
+
 def add_commands(sub) -> dict[str, Callable]:
     """Add the commands that train, time, ship and move runs to ``sub`` (an argparse subparsers object); returns
     them by name."""
@@ -230,7 +253,15 @@ def add_commands(sub) -> dict[str, Callable]:
     unpack.add_argument("folders", nargs="+", help="the folders that the remote calls' files came back into")
     unpack.add_argument("--into", default=None, help="the shipped store to install into (default: runs/reference)")
     unpack.add_argument("--run", default=None, help="the run id, where the folders hold several runs")
+    export = sub.add_parser("export", help="write a run's checkpoint as a folder plain transformers loads "
+                                           "(BertModel.from_pretrained), its read-out and model card beside it")
+    export.add_argument("run", help="a run id (shipped or in the run store) or a run folder")
+    export.add_argument("--step", type=at_least(0), default=None, help="the checkpoint (default: the run's last)")
+    export.add_argument("--out", required=True, help="a new (or empty) folder for the export")
+    card = sub.add_parser("card", help="write the model card (README.md) of shipped paper-scale runs into their "
+                                       "folders, from their own files")
+    card.add_argument("runs", nargs="*", help="run ids or folders (default: every shipped run of a paper preset)")
     sub.add_parser("presets", help="list the presets")
     sub.add_parser("runs", help="list stored runs (finished or not) with their progress and drop")
     return {"train": cmd_train, "bench": cmd_bench, "ship": cmd_ship, "presets": cmd_presets, "runs": cmd_runs,
-            "remote": cmd_remote, "unpack": cmd_unpack}
+            "remote": cmd_remote, "unpack": cmd_unpack, "export": cmd_export, "card": cmd_card}

@@ -16,8 +16,8 @@ from matcomp.runs.store import RunError, absolute_store
 from matcomp.runs.training import resolve_device
 
 DESCRIPTION = ("Train, bench and ship a preset's run; list presets and runs; remote / unpack, for a machine lent for "
-               "minutes; plan and prepare every run the book needs; sweep a chapter with papermill; derive the shipped "
-               "tables.")
+               "minutes; export a run's model for plain transformers, and card the shipped paper runs; plan and "
+               "prepare every run the book needs; sweep a chapter with papermill; derive the shipped tables.")
 
 
 def main(argv: list[str] | None = None) -> None:
