@@ -105,6 +105,12 @@ def file_digest(path: Path, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
+def checkpoint_shapes(path: Path | str) -> dict[str, list[int]]:
+    """The shape of every tensor a checkpoint file holds, read from its header alone."""
+    with safe_open(str(path), framework="pt") as f:
+        return {name: list(f.get_slice(name).get_shape()) for name in f.keys()}
+
+
 def checkpoint_metadata(path: Path | str) -> tuple[ModelConfig, DataConfig, int] | None:
     """The model, task and step a checkpoint file carries (``RunFolder.write_checkpoint``): enough to
     build its model (``matcomp.models.factory.build_model``) and read its tokens without its folder.
@@ -121,6 +127,10 @@ class RunFolder:
     """Paths and atomic reads/writes of one run folder."""
 
     def __init__(self, path: Path | str):
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"path must name a run folder (a str or Path); got {type(path).__name__} {path!r}")
+        if not str(path).strip():
+            raise ValueError("path is empty: name a run folder")
         self.path = Path(path)
 
     config_path = property(lambda self: self.path / "config.json")
@@ -155,15 +165,18 @@ class RunFolder:
         return pd.read_csv(path) if path.suffix == ".csv" else read_metrics_bytes(path.read_bytes())
 
     # --- checkpoints --------------------------------------------------------------------------
-    def write_checkpoint(self, step: int, state_dict: dict[str, torch.Tensor], cfg: RunConfig) -> None:
+    def write_checkpoint(self, step: int, state_dict: dict[str, torch.Tensor], cfg: RunConfig) -> str:
         """The weights after ``step`` updates, with their model and task in the file's metadata, so that one
         checkpoint file, copied anywhere, still says what it holds (``checkpoint_metadata``). Not the whole
         config: a run continued to a longer budget links its shorter base's files, whose bytes must be
-        those of the longer run trained from scratch. One key, since safetensors orders several at random."""
+        those of the longer run trained from scratch. One key, since safetensors orders several at random.
+        Returns the SHA-256 of the bytes written, which training records to check them before it trusts them."""
         tensors = {k: v.detach().to("cpu").contiguous() for k, v in state_dict.items()}
         described = {"model": dataclasses.asdict(cfg.model), "data": dataclasses.asdict(cfg.data), "step": step}
         metadata = {CHECKPOINT_METADATA: json.dumps(described, sort_keys=True)}
-        atomic_write_bytes(self.checkpoint_path(step), save(tensors, metadata=metadata))
+        data = save(tensors, metadata=metadata)
+        atomic_write_bytes(self.checkpoint_path(step), data)
+        return hashlib.sha256(data).hexdigest()
 
     def existing_checkpoint(self, step: int) -> Path:
         """The checkpoint file of ``step``; a ValueError naming the steps there are if it has none."""
@@ -178,6 +191,14 @@ class RunFolder:
 
     def checkpoint_steps(self) -> list[int]:
         return sorted(int(p.stem.split("_")[1]) for p in self.checkpoint_dir.glob("step_*.safetensors"))
+
+    def remove_unwritten(self, written: dict[int, str]) -> None:
+        """Remove every checkpoint file that training has not recorded in ``written`` (step -> SHA-256): what a
+        crash between a checkpoint and the resume state left past the step it resumes from, rewritten as
+        training reaches it again (``run.written_problem`` refuses one at or before that step)."""
+        for step in self.checkpoint_steps():
+            if step not in written:
+                self.checkpoint_path(step).unlink()
 
     def last_step(self) -> int:
         """The run's last step: recorded in complete.json (a shipped run may keep no checkpoint at all),
@@ -196,17 +217,18 @@ class RunFolder:
         torch.save(state, buffer)
         atomic_write_bytes(self.resume_path, buffer.getvalue())
 
-    def read_resume(self) -> dict | None:
+    def read_resume(self, mmap: bool = False) -> dict | None:
+        """The training state at the last checkpoint (None: there is none); ``mmap``: its tensors left on disk
+        until read, for what asks only of its step and records."""
         if not self.resume_path.exists():
             return None
-        return torch.load(self.resume_path, weights_only=True, map_location="cpu")
+        return torch.load(self.resume_path, weights_only=True, map_location="cpu", mmap=mmap)
 
     def resume_step(self) -> int | None:
         """The step ``resume.pt`` resumes from (None: there is none), read without loading its weights and
         optimiser moments (memory-mapped): what the plan and the budget check ask of a partial run."""
-        if not self.resume_path.exists():
-            return None
-        return int(torch.load(self.resume_path, weights_only=True, map_location="cpu", mmap=True)["step"])
+        resume = self.read_resume(mmap=True)
+        return None if resume is None else int(resume["step"])
 
     def write_complete(self, summary: dict) -> None:
         atomic_write_bytes(self.complete_path, json.dumps(summary, indent=2).encode())

@@ -29,11 +29,12 @@ import torch
 from filelock import FileLock
 
 from matcomp.config import RunConfig
-from matcomp.runs.cost import check_budget
+from matcomp.limits import GIB, exhausted
+from matcomp.runs.cost import check_budget, disk_bytes, memory_bytes
 from matcomp.runs.extend import continue_from, extendable
 from matcomp.runs.folder import RunFolder, sha256_file
 from matcomp.runs.machine import machine
-from matcomp.runs.run import Run, table_problem, verify
+from matcomp.runs.run import Run, folder_problem, table_problem, written_problem
 from matcomp.runs.shipped import REFERENCE_ROOT, REPO, find_reference
 from matcomp.runs.training import resolve_device, train
 
@@ -47,11 +48,16 @@ class RunError(RuntimeError):
 
 
 def runs_root() -> Path:
-    """Where runs are stored (see the module docstring); a ``$MATCOMP_RUNS`` that names a file is a
-    ValueError naming it."""
+    """Where runs are stored (see the module docstring); a ``$MATCOMP_RUNS`` that names a file, or a path this
+    system cannot hold (too long), is a ValueError naming it."""
     if os.environ.get(ENV_RUNS):
         root = Path(os.environ[ENV_RUNS])
-        if root.exists() and not root.is_dir():
+        try:
+            is_file = root.exists() and not root.is_dir()
+        except OSError as err:  # ENAMETOOLONG: a name past 255 bytes, or a path past 4,096
+            raise ValueError(f"${ENV_RUNS} ({len(str(root)):,} characters) cannot be a folder here ({err.strerror}): "
+                             f"name a shorter path for the run store") from None
+        if is_file:
             raise ValueError(f"${ENV_RUNS} is {root}, a file: point it to a folder for the run store (made if missing)")
         return root
     if (REPO / "pyproject.toml").exists():
@@ -75,6 +81,8 @@ def writable_store(root: Path | str | None = None, what: str | None = None) -> P
         raise TypeError(f"root must be a folder path; got {type(root).__name__}")
     source = what or ("root" if root is not None else (f"${ENV_RUNS}" if os.environ.get(ENV_RUNS) else "the run store"))
     hint = "" if what else f" (${ENV_RUNS})"
+    if root is not None and not str(root).strip():  # Path("") is the current folder: never meant
+        raise ValueError(f"{source} is empty: name a folder")
     root = Path(root) if root is not None else runs_root()
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -115,7 +123,7 @@ def get_or_train(cfg: RunConfig, device: str | torch.device | None = None, progr
     folder = RunFolder(root / cfg.run_id)
     with FileLock(str(root / f".{cfg.run_id}.lock")):
         if folder.path.exists():
-            problem = _check_existing(folder, cfg)
+            problem = folder_problem(folder, cfg)
             if problem is None and folder.complete_path.exists():
                 return Run(folder.path)
             if problem is not None:
@@ -129,8 +137,13 @@ def get_or_train(cfg: RunConfig, device: str | torch.device | None = None, progr
         if base is not None:
             continue_from(base, cfg, folder)
         started = time.perf_counter()
-        metrics = train(cfg, folder, device=device, progress=progress, trained=_initial_weights(cfg, root),
-                        limit_s=limit_s, engine=engine, stop_at=stop_at, resumable=resumable)
+        try:
+            metrics = train(cfg, folder, device=device, progress=progress, trained=_initial_weights(cfg, root),
+                            limit_s=limit_s, engine=engine, stop_at=stop_at, resumable=resumable)
+        except (RuntimeError, MemoryError, OSError) as err:
+            if exhausted(err) is None:
+                raise
+            raise RunError(_exhausted_text(cfg, root, device, err)) from None
         _finish(folder, cfg, device, time.perf_counter() - started, metrics,
                 {"engine": engine, **({"extended_from": base.path.name} if base is not None else {})})
     return Run(folder.path)
@@ -198,19 +211,18 @@ def _initial_weights(cfg: RunConfig, root: Path) -> dict[str, torch.Tensor] | No
                      f"train it first")
 
 
-def _check_existing(folder: RunFolder, cfg: RunConfig) -> str | None:
-    """Why an existing folder cannot be used as it is (finished or resumable), or None."""
-    if folder.complete_path.exists():
-        return verify(folder, cfg)
-    try:
-        if folder.read_config().hash != cfg.hash:
-            return "config.json differs from the requested config"
-        resume = folder.read_resume()
-        if resume is not None:
-            return table_problem(folder.read_metrics(), cfg, int(resume["step"]), finite=False)
-    except Exception as err:  # any unreadable file means: do not trust this folder
-        return f"unreadable files ({type(err).__name__}: {err})"
-    return None
+def _exhausted_text(cfg: RunConfig, root: Path, device, err: BaseException) -> str:
+    """One line for training that ran out of memory or disk (``limits.exhausted``), naming the run, what sizes it
+    and what it asked for; training saved its state at its last checkpoint, so the same command resumes it."""
+    first = (str(err).splitlines() or [type(err).__name__])[0][:160]
+    if exhausted(err) == "disk":
+        return (f"run {cfg.run_id} filled the disk of {root} ({err.strerror if isinstance(err, OSError) else first}, "
+                f"writing {getattr(err, 'filename', None) or 'a file'}): its files need about "
+                f"{disk_bytes(cfg) / GIB:,.1f} GiB; free space there and the same command resumes it from its last "
+                f"checkpoint")
+    return (f"run {cfg.run_id} ran out of memory on {resolve_device(device)} ({first}): a step needs about "
+            f"{memory_bytes(cfg) / GIB:,.1f} GiB (train.batch {cfg.train.batch:,}, model.hidden {cfg.model.hidden}, "
+            f"model.layers {cfg.model.layers}); shrink it or train it where it fits")
 
 
 def _move_aside(folder: RunFolder, problem: str, again: bool = True) -> Path:
@@ -225,10 +237,13 @@ def _finish(folder: RunFolder, cfg: RunConfig, device, seconds: float, metrics: 
             extra: dict) -> None:
     """Write complete.json (with the size and SHA-256 of every file, to detect any later change, and
     of resume.pt, kept so that a longer budget continues the run: ``matcomp.runs.extend``), if the
-    run is whole: its table on disk holds every step up to its last checkpoint, with finite losses.
-    A run that is not is moved aside, never sealed (``RunError``)."""
+    run is whole: every checkpoint as its training wrote it (``written_problem``), its table on disk holding
+    every step up to its last checkpoint, with finite losses. A run that is not is moved aside, never sealed
+    (``RunError``)."""
     last = folder.checkpoint_steps()[-1]
-    problem = table_problem(folder.read_metrics(), cfg, last)
+    resume = folder.read_resume(mmap=True)
+    problem = (("resume.pt is missing" if resume is None else written_problem(folder, cfg, resume, sealing=True))
+               or table_problem(folder.read_metrics(), cfg, last))
     if problem is not None:
         target = _move_aside(folder, problem, again=False)
         raise RunError(f"run {cfg.run_id} is not whole ({problem}); moved to {target}")
