@@ -13,7 +13,10 @@ from dataclasses import dataclass
 import torch
 
 from matcomp.config import DataConfig
+from matcomp.limits import check_fits
 from matcomp.tokenizer import BERT_TOKENS, DECIMALS, VALUE_MAX, VALUE_MIN
+
+BYTES_PER_ENTRY = 48  # a batch's bytes per matrix entry while it is drawn: values, mask, ids and their temporaries
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,8 @@ def sample_batch(cfg: DataConfig, batch: int, generator: torch.Generator,
         raise TypeError(f"sample_batch: generator must be a torch.Generator (matcomp.seeding); got "
                         f"{type(generator).__name__}")
     m, n, r = cfg.n_rows, cfg.n_cols, cfg.rank
+    check_fits(batch * (BYTES_PER_ENTRY * m * n + 8 * (m + n) * r), f"sample_batch: batch {batch:,} of {m}×{n} "
+                                                                       f"matrices")
     if full_rank:
         U = V = None
         values = sample_factors((batch, m, n), cfg.distribution, cfg.scale, generator)

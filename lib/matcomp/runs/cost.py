@@ -14,7 +14,6 @@ estimated from the config, refused with the numbers when beyond (unless the call
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from pathlib import Path
 import torch
 
 from matcomp.config import RunConfig
+from matcomp.limits import GIB, ram_bytes
 from matcomp.models.factory import parameter_count
 from matcomp.runs.folder import atomic_write_bytes
 from matcomp.runs.training import evaluate, init_training, matmuls, stepper
@@ -157,7 +157,16 @@ def machine_memory(device: torch.device) -> int:
     """Bytes of memory the device has: the GPU's, or this machine's RAM."""
     if device.type == "cuda":
         return torch.cuda.get_device_properties(device).total_memory
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return ram_bytes()
+
+
+def memory_problem(cfg: RunConfig, device: torch.device) -> str | None:
+    """Why a training step of ``cfg`` cannot fit ``device``'s memory (``memory_bytes``), with both figures, or None."""
+    memory, have = memory_bytes(cfg), machine_memory(device)
+    if memory <= have:
+        return None
+    return (f"a step needs about {memory / GIB:,.1f} GiB of memory (train.batch {cfg.train.batch:,}, model.hidden "
+            f"{cfg.model.hidden}); this {device.type} has {have / GIB:,.1f}")
 
 
 def check_budget(cfg: RunConfig, device: torch.device, root: Path, done: int = 0) -> None:
@@ -165,14 +174,10 @@ def check_budget(cfg: RunConfig, device: torch.device, root: Path, done: int = 0
     memory or disk (at ``root``), or would train past ``TIME_LIMIT_S`` from step ``done``. The time is
     bounded from below first (``FAST_PEAK``, ``MIN_STEP_S``) and measured (``CostBook``) only when that
     bound comes within a tenth of the limit, so ordinary runs pay nothing for the check."""
-    gib, problems = 2 ** 30, []
-    memory, have = memory_bytes(cfg), machine_memory(device)
-    if memory > have:
-        problems.append(f"a step needs about {memory / gib:,.1f} GiB of memory; this {device.type} has "
-                        f"{have / gib:,.1f}")
+    problems = [problem for problem in (memory_problem(cfg, device),) if problem]
     disk, free = disk_bytes(cfg), shutil.disk_usage(root).free
     if disk > free:
-        problems.append(f"its checkpoints need about {disk / gib:,.1f} GiB of disk; {root} has {free / gib:,.1f} free")
+        problems.append(f"its checkpoints need about {disk / GIB:,.1f} GiB of disk; {root} has {free / GIB:,.1f} free")
     steps = cfg.train.steps - done
     lower = steps * max(step_flops(cfg) / FAST_PEAK[device.type], MIN_STEP_S[device.type])
     if lower > TIME_LIMIT_S / 10:

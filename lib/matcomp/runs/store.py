@@ -29,7 +29,7 @@ import torch
 from filelock import FileLock
 
 from matcomp.config import RunConfig
-from matcomp.limits import GIB, exhausted
+from matcomp.limits import GIB, exhausted, exhausted_text
 from matcomp.runs.cost import check_budget, disk_bytes, memory_bytes
 from matcomp.runs.extend import continue_from, extendable
 from matcomp.runs.folder import RunFolder, sha256_file
@@ -214,13 +214,12 @@ def _initial_weights(cfg: RunConfig, root: Path) -> dict[str, torch.Tensor] | No
 def _exhausted_text(cfg: RunConfig, root: Path, device, err: BaseException) -> str:
     """One line for training that ran out of memory or disk (``limits.exhausted``), naming the run, what sizes it
     and what it asked for; training saved its state at its last checkpoint, so the same command resumes it."""
-    first = (str(err).splitlines() or [type(err).__name__])[0][:160]
     if exhausted(err) == "disk":
-        return (f"run {cfg.run_id} filled the disk of {root} ({err.strerror if isinstance(err, OSError) else first}, "
-                f"writing {getattr(err, 'filename', None) or 'a file'}): its files need about "
-                f"{disk_bytes(cfg) / GIB:,.1f} GiB; free space there and the same command resumes it from its last "
-                f"checkpoint")
-    return (f"run {cfg.run_id} ran out of memory on {resolve_device(device)} ({first}): a step needs about "
+        return (f"run {cfg.run_id}: {exhausted_text(err)}; its files need about {disk_bytes(cfg) / GIB:,.1f} GiB in "
+                f"{root}: free space there and the same command resumes it from its last checkpoint")
+    if exhausted(err) == "path":
+        return f"run {cfg.run_id}: {exhausted_text(err)}; name a shorter run store (${ENV_RUNS})"
+    return (f"run {cfg.run_id} ran {exhausted_text(err)} on {resolve_device(device)}: a step needs about "
             f"{memory_bytes(cfg) / GIB:,.1f} GiB (train.batch {cfg.train.batch:,}, model.hidden {cfg.model.hidden}, "
             f"model.layers {cfg.model.layers}); shrink it or train it where it fits")
 
