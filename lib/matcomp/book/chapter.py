@@ -49,8 +49,10 @@ def chapter_config(preset: str | None = None, seed: int | None = None,
     ``preset`` None -> ``$MATCOMP_PRESET``, else ``cpu``; ``seed`` None -> ``$MATCOMP_SEED``, else the
     preset's; ``overrides`` (a dict or ``"field=value,..."``) are applied after those of ``$MATCOMP_SET``.
     A ``variant`` ("gpt") takes the scale's GPT preset (``ChapterSizes.gpt``: ``cpu`` -> ``cpu_gpt``). A BERT
-    run too short to have a plateau is refused before it trains.
+    run too short to have a plateau is refused before it trains, and a ``$MATCOMP_MAX_TRAIN_MIN`` that is not a
+    number of minutes before any work (it is read only where a run must train, maybe minutes later).
     """
+    _max_train_minutes()
     name = preset_name(preset)
     if variant not in ("", "gpt"):
         raise ValueError(f"variant must be '' or 'gpt'; got {variant!r}")
