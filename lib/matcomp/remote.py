@@ -78,12 +78,12 @@ def remote(cfg: RunConfig, out: Path, command: str, limit_s: float | None = None
     working store's packing folder (default ``<store>/packing``); ``checkpoint``: the step to train to and pack
     alone; ``engine``: the training engine (``matcomp.runs.training.ENGINES``)."""
     started = time.perf_counter()
-    out = writable_store(out, "the folder for the packed parts (out)")  # a file, '' or read-only: before training
-    root = Path(root) if root is not None else runs_root() / PACKING
     if checkpoint is not None and (checkpoint not in cfg.train.checkpoint_schedule or checkpoint == 0):
         raise ValueError(f"checkpoint {checkpoint} is not one of {cfg.run_id}'s checkpoints after step 0: "
                          f"{list(cfg.train.checkpoint_schedule[1:])}")
     device = resolve_device(device)
+    out = writable_store(out, "the folder for the packed parts (out)")  # a file, '' or read-only: before training
+    root = Path(root) if root is not None else runs_root() / PACKING
     deterministic(device)
     store = runs_root()
     try:

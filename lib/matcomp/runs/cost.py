@@ -21,8 +21,9 @@ from pathlib import Path
 
 import torch
 
+from matcomp import limits
 from matcomp.config import RunConfig
-from matcomp.limits import GIB, ram_bytes
+from matcomp.limits import GIB
 from matcomp.models.factory import parameter_count
 from matcomp.runs.folder import atomic_write_bytes
 from matcomp.runs.training import evaluate, init_training, matmuls, stepper
@@ -157,7 +158,7 @@ def machine_memory(device: torch.device) -> int:
     """Bytes of memory the device has: the GPU's, or this machine's RAM."""
     if device.type == "cuda":
         return torch.cuda.get_device_properties(device).total_memory
-    return ram_bytes()
+    return limits.ram_bytes()
 
 
 def memory_problem(cfg: RunConfig, device: torch.device) -> str | None:
@@ -165,8 +166,8 @@ def memory_problem(cfg: RunConfig, device: torch.device) -> str | None:
     memory, have = memory_bytes(cfg), machine_memory(device)
     if memory <= have:
         return None
-    return (f"a step needs about {memory / GIB:,.1f} GiB of memory (train.batch {cfg.train.batch:,}, model.hidden "
-            f"{cfg.model.hidden}); this {device.type} has {have / GIB:,.1f}")
+    return (f"a step needs about {memory / GIB:,.1f} GiB of memory; this {device.type} has {have / GIB:,.1f} "
+            f"(train.batch {cfg.train.batch:,}, model.hidden {cfg.model.hidden})")
 
 
 def check_budget(cfg: RunConfig, device: torch.device, root: Path, done: int = 0) -> None:
