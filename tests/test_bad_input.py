@@ -462,17 +462,12 @@ def test_a_chapter_announces_training_on_the_console_and_refuses_it_past_the_min
 
 # Round four: the run store, resumes and records
 
-def _paused(cfg, root=None) -> RunFolder:
-    """``cfg``'s run trained to its checkpoint of step 20 and paused there, as an interrupted command leaves it."""
+def _paused(cfg, root: Path) -> RunFolder:
+    """``cfg``'s run trained to its checkpoint of step 20 in ``root`` and paused there, as an interrupted command
+    leaves it."""
     with pytest.raises(matcomp.runs.training.Paused):
         get_or_train(cfg, progress=False, stop_at=20, root=root)
-    return RunFolder(runs_root_of(root) / cfg.run_id)
-
-
-def runs_root_of(root):
-    from matcomp.runs.store import runs_root
-
-    return Path(root) if root is not None else runs_root()
+    return RunFolder(root / cfg.run_id)
 
 
 def _zero_64_bytes(path: Path) -> None:
@@ -488,11 +483,13 @@ def _zero_64_bytes(path: Path) -> None:
     ("a checkpoint it never wrote", "step_000005.safetensors is not a checkpoint that this run's training wrote"),
     ("a resume.pt from before its records", "resume.pt records neither its run nor the SHA-256 of its checkpoints"),
     ("a checkpoint deleted", "step_000010.safetensors is missing"),
+    ("resume.pt's bytes changed", "resume.pt is damaged: its contents differ from the SHA-256 it was written with"),
+    ("the table's bytes changed", "metrics.parquet has changed since its training wrote it"),
 ])
 def test_a_resumed_run_checks_every_checkpoint_it_holds_and_remakes_a_damaged_one(damage, problem, micro, store):
     from matcomp.models.factory import build_model
 
-    folder = _paused(micro)
+    folder = _paused(micro, store)
     before = folder.checkpoint_path(10).read_bytes()
     if damage == "64 bytes zeroed":
         _zero_64_bytes(folder.checkpoint_path(10))
@@ -508,8 +505,14 @@ def test_a_resumed_run_checks_every_checkpoint_it_holds_and_remakes_a_damaged_on
         state = folder.read_resume()
         del state["run"], state["checkpoint_sha256"]
         folder.write_resume(state)
-    else:
+    elif damage == "a checkpoint deleted":
         folder.checkpoint_path(10).unlink()
+    else:  # PyTorch's archive and Parquet check none of their bytes: both load, with other values
+        path, at = (folder.resume_path, 4) if damage.startswith("resume.pt") else (folder.metrics_path, 2)
+        data = bytearray(path.read_bytes())
+        data[len(data) // at:len(data) // at + 64] = bytes(64)
+        path.write_bytes(bytes(data))
+        assert folder.read_metrics().step.max() == 20  # the table still reads
     with pytest.warns(UserWarning, match=re.escape(problem) + ".*moved to .* and training again"):
         run = get_or_train(micro, progress=False)
     assert run.folder.checkpoint_path(10).read_bytes() == before  # made again, as it was before the damage
@@ -517,7 +520,7 @@ def test_a_resumed_run_checks_every_checkpoint_it_holds_and_remakes_a_damaged_on
 
 
 def test_a_checkpoint_damaged_while_a_run_trains_on_is_never_sealed(micro, store, monkeypatch):
-    folder = _paused(micro)
+    folder = _paused(micro, store)
     real, calls = matcomp.runs.training.train_step, [0]
 
     def damage_checkpoint_10_on_the_way(*args):
@@ -744,3 +747,16 @@ def test_paper_on_gpu_checks_seed_and_out_before_the_engine_test(tmp_path):
     done = subprocess.run(["bash", "scripts/paper_on_gpu.sh", "checkpoint", "0", "eager", "100"], env=env,
                           capture_output=True, text=True)
     assert done.returncode == 2 and "cannot be made or written" in done.stderr and "tee" not in done.stderr
+
+
+@pytest.mark.parametrize("value", ["false", "yes", "2"])
+def test_no_training_is_1_or_0_and_another_value_is_named_before_any_work(value, store, monkeypatch, capsys):
+    from matcomp.runs.store import training_forbidden
+
+    monkeypatch.setenv("MATCOMP_NO_TRAINING", value)
+    for argv in (["runs"], ["train", *SHORT], ["plan", "--preset", "smoke"]):
+        assert f"$MATCOMP_NO_TRAINING must be 1 (training is an error) or 0 (unset: training allowed); got " \
+               f"'{value}'" in refused(argv, capsys)
+    assert nothing_in(store)
+    monkeypatch.setenv("MATCOMP_NO_TRAINING", "0")  # was: set to anything, training forbidden
+    assert not training_forbidden()

@@ -22,7 +22,15 @@ from matcomp.presets import PRESETS, preset_name, resolved_config
 from matcomp.runs.cost import CostBook, duration
 from matcomp.runs.run import Run
 from matcomp.runs.shipped import find_reference
-from matcomp.runs.store import ENV_NO_TRAINING, Location, RunError, get_or_train, locate, runs_root, writable_store
+from matcomp.runs.store import (
+    Location,
+    RunError,
+    get_or_train,
+    locate,
+    runs_root,
+    training_forbidden,
+    writable_store,
+)
 from matcomp.runs.training import resolve_device
 from matcomp.sizes import chapter_sizes
 
@@ -117,7 +125,7 @@ def announce_training(where: Location, preset: str | None = None, shipped: bool 
     reports)."""
     cfg = where.cfg
     state, done = where.state(shipped)
-    if state in ("shipped", "stored") or os.environ.get(ENV_NO_TRAINING):
+    if state in ("shipped", "stored") or training_forbidden():
         return False
     why = ("it is shipped with its metrics alone (no checkpoint to analyse) and is not" if where.reference is not None
            else "it is neither shipped nor")

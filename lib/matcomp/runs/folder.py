@@ -105,6 +105,31 @@ def file_digest(path: Path, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
+STATE_DIGEST = "state_sha256"  # the resume state's key for the SHA-256 of the rest of it
+
+
+def state_digest(state) -> str:
+    """The SHA-256 of a training state's contents: every tensor's bytes and every other value's text, in order."""
+    digest = hashlib.sha256()
+
+    def add(value) -> None:
+        if isinstance(value, dict):
+            for key in sorted(value, key=str):
+                digest.update(f"<{key!s}>".encode())
+                add(value[key])
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                add(item)
+        elif isinstance(value, torch.Tensor):
+            digest.update(f"{value.dtype}{list(value.shape)}".encode())
+            digest.update(value.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+        else:
+            digest.update(repr(value).encode())
+
+    add({key: value for key, value in state.items() if key != STATE_DIGEST})
+    return digest.hexdigest()
+
+
 def checkpoint_shapes(path: Path | str) -> dict[str, list[int]]:
     """The shape of every tensor a checkpoint file holds, read from its header alone."""
     with safe_open(str(path), framework="pt") as f:
@@ -155,10 +180,13 @@ class RunFolder:
         legacy = self.path / LEGACY_METRICS
         return legacy if legacy.exists() and not (self.path / METRICS).exists() else self.path / METRICS
 
-    def write_metrics(self, table: pd.DataFrame) -> None:
-        """The table, its floats as the 8-significant-digit CSV held them, as Parquet (``metrics_bytes``)."""
-        atomic_write_bytes(self.path / METRICS, metrics_bytes(table))
+    def write_metrics(self, table: pd.DataFrame) -> str:
+        """The table, its floats as the 8-significant-digit CSV held them, as Parquet (``metrics_bytes``); returns
+        the SHA-256 of the bytes written (recorded in the resume state, checked before a resume trusts them)."""
+        data = metrics_bytes(table)
+        atomic_write_bytes(self.path / METRICS, data)
         (self.path / LEGACY_METRICS).unlink(missing_ok=True)
+        return hashlib.sha256(data).hexdigest()
 
     def read_metrics(self) -> pd.DataFrame:
         path = self.metrics_path
@@ -213,16 +241,22 @@ class RunFolder:
 
     # --- resume state and completion --------------------------------------------------------------
     def write_resume(self, state: dict) -> None:
+        """The training state, with the SHA-256 of its contents (``state_digest``): PyTorch's archive checks no
+        bytes, so a damaged one would load, and training would go on from other weights or moments."""
         buffer = io.BytesIO()
-        torch.save(state, buffer)
+        torch.save({**state, STATE_DIGEST: state_digest(state)}, buffer)
         atomic_write_bytes(self.resume_path, buffer.getvalue())
 
     def read_resume(self, mmap: bool = False) -> dict | None:
-        """The training state at the last checkpoint (None: there is none); ``mmap``: its tensors left on disk
-        until read, for what asks only of its step and records."""
+        """The training state at the last checkpoint (None: there is none), its contents checked against the
+        SHA-256 it was written with (a ValueError naming it if they differ, or if it has none); ``mmap``: its
+        tensors left on disk, unchecked, for what asks only of its step and records."""
         if not self.resume_path.exists():
             return None
-        return torch.load(self.resume_path, weights_only=True, map_location="cpu", mmap=mmap)
+        state = torch.load(self.resume_path, weights_only=True, map_location="cpu", mmap=mmap)
+        if not mmap and state.pop(STATE_DIGEST, None) != state_digest(state):
+            raise ValueError(f"{self.resume_path} is damaged: its contents differ from the SHA-256 it was written with")
+        return state
 
     def resume_step(self) -> int | None:
         """The step ``resume.pt`` resumes from (None: there is none), read without loading its weights and

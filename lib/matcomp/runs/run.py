@@ -188,8 +188,8 @@ def folder_problem(folder: RunFolder, cfg: RunConfig) -> str | None:
             return "config.json differs from the requested config"
         resume = folder.read_resume()
         if resume is not None:
-            return (written_problem(folder, cfg, resume)
-                    or table_problem(folder.read_metrics(), cfg, int(resume["step"]), finite=False))
+            return (table_problem(folder.read_metrics(), cfg, int(resume["step"]), finite=False)
+                    or written_problem(folder, cfg, resume))
     except Exception as err:  # any unreadable file means: do not trust this folder
         return f"unreadable files ({type(err).__name__}: {err})"
     return None
@@ -197,17 +197,20 @@ def folder_problem(folder: RunFolder, cfg: RunConfig) -> str | None:
 
 def written_problem(folder: RunFolder, cfg: RunConfig, resume: dict, sealing: bool = False) -> str | None:
     """Why the checkpoints of ``cfg``'s unfinished run cannot be trained on (or, with ``sealing``, sealed), or
-    None. ``resume`` (its ``resume.pt``) must be ``cfg``'s and record the SHA-256 of every checkpoint its training
-    wrote, and each must still be there, say it holds ``cfg``'s model and task at its own step, have the shapes
-    of the weights resumed and hold the bytes recorded. A checkpoint never recorded is foreign at or before the
-    step resumed from; past it, a crash's leftover that training removes and writes again
-    (``RunFolder.remove_unwritten``): at sealing, none may be left."""
+    None. ``resume`` (its ``resume.pt``) must be ``cfg``'s and record the SHA-256 of its metrics, which must hold
+    them, and of every checkpoint its training wrote, each of which must still be there, say it holds ``cfg``'s
+    model and task at its own step, have the shapes of the weights resumed and hold the bytes recorded. A
+    checkpoint never recorded is foreign at or before the step resumed from; past it, a crash's leftover that
+    training removes and writes again (``RunFolder.remove_unwritten``): at sealing, none may be left."""
     written, step = resume.get("checkpoint_sha256"), int(resume["step"])
-    if resume.get("run") is None or not isinstance(written, dict):
-        return ("resume.pt records neither its run nor the SHA-256 of its checkpoints (written before they were "
-                "kept), so they cannot be checked")
+    if resume.get("run") is None or not isinstance(written, dict) or "metrics_sha256" not in resume:
+        return ("resume.pt records neither its run nor the SHA-256 of its checkpoints and metrics (written before "
+                "they were kept), so they cannot be checked")
     if resume["run"] != cfg.hash:
         return f"resume.pt is the training state of another run (config hash {resume['run']}, not {cfg.hash})"
+    if sha256_file(folder.metrics_path) != resume["metrics_sha256"]:
+        return (f"{folder.metrics_path.name} has changed since its training wrote it"
+                f" (its SHA-256 differs from resume.pt's)")
     if step not in written:
         return f"resume.pt records no checkpoint at its own step {step}"
     foreign = [s for s in folder.checkpoint_steps() if s not in written and (sealing or s <= step)]

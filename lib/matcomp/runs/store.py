@@ -7,7 +7,7 @@ for the same run train it once. A folder that cannot be trusted (a missing file,
 since it finished, by its SHA-256 in complete.json, a config that does not match) is never loaded:
 it is moved aside to ``<run_id>.broken-<time>`` (nothing is deleted) and the run is trained again.
 
-With ``$MATCOMP_NO_TRAINING`` set, a run that is not stored (or only partly) raises instead of
+With ``$MATCOMP_NO_TRAINING=1``, a run that is not stored (or only partly) raises instead of
 training: a build after ``python -m matcomp prepare`` can prove it trains nothing.
 
 Runs live in ``$MATCOMP_RUNS`` if set, else in ``runs/`` at the top of the repository
@@ -39,7 +39,7 @@ from matcomp.runs.shipped import REFERENCE_ROOT, REPO, find_reference
 from matcomp.runs.training import resolve_device, train
 
 ENV_RUNS = "MATCOMP_RUNS"
-ENV_NO_TRAINING = "MATCOMP_NO_TRAINING"  # set (to anything): a run that would have to train is an error
+ENV_NO_TRAINING = "MATCOMP_NO_TRAINING"  # 1: a run that would have to train is an error; unset, '' or 0: not
 
 
 class RunError(RuntimeError):
@@ -47,9 +47,22 @@ class RunError(RuntimeError):
     folder was moved aside). The command line prints it as one line."""
 
 
+def training_forbidden() -> bool:
+    """Whether ``$MATCOMP_NO_TRAINING`` forbids training: "1" yes, unset, "" or "0" no; any other value (a "false"
+    that would forbid it) is a ValueError naming it."""
+    text = os.environ.get(ENV_NO_TRAINING, "").strip()
+    if text not in ("", "0", "1"):
+        raise ValueError(f"${ENV_NO_TRAINING} must be 1 (training is an error) or 0 (unset: training allowed); "
+                         f"got {text!r}")
+    return text == "1"
+
+
 def runs_root() -> Path:
     """Where runs are stored (see the module docstring); a ``$MATCOMP_RUNS`` that names a file, or a path this
-    system cannot hold (too long), is a ValueError naming it."""
+    system cannot hold (too long), is a ValueError naming it, and so is a bad ``$MATCOMP_NO_TRAINING``
+    (``training_forbidden``): every command and chapter finds the store before any work, while training is
+    forbidden only once a run must train."""
+    training_forbidden()
     if os.environ.get(ENV_RUNS):
         root = Path(os.environ[ENV_RUNS])
         try:
@@ -128,7 +141,7 @@ def get_or_train(cfg: RunConfig, device: str | torch.device | None = None, progr
                 return Run(folder.path)
             if problem is not None:
                 _move_aside(folder, problem)
-        if os.environ.get(ENV_NO_TRAINING):
+        if training_forbidden():
             raise RunError(f"run {cfg.run_id} is not in the store {root} and ${ENV_NO_TRAINING} is set: train it "
                            f"first (python -m matcomp prepare, or unset {ENV_NO_TRAINING})")
         if not force:

@@ -380,14 +380,15 @@ def _rows(start_step: int, pending: list[torch.Tensor], evals: dict[int, torch.T
 def _save(folder: RunFolder, cfg: RunConfig, model: Model, optimizer: torch.optim.Optimizer,
           train_gen: torch.Generator, eval_gen: torch.Generator, step: int, rows: list[dict],
           written: dict[int, str], whole: bool = True) -> None:
-    """Checkpoint (its SHA-256 added to ``written``), metrics, then the resume state, which records the run and
-    ``written``, so that a resume or the seal checks every checkpoint first: whatever a crash leaves behind,
-    resume.pt never points past the metrics and weights already on disk. ``whole`` False: the checkpoint
+    """Checkpoint (its SHA-256 added to ``written``), metrics, then the resume state, which records the run,
+    ``written`` and the metrics' SHA-256, so that a resume or the seal checks them first: whatever a crash leaves
+    behind, resume.pt never points past the metrics and weights already on disk. ``whole`` False: the checkpoint
     alone (``train(resumable=False)``)."""
     written[step] = folder.write_checkpoint(step, model.state_dict(), cfg)
     if not whole:
         return
-    folder.write_metrics(pd.DataFrame(rows, columns=columns(cfg)))
+    table = folder.write_metrics(pd.DataFrame(rows, columns=columns(cfg)))
     folder.write_resume({"step": step, "elapsed": rows[-1]["time_s"], "model": model.state_dict(),
                          "optimizer": optimizer.state_dict(), "train_gen": train_gen.get_state(),
-                         "eval_gen": eval_gen.get_state(), "run": cfg.hash, "checkpoint_sha256": dict(written)})
+                         "eval_gen": eval_gen.get_state(), "run": cfg.hash, "checkpoint_sha256": dict(written),
+                         "metrics_sha256": table})
