@@ -31,6 +31,14 @@ fi
 # the lent machine's python3 holds PyTorch; this library runs from the tree, not installed
 MATCOMP=(env PYTHONUNBUFFERED=1 PYTHONPATH=lib CUBLAS_WORKSPACE_CONFIG=:4096:8 python3 -m matcomp)
 
+before_any_work() {  # SEED and $OUT checked in a few seconds, before the engine test, the bench or training
+    : "${OUT:?set OUT: the folder whose files come back}"
+    mkdir -p "$OUT" 2>/dev/null && [[ -w "$OUT" ]] || { echo "OUT=$OUT cannot be made or written: name a folder you can write" >&2; exit 2; }
+    env PYTHONPATH=lib python3 -c 'import sys; from matcomp.presets import resolved_config
+try: resolved_config(sys.argv[1], {"train.seed": sys.argv[2]})
+except ValueError as err: sys.exit(f"SEED: {err}")' "${RUN[1]}" "$1"
+}
+
 case "${1:-}" in
     hide)  # the shipped runs out of the tree that travels, until restore
         git rm -r -q --cached runs/reference
@@ -41,7 +49,7 @@ case "${1:-}" in
         git reset -q -- runs/reference
         git status --short | head ;;
     run)
-        seed="${2:?seed}"; : "${OUT:?set OUT: the folder whose files come back}"
+        seed="${2:?seed}"; before_any_work "$seed"
         export MATCOMP_RUNS; MATCOMP_RUNS="$(mktemp -d)"  # a store of its own: nothing from another command
         { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true; } | tee "$OUT/log"
         # the graph engine takes the ahead engine's steps (tests/test_training.py; ~20 s, skipped on a CPU)
@@ -57,7 +65,7 @@ case "${1:-}" in
         echo "done in $SECONDS s (of $((WALL_S + AFTER_S)) planned)" | tee -a "$OUT/log" ;;
     checkpoint)
         seed="${2:?seed}"; engine="${3:?engine (the run command printed it)}"; step="${4:?step}"
-        : "${OUT:?set OUT: the folder whose files come back}"
+        before_any_work "$seed"
         export MATCOMP_RUNS; MATCOMP_RUNS="$(mktemp -d)"
         "${MATCOMP[@]}" remote "${RUN[@]}" --set "train.seed=$seed" --device "$DEVICE" --engine "$engine" \
             --checkpoint "$step" --out "$OUT" 2>&1 | tee "$OUT/log"

@@ -774,7 +774,7 @@ def test_every_seed_the_library_takes_is_checked_by_name():
 
 def test_an_allocation_beyond_the_memory_limit_is_refused_by_name_before_any_work(micro, monkeypatch):
     from matcomp.analysis.evaluation import second_moments
-    from matcomp.checks import ENV_MAX_MEMORY_GB
+    from matcomp.limits import ENV_MAX_MEMORY_GB
 
     monkeypatch.setenv(ENV_MAX_MEMORY_GB, "0.001")  # 1 MiB: a test's limit, never a real allocation
     with pytest.raises(ValueError) as err:  # was PyTorch's RuntimeError from its CPU allocator, mid-work
@@ -907,7 +907,7 @@ def test_the_other_analyses_that_draw_matrices_name_their_own_count_and_seed(mic
     from matcomp.analysis.ood import axis_variants, shifted_losses
     from matcomp.analysis.progress import progress_derivation
     from matcomp.analysis.variants import undetermined_fraction
-    from matcomp.checks import ENV_MAX_MEMORY_GB
+    from matcomp.limits import ENV_MAX_MEMORY_GB
 
     run = get_or_train(micro, progress=False, root=tmp_path)
     for call, message in [
@@ -928,3 +928,305 @@ def test_the_other_analyses_that_draw_matrices_name_their_own_count_and_seed(mic
     monkeypatch.setenv(ENV_MAX_MEMORY_GB, "0.001")
     with pytest.raises(ValueError, match="^undetermined_fraction: samples = 10,000,000 would need about 0.4 GiB"):
         undetermined_fraction(3, 3, 0.3, samples=10 ** 7)
+
+
+# Round four: the run store, resumes and records
+
+def _paused(cfg, root: Path) -> RunFolder:
+    """``cfg``'s run trained to its checkpoint of step 20 in ``root`` and paused there, as an interrupted command
+    leaves it."""
+    with pytest.raises(matcomp.runs.training.Paused):
+        get_or_train(cfg, progress=False, stop_at=20, root=root)
+    return RunFolder(root / cfg.run_id)
+
+
+def _zero_64_bytes(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[-200:-136] = bytes(64)  # in the weights: the header, and so the file's metadata and shapes, intact
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damage, problem", [
+    ("64 bytes zeroed", "step_000010.safetensors has changed since its training wrote it"),
+    ("another model's checkpoint", "step_000010.safetensors holds the weights of another model"),
+    ("another run's resume.pt", "resume.pt is the training state of another run"),
+    ("a checkpoint it never wrote", "step_000005.safetensors is not a checkpoint that this run's training wrote"),
+    ("a resume.pt from before its records", "resume.pt records neither its run nor the SHA-256 of its checkpoints"),
+    ("a checkpoint deleted", "step_000010.safetensors is missing"),
+    ("resume.pt's bytes changed", "resume.pt is damaged: its contents differ from the SHA-256 it was written with"),
+    ("the table's bytes changed", "metrics.parquet has changed since its training wrote it"),
+])
+def test_a_resumed_run_checks_every_checkpoint_it_holds_and_remakes_a_damaged_one(damage, problem, micro, store):
+    from matcomp.models.factory import build_model
+
+    folder = _paused(micro, store)
+    before = folder.checkpoint_path(10).read_bytes()
+    if damage == "64 bytes zeroed":
+        _zero_64_bytes(folder.checkpoint_path(10))
+    elif damage == "another model's checkpoint":
+        other = micro.override({"model.hidden": 8})
+        folder.write_checkpoint(10, build_model(other.model, seed=0).state_dict(), other)
+    elif damage == "another run's resume.pt":
+        other = _paused(micro.override({"train.seed": 1}), store / "other")
+        folder.resume_path.write_bytes(other.resume_path.read_bytes())
+    elif damage == "a checkpoint it never wrote":
+        folder.write_checkpoint(5, build_model(micro.model, seed=3).state_dict(), micro)
+    elif damage == "a resume.pt from before its records":
+        state = folder.read_resume()
+        del state["run"], state["checkpoint_sha256"]
+        folder.write_resume(state)
+    elif damage == "a checkpoint deleted":
+        folder.checkpoint_path(10).unlink()
+    else:  # PyTorch's archive and Parquet check none of their bytes: both load, with other values
+        path, at = (folder.resume_path, 4) if damage.startswith("resume.pt") else (folder.metrics_path, 2)
+        data = bytearray(path.read_bytes())
+        data[len(data) // at:len(data) // at + 64] = bytes(64)
+        path.write_bytes(bytes(data))
+        assert folder.read_metrics().step.max() == 20  # the table still reads
+    with pytest.warns(UserWarning, match=re.escape(problem) + ".*moved to .* and training again"):
+        run = get_or_train(micro, progress=False)
+    assert run.folder.checkpoint_path(10).read_bytes() == before  # made again, as it was before the damage
+    assert run.steps == [0, 10, 15, 20, 30, 40] and len(list(store.glob("*.broken-*"))) == 1
+
+
+def test_a_checkpoint_damaged_while_a_run_trains_on_is_never_sealed(micro, store, monkeypatch):
+    folder = _paused(micro, store)
+    real, calls = matcomp.runs.training.train_step, [0]
+
+    def damage_checkpoint_10_on_the_way(*args):
+        calls[0] += 1
+        if calls[0] == 5:  # after the resume's check, before the seal's
+            _zero_64_bytes(folder.checkpoint_path(10))
+        return real(*args)
+
+    monkeypatch.setattr(matcomp.runs.training, "train_step", damage_checkpoint_10_on_the_way)
+    with pytest.raises(RunError, match="is not whole \\(step_000010.safetensors has changed since its training wrote "
+                                       "it.*moved to"):
+        get_or_train(micro, progress=False)
+    assert not folder.path.exists() and not any((p / "complete.json").exists() for p in store.glob("*.broken-*"))
+
+
+def test_a_run_copied_under_another_runs_name_is_damaged_wherever_it_is_read(micro, store, capsys):
+    from matcomp.runs.run import open_run
+
+    run = get_or_train(micro, progress=False)
+    other = micro.override({"train.seed": 1})
+    copy = store / other.run_id
+    import shutil
+    shutil.copytree(run.path, copy)
+    said = f"the folder is named {other.run_id} but holds run {micro.run_id}"
+    main(["runs"])
+    assert f"{other.run_id} [damaged: {said}" in capsys.readouterr().out
+    for read in (open_run, Run):
+        with pytest.raises(ValueError, match=re.escape(said)):
+            read(copy)
+    with pytest.warns(UserWarning, match="config.json differs from the requested config"):
+        assert get_or_train(other, progress=False).config.train.seed == 1  # trained, the copy kept aside
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["unpack", "PACKED", "--into", ""], "argument --into: must name a folder; got ''"),
+    (["unpack", ""], "argument folders: must name a folder; got ''"),
+    (["remote", "--preset", "smoke", "--out", ""], "argument --out: must name a folder; got ''"),
+], ids=["unpack into ''", "unpack ''", "remote --out ''"])
+def test_an_empty_path_is_refused_by_its_option(argv, message, tmp_path, store, capsys):
+    from matcomp.runs.shipped import REFERENCE_ROOT
+
+    shipped_before = sorted(p.name for p in REFERENCE_ROOT.iterdir())
+    argv = [str(tmp_path) if a == "PACKED" else a for a in argv]
+    assert message in refused(argv, capsys, code=2)
+    assert sorted(p.name for p in REFERENCE_ROOT.iterdir()) == shipped_before and nothing_in(store)
+    from matcomp.runs.transfer import TransferError, unpack
+    with pytest.raises(TransferError, match="the store to install into is empty"):
+        unpack([tmp_path], "")
+    with pytest.raises(TransferError, match="a folder of packed files is empty"):
+        unpack([""], tmp_path / "reference")
+
+
+def test_remote_checks_its_out_before_it_trains(immutable, store, tmp_path, capsys):
+    started = time.perf_counter()
+    assert f"the folder for the packed parts (out) {immutable} cannot be written" in refused(
+        ["remote", "--preset", "smoke", "--out", str(immutable), "--quiet"], capsys)
+    (tmp_path / "file").write_text("")
+    assert "which is (or lies under) a file" in refused(
+        ["remote", "--preset", "smoke", "--out", str(tmp_path / "file" / "out"), "--quiet"], capsys)
+    assert time.perf_counter() - started < 10 and nothing_in(store)  # nothing trained
+
+
+def test_stop_at_that_cannot_pause_the_run_is_refused(store, capsys):
+    assert "--stop-at 250: run cpu-f603ff8bc5 is shipped finished (runs/reference), nothing to pause; add " \
+           "--no-shipped" in refused(["train", "--preset", "cpu", "--stop-at", "250"], capsys)
+    main(["train", *SHORT, "--quiet", "--stop-at", "20"])
+    assert "has trained to step 20 in" in refused(["train", *SHORT, "--quiet", "--stop-at", "10"], capsys)
+    main(["train", *SHORT, "--quiet"])
+    assert "is finished in" in refused(["train", *SHORT, "--quiet", "--stop-at", "30"], capsys)
+
+
+def test_unpack_says_which_other_runs_items_it_left(micro, store, tmp_path, capsys):
+    from matcomp.runs.transfer import pack_checkpoint, pack_record
+
+    run, other = (get_or_train(cfg, progress=False) for cfg in (micro, micro.override({"train.seed": 1})))
+    out = tmp_path / "packed"
+    pack_record(run, out)
+    pack_checkpoint(run, 40, out)
+    pack_checkpoint(other, 40, out)
+    main(["unpack", str(out), "--into", str(tmp_path / "reference")])
+    said = capsys.readouterr().out
+    assert f"installed {tmp_path / 'reference' / micro.run_id}" in said
+    assert f"left as they are, not {micro.run_id}'s: {other.config.run_id}.step_000040.json" in said
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("no parts", "is a damaged manifest: its parts is missing or not of its kind"),
+    ("cut short", "is a damaged manifest: not valid JSON"),
+    ("another item", "is a damaged manifest: it names item 'step_000040'"),
+    ("parts of another kind", "is a damaged manifest: its parts are not a list of file, bytes and sha256"),
+])
+def test_a_damaged_record_manifest_is_named_not_found_none(damage, message, micro, store, tmp_path, capsys):
+    from matcomp.runs.transfer import pack_record
+
+    out = tmp_path / "packed"
+    manifest = pack_record(get_or_train(micro, progress=False), out)[-1]
+    text = manifest.read_text()
+    fields = json.loads(text)
+    if damage == "no parts":
+        del fields["parts"]
+    elif damage == "another item":
+        fields["item"] = "step_000040"
+    elif damage == "parts of another kind":
+        fields["parts"] = ["a"]
+    manifest.write_text(text[:len(text) // 2] if damage == "cut short" else json.dumps(fields))
+    assert message in refused(["unpack", str(out), "--into", str(tmp_path / "reference")], capsys)
+    assert not (tmp_path / "reference" / micro.run_id).exists()
+
+
+def test_ship_add_steps_without_the_retraining_names_the_command(store, capsys):
+    message = refused(["ship", "--preset", "cpu", "--add-steps", "500"], capsys)
+    assert "no retraining of cpu-f603ff8bc5 in" in message
+    assert "(python -m matcomp train --preset cpu --threads 1 --no-shipped --stop-at 500)" in message
+
+
+def test_a_seal_without_its_fields_is_damage_not_a_traceback(store, capsys):
+    main(["train", *SHORT, "--quiet"])
+    path = next(p for p in store.glob("smoke-*") if p.is_dir())
+    seal = json.loads((path / "complete.json").read_text())
+    for field in ("files", "sha256"):
+        (path / "complete.json").write_text(json.dumps({k: v for k, v in seal.items() if k != field}))
+        main(["runs"])
+        assert f"{path.name} [damaged: complete.json records no" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [["plan", "--preset", "smoke"],
+                                  ["sweep", "book/sudden_drop.ipynb", "--out", "OUT", "--param", "seed", "0",
+                                   "--fixed", "preset=smoke"]])
+def test_max_train_min_is_checked_by_every_command_that_reads_it_before_any_work(argv, store, monkeypatch,
+                                                                                 tmp_path, capsys):
+    monkeypatch.setenv("MATCOMP_MAX_TRAIN_MIN", "abc")
+    argv = [str(tmp_path / "out") if a == "OUT" else a for a in argv]
+    assert "$MATCOMP_MAX_TRAIN_MIN must be a number of minutes >= 0; got 'abc'" in refused(argv, capsys)
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ValueError, match="MATCOMP_MAX_TRAIN_MIN"):
+        chapter_config("smoke")
+
+
+def test_memory_beyond_the_machine_is_refused_by_the_parameter_that_asks_for_it(store, monkeypatch, capsys):
+    import matcomp.limits
+
+    monkeypatch.setattr(matcomp.limits, "ram_bytes", lambda: 2 ** 30)  # a machine of 1 GiB
+    said = refused(["train", *SHORT, "--force", "--set", "train.batch=100000000", "--quiet"], capsys)
+    assert "sample_batch: batch = 100,000,000 would need about" in said and "beyond the 1.0 GiB here" in said
+    assert "GiB of memory; this cpu has 1.0 (train.batch 100,000,000" in refused(
+        ["bench", "--preset", "smoke", "--set", "train.batch=100000000"], capsys)
+    with pytest.raises(ValueError, match="sample_batch: batch = 1,000,000,000,000 would need about"):
+        sample_batch(preset("smoke").data, 10 ** 12, analysis_generator(0))
+
+
+def test_allocation_and_disk_failures_in_training_are_one_line_naming_the_run(store, monkeypatch, capsys):
+    def out_of_memory(*args):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory: you "
+                           "tried to allocate 40000000000000 bytes")
+
+    monkeypatch.setattr(matcomp.runs.training, "train_step", out_of_memory)
+    said = refused(["train", *SHORT, "--quiet"], capsys)
+    assert re.search(r"run smoke-\w+ ran out of memory \(.*can't allocate memory.*\) on cpu: a step needs about .* "
+                     r"GiB \(train.batch 64", said), said
+    monkeypatch.undo()
+    monkeypatch.setenv("MATCOMP_RUNS", str(store))
+    real = RunFolder.write_resume
+
+    def disk_full_at_step_20(self, state):
+        if state["step"] == 20:
+            raise OSError(28, "No space left on device", str(self.resume_path))
+        return real(self, state)
+
+    monkeypatch.setattr(RunFolder, "write_resume", disk_full_at_step_20)
+    said = refused(["train", *SHORT, "--quiet"], capsys)
+    assert "the disk is full (No space left on device) writing" in said and "resume.pt" in said
+    folder = RunFolder(next(store.glob("smoke-*")))
+    assert folder.resume_step() == 10 and not folder.complete_path.exists()  # nothing lost: it resumes from 10
+    monkeypatch.undo()
+    monkeypatch.setenv("MATCOMP_RUNS", str(store))
+    main(["train", *SHORT, "--quiet"])
+    assert "final step 40" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("length", ["a component of 300", "5,000 in all"])
+def test_a_run_store_path_too_long_is_named(length, tmp_path, monkeypatch, capsys, micro):
+    long = tmp_path / ("a" * 300) if length.startswith("a component") else Path("/" + "/".join(["abcd"] * 1000))
+    monkeypatch.setenv("MATCOMP_RUNS", str(long))
+    for argv in (["train", *SHORT], ["runs"], ["plan", "--preset", "smoke"]):
+        assert f"$MATCOMP_RUNS ({len(str(long)):,} characters) cannot be a folder here (File name too long)" in \
+            refused(argv, capsys)
+    assert "cannot be made (File name too long)" in refused(
+        ["remote", "--preset", "smoke", "--out", str(tmp_path / ("b" * 300))], capsys)
+    assert "is too long for this system" in refused(["unpack", str(tmp_path / ("c" * 300))], capsys)
+
+
+def test_the_run_layer_names_the_argument_at_fault(micro, store):
+    from matcomp.runs.run import open_run
+
+    for path in (123, None):
+        with pytest.raises(TypeError, match=f"path must name a run folder \\(a str or Path\\); got .* {path}"):
+            open_run(path)
+    with pytest.raises(ValueError, match="path is empty"):
+        open_run("")
+    run = get_or_train(micro, progress=False)
+    for step, kind in (("100", TypeError), (float("nan"), ValueError), (float("inf"), ValueError),
+                       (None, TypeError)):
+        with pytest.raises(kind, match=f"nearest_step: step must be a (finite )?number .*got .*{step}"):
+            run.nearest_step(step)
+    assert run.nearest_step(16.0) == 15
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="checkpoint: device 'cuda' is not here"):
+            run.checkpoint(10, device="cuda")
+    with pytest.raises(ValueError, match="checkpoint: device must be auto, cpu, cuda or cuda:N; got 'gpu'"):
+        run.checkpoint(10, device="gpu")
+
+
+def test_paper_on_gpu_checks_seed_and_out_before_the_engine_test(tmp_path):
+    import sys
+
+    env = {**os.environ, "SMOKE": "1", "OUT": str(tmp_path / "made" / "here"),
+           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    started = time.perf_counter()
+    done = subprocess.run(["bash", "scripts/paper_on_gpu.sh", "run", "abc"], env=env, capture_output=True, text=True)
+    assert done.returncode != 0 and done.stderr.strip() == "SEED: train.seed must be an integer; got 'abc'"
+    assert time.perf_counter() - started < 20 and (tmp_path / "made" / "here").is_dir()  # OUT made, nothing run
+    (tmp_path / "file").write_text("")
+    env["OUT"] = str(tmp_path / "file" / "out")
+    done = subprocess.run(["bash", "scripts/paper_on_gpu.sh", "checkpoint", "0", "eager", "100"], env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "cannot be made or written" in done.stderr and "tee" not in done.stderr
+
+
+@pytest.mark.parametrize("value", ["false", "yes", "2"])
+def test_no_training_is_1_or_0_and_another_value_is_named_before_any_work(value, store, monkeypatch, capsys):
+    from matcomp.runs.store import training_forbidden
+
+    monkeypatch.setenv("MATCOMP_NO_TRAINING", value)
+    for argv in (["runs"], ["train", *SHORT], ["plan", "--preset", "smoke"]):
+        assert f"$MATCOMP_NO_TRAINING must be 1 (training is an error) or 0 (unset: training allowed); got " \
+               f"'{value}'" in refused(argv, capsys)
+    assert nothing_in(store)
+    monkeypatch.setenv("MATCOMP_NO_TRAINING", "0")  # was: set to anything, training forbidden
+    assert not training_forbidden()

@@ -64,9 +64,9 @@ def test_bad_parameters_are_named():
 
 
 def fake_run(tmp_path, l_mask: np.ndarray, steps: list[int], name: str = "smoke") -> Run:
-    folder = RunFolder(tmp_path / name)
     cfg = preset(name).override({"train.steps": len(l_mask), "train.checkpoint_every": 100,
                                  "train.eval_every": 1, "train.checkpoint_steps": ()})
+    folder = RunFolder(tmp_path / cfg.run_id)  # a run folder is named by its run id
     folder.write_config(cfg)
     step = np.arange(1, len(l_mask) + 1)
     folder.write_metrics(pd.DataFrame({"step": step, "L": l_mask, "L_obs": 1e-4, "L_mask": l_mask,

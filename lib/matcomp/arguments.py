@@ -30,6 +30,14 @@ def at_least(low: float, kind: type = int, strictly: bool = False, high: float |
     return convert
 
 
+def folder(text: str) -> str:
+    """An argparse type: a path that names a folder; an empty one (an unset shell variable: ``Path("")`` is the
+    current folder) is a usage error."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"must name a folder; got {text!r}")
+    return text
+
+
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 THREADS = at_least(1, high=CORES, why=" (this machine's cores: more threads than cores only contend)")
 

@@ -3,8 +3,7 @@ module: a count, seed, number, table or tensor that cannot be used stops at once
 argument (``ValueError``, or ``TypeError`` for a wrong type) instead of a traceback from deep inside the work or
 a silently wrong result.
 
-Memory too: PyTorch's CPU allocator answers an allocation beyond the machine with a ``RuntimeError`` after the
-work has begun, so a size is estimated first and refused beyond ``memory_limit()``.
+What an allocation may take is ``matcomp.limits``' (``fits_memory``).
 
 >>> count(3, "samples"), seed(7, "eval_seed"), number(0.5, "near", low=0, high=1, open_low=True)
 (3, 7, 0.5)
@@ -14,14 +13,11 @@ from __future__ import annotations
 
 import math
 import operator
-import os
 
 import pandas as pd
 import torch
 
 MAX_GENERATOR_SEED = 2 ** 63 - 1  # a torch.Generator's seed, read as a signed 64-bit integer (as config's MAX_SEED)
-ENV_MAX_MEMORY_GB = "MATCOMP_MAX_MEMORY_GB"  # GiB an analysis may allocate; default: this machine's memory
-GIB = 2 ** 30
 
 
 def _range(low: float | None, high: float | None, open_low: bool = False, open_high: bool = False) -> str:
@@ -104,35 +100,3 @@ def table(value, name: str, columns: tuple[str, ...] = ()) -> pd.DataFrame:
     if value.empty:
         raise ValueError(f"{name} is empty: it has no rows")
     return value
-
-
-def ram_bytes() -> int:
-    """Bytes of memory this machine has."""
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-
-
-def memory_limit() -> int:
-    """Bytes an analysis may allocate: ``$MATCOMP_MAX_MEMORY_GB`` GiB where set, else this machine's memory."""
-    text = os.environ.get(ENV_MAX_MEMORY_GB, "").strip()
-    if not text:
-        return ram_bytes()
-    try:
-        gib = float(text)
-    except ValueError:
-        gib = math.nan
-    if not math.isfinite(gib) or gib <= 0:
-        raise ValueError(f"${ENV_MAX_MEMORY_GB} must be a number of GiB > 0; got {text!r}")
-    return int(gib * GIB)
-
-
-def _gib(nbytes: float) -> str:
-    return f"{nbytes / GIB:,.1f}" if nbytes >= GIB / 10 else f"{nbytes / GIB:.2g}"
-
-
-def fits_memory(nbytes: float, name: str, value: int) -> None:
-    """ValueError naming ``name`` (= ``value``) when the ``nbytes`` it asks for are beyond ``memory_limit()``."""
-    limit = memory_limit()
-    if nbytes > limit:
-        source = f"${ENV_MAX_MEMORY_GB}" if os.environ.get(ENV_MAX_MEMORY_GB, "").strip() else "this machine's memory"
-        raise ValueError(f"{name} = {value:,} would need about {_gib(nbytes)} GiB of memory, beyond the "
-                         f"{_gib(limit)} GiB here ({source}); ask for fewer")

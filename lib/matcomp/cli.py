@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from matcomp.arguments import assignments, at_least, run_options
+from matcomp.arguments import assignments, at_least, folder, run_options
 from matcomp.presets import PRESETS, preset_name, resolved_config
 from matcomp.runs.training import ENGINES, resolve_device
 
@@ -26,6 +26,8 @@ def cmd_train(args) -> None:
     from matcomp.runs.training import Paused
 
     cfg = _config(args)
+    if args.stop_at is not None:
+        _check_stop_at(cfg, args.stop_at, shipped=not args.no_shipped)
     print(f"run {cfg.run_id} (working store: {runs_root()})", flush=True)
     try:
         run = get_or_train(cfg, device=args.device, progress=not args.quiet, shipped=not args.no_shipped,
@@ -50,9 +52,27 @@ def cmd_train(args) -> None:
         print(f"copies (greedy accuracy at observed entries >= 0.5) from step {copy_onset(run.metrics)}")
 
 
+def _check_stop_at(cfg, step: int, shipped: bool) -> None:
+    """``--stop-at STEP`` refused where it could not pause the run: one shipped or finished (nothing to pause), or
+    one whose store holds its training past the step already (it would train on to its end)."""
+    from matcomp.runs.store import locate
+
+    where = locate(cfg)
+    state, done = where.state(shipped)
+    if state == "shipped":
+        raise ValueError(f"--stop-at {step}: run {cfg.run_id} is shipped finished (runs/reference), nothing to pause; "
+                         f"add --no-shipped to train it in the working store and pause it there")
+    if state == "stored":
+        raise ValueError(f"--stop-at {step}: run {cfg.run_id} is finished in {where.root} already, nothing to pause")
+    if done >= step:
+        raise ValueError(f"--stop-at {step}: run {cfg.run_id} has trained to step {done:,} in {where.root} already; "
+                         f"name a later checkpoint, or leave --stop-at out")
+
+
 def cmd_bench(args) -> None:
     from matcomp.bench import REPORT_HEADER, benchmark, engine_report, report
     from matcomp.remote import deterministic
+    from matcomp.runs.cost import memory_problem
     from matcomp.runs.machine import describe
 
     cfg = _config(args)
@@ -60,6 +80,9 @@ def cmd_bench(args) -> None:
         raise SystemExit(f"error: bench compares BERT training loops; model.arch {cfg.model.arch!r} is not timed "
                          f"here (python -m matcomp train prints its s/step)")
     device = resolve_device(args.device)
+    problem = memory_problem(cfg, device)
+    if problem is not None:
+        raise ValueError(f"run {cfg.run_id} cannot be timed here: {problem}; shrink it")
     if args.engines:
         deterministic(device)  # the engines as remote trains with them
     print(f"machine: {describe()}")
@@ -91,10 +114,10 @@ def cmd_ship(args) -> None:
         if shipped is None:
             raise SystemExit(f"error: run {cfg.run_id} is not shipped; --add-steps adds checkpoints to a shipped run")
         added = " ".join(map(str, sorted(args.add_steps)))
-        command = (f"{shipped.summary['command']} && python -m matcomp train --preset {args.preset}{sets} --threads 1 "
-                   f"--no-shipped --stop-at {max(args.add_steps)} && python -m matcomp ship --preset "
-                   f"{args.preset}{sets} --add-steps {added}")
-        shipped = add_checkpoints(shipped, RunFolder(runs_root() / cfg.run_id), args.add_steps, command)
+        retrain = f"python -m matcomp train --preset {args.preset}{sets} --threads 1 --no-shipped"
+        command = (f"{shipped.summary['command']} && {retrain} --stop-at {max(args.add_steps)} && python -m matcomp "
+                   f"ship --preset {args.preset}{sets} --add-steps {added}")
+        shipped = add_checkpoints(shipped, RunFolder(runs_root() / cfg.run_id), args.add_steps, command, retrain)
         print(f"added steps {added} to {shipped.path} (retraced within {shipped.summary['retraced']['gap']:.2g})")
         return
     if shipped is not None and args.steps is not None:  # keep fewer of its checkpoints
@@ -169,13 +192,15 @@ def cmd_unpack(args) -> None:
     from matcomp.runs.shipped import REFERENCE_ROOT
     from matcomp.runs.transfer import unpack
 
-    installed = unpack(args.folders, args.into or REFERENCE_ROOT, run_id=args.run)
+    installed = unpack(args.folders, REFERENCE_ROOT if args.into is None else args.into, run_id=args.run)
     run = installed.run
     print(f"installed {run.path}: {len(run.steps)} checkpoints {run.steps}, "
           f"{sum(run.summary['files'].values()) / 2**20:.1f} MiB (python -m matcomp derive computes its tables)")
     if installed.missing_steps:
         print(f"not come back: checkpoints {list(installed.missing_steps)} (pack each with remote --checkpoint STEP, "
               f"remove {run.path} and unpack every folder again)")
+    if installed.skipped:
+        print(f"left as they are, not {run.config.run_id}'s: {', '.join(path.name for path in installed.skipped)}")
 
 
 def cmd_export(args) -> None:
@@ -239,7 +264,7 @@ def add_commands(sub) -> dict[str, Callable]:
                                           "store (train ... --no-shipped --stop-at STEP), which must retrace its "
                                           "metrics")
     remote = sub.choices["remote"]
-    remote.add_argument("--out", required=True, help="folder for the packed parts (what comes back)")
+    remote.add_argument("--out", required=True, type=folder, help="folder for the packed parts (what comes back)")
     remote.add_argument("--limit-s", type=at_least(0, float, strictly=True), default=None,
                         help="wall-clock seconds this command may train; the run is sealed at the last "
                              "checkpoint before, its summary saying so")
@@ -250,8 +275,10 @@ def add_commands(sub) -> dict[str, Callable]:
                         help="how a step runs (python -m matcomp bench --engines times them; default eager)")
     remote.add_argument("--quiet", action="store_true", help="no progress bar")
     unpack = sub.add_parser("unpack", help="verify packed parts and install their run into runs/reference")
-    unpack.add_argument("folders", nargs="+", help="the folders that the remote calls' files came back into")
-    unpack.add_argument("--into", default=None, help="the shipped store to install into (default: runs/reference)")
+    unpack.add_argument("folders", nargs="+", type=folder,
+                        help="the folders that the remote calls' files came back into")
+    unpack.add_argument("--into", default=None, type=folder,
+                        help="the shipped store to install into (default: runs/reference)")
     unpack.add_argument("--run", default=None, help="the run id, where the folders hold several runs")
     export = sub.add_parser("export", help="write a run's checkpoint as a folder plain transformers loads "
                                            "(BertModel.from_pretrained), its read-out and model card beside it")

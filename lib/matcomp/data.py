@@ -14,7 +14,10 @@ import torch
 
 from matcomp import checks
 from matcomp.config import DataConfig
+from matcomp.limits import fits_memory
 from matcomp.tokenizer import BERT_TOKENS, DECIMALS, VALUE_MAX, VALUE_MIN
+
+BYTES_PER_ENTRY = 48  # a batch's bytes per matrix entry while it is drawn: values, mask, ids and their temporaries
 
 
 @dataclass(frozen=True)
@@ -119,11 +122,11 @@ def data_config(value, name: str) -> DataConfig:
 
 def matrix_count(cfg: DataConfig, samples, name: str) -> int:
     """``samples`` as a count of ``cfg``'s matrices, refused by ``name`` unless it is an integer >= 1 whose
-    batch (``sample_batch``) fits ``checks.memory_limit()``: an allocation beyond the machine would fail with
+    batch (``sample_batch``) fits ``limits.memory_limit()``: an allocation beyond the machine would fail with
     a RuntimeError after the work has begun."""
     samples = checks.count(samples, name)
     m, n, r = cfg.n_rows, cfg.n_cols, cfg.rank
-    checks.fits_memory(samples * (BYTES_PER_ENTRY * m * n + BYTES_PER_FACTOR * (m + n) * r), name, samples)
+    fits_memory(samples * (BYTES_PER_ENTRY * m * n + BYTES_PER_FACTOR * (m + n) * r), name, samples)
     return samples
 
 

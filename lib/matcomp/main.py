@@ -12,6 +12,7 @@ import torch
 from matcomp import cli
 from matcomp.arguments import Parser
 from matcomp.book import commands as book_commands
+from matcomp.limits import exhausted, exhausted_text
 from matcomp.runs.store import RunError, absolute_store
 from matcomp.runs.training import resolve_device
 
@@ -38,10 +39,14 @@ def dispatch(args: argparse.Namespace, commands: dict[str, Callable]) -> None:
         commands[args.command](args)
     except (ValueError, RunError) as err:  # bad input, from a flag, a config field or a variable: one line
         raise SystemExit(f"error: {err}") from None
-    except (torch.OutOfMemoryError, MemoryError) as err:  # what --force lets through the budget check
-        first = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise SystemExit(f"error: out of memory ({first}); the run is beyond this machine: shrink it (train.batch, "
-                         f"model.hidden) or train it where it fits") from None
+    except (MemoryError, RuntimeError, OSError) as err:  # beyond this machine: what --force lets through, a full disk
+        kind = exhausted(err)
+        if kind is None:
+            raise
+        advice = {"memory": "what it asked for is beyond this machine: shrink it (train.batch, model.hidden) or run "
+                            "it where it fits", "disk": "free space there; a run resumes from its last checkpoint",
+                  "path": "name a shorter path"}[kind]
+        raise SystemExit(f"error: {exhausted_text(err)}; {advice}") from None
     except KeyboardInterrupt:  # every write is atomic and training saves its state at each checkpoint
         print("\ninterrupted: nothing is lost; a run in training resumes exactly from its last checkpoint when "
               "the same command runs again", file=sys.stderr)

@@ -32,7 +32,7 @@ from matcomp.analysis.phases import phases
 from matcomp.config import RunConfig
 from matcomp.runs.run import Run
 from matcomp.runs.shipped import export_reference
-from matcomp.runs.store import get_or_train, runs_root, seal_stopped
+from matcomp.runs.store import get_or_train, runs_root, seal_stopped, writable_store
 from matcomp.runs.training import Paused, resolve_device
 from matcomp.runs.transfer import PART_BYTES, checkpoint_item, checkpoint_name, pack_checkpoint, pack_record
 
@@ -78,15 +78,13 @@ def remote(cfg: RunConfig, out: Path, command: str, limit_s: float | None = None
     working store's packing folder (default ``<store>/packing``); ``checkpoint``: the step to train to and pack
     alone; ``engine``: the training engine (``matcomp.runs.training.ENGINES``)."""
     started = time.perf_counter()
-    out, root = Path(out), Path(root) if root is not None else runs_root() / PACKING
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"out {out} is a file; name a folder for the packed parts")
     if checkpoint is not None and (checkpoint not in cfg.train.checkpoint_schedule or checkpoint == 0):
         raise ValueError(f"checkpoint {checkpoint} is not one of {cfg.run_id}'s checkpoints after step 0: "
                          f"{list(cfg.train.checkpoint_schedule[1:])}")
     device = resolve_device(device)
+    out = writable_store(out, "the folder for the packed parts (out)")  # a file, '' or read-only: before training
+    root = Path(root) if root is not None else runs_root() / PACKING
     deterministic(device)
-    out.mkdir(parents=True, exist_ok=True)
     store = runs_root()
     try:
         run = get_or_train(cfg, device=device, progress=progress, shipped=False, limit_s=limit_s, engine=engine,

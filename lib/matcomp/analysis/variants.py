@@ -18,6 +18,7 @@ from matcomp.analysis.seeds import censored, seed_configs
 from matcomp.config import RunConfig
 from matcomp.data import random_mask
 from matcomp.drop import detect_drop, final_losses, leave_step
+from matcomp.limits import fits_memory
 from matcomp.models.factory import build_model, count_parameters
 from matcomp.runs.run import Run
 from matcomp.seeding import mask_generator
@@ -219,7 +220,7 @@ def undetermined_fraction(n_rows: int, n_cols: int, p_mask: float, rank: int = 1
     random masks of m × n at ``p_mask``: a floor under what any model can complete (the same masks, and so
     the same number, as ``identifiability``'s at its defaults)."""
     samples = checks.count(samples, "undetermined_fraction: samples")
-    checks.fits_memory(samples * n_rows * n_cols * MASK_BYTES_PER_ENTRY, "undetermined_fraction: samples", samples)
+    fits_memory(samples * n_rows * n_cols * MASK_BYTES_PER_ENTRY, "undetermined_fraction: samples", samples)
     observed = random_mask(samples, n_rows, n_cols, p_mask, mask_generator(seed, "undetermined_fraction: seed"))
     return (undetermined(observed, rank).sum() / (~observed).sum()).item()
 

@@ -16,7 +16,7 @@ from sphinx.util.docutils import SphinxDirective
 
 from matcomp.book.chapters import CHAPTERS
 from matcomp.book.executed import PACKAGES, executions
-from matcomp.checks import ram_bytes
+from matcomp.limits import ram_bytes
 from matcomp.presets import preset_name
 
 BOOK_PACKAGES = ("jupyter-book", "myst-nb", "sphinx", "ipywidgets")  # what builds and shows the pages

@@ -23,7 +23,15 @@ from matcomp.presets import PRESETS, preset_name, resolved_config
 from matcomp.runs.cost import CostBook, duration, step_floor
 from matcomp.runs.run import Run
 from matcomp.runs.shipped import find_reference
-from matcomp.runs.store import ENV_NO_TRAINING, Location, RunError, get_or_train, locate, runs_root, writable_store
+from matcomp.runs.store import (
+    Location,
+    RunError,
+    get_or_train,
+    locate,
+    runs_root,
+    training_forbidden,
+    writable_store,
+)
 from matcomp.runs.training import resolve_device
 from matcomp.sizes import chapter_sizes
 
@@ -51,8 +59,10 @@ def chapter_config(preset: str | None = None, seed: int | None = None,
     ``preset`` None -> ``$MATCOMP_PRESET``, else ``cpu``; ``seed`` None -> ``$MATCOMP_SEED``, else the
     preset's; ``overrides`` (a dict or ``"field=value,..."``) are applied after those of ``$MATCOMP_SET``.
     A ``variant`` ("gpt") takes the scale's GPT preset (``ChapterSizes.gpt``: ``cpu`` -> ``cpu_gpt``). A BERT
-    run too short to have a plateau is refused before it trains.
+    run too short to have a plateau is refused before it trains, and a ``$MATCOMP_MAX_TRAIN_MIN`` that is not a
+    number of minutes before any work (it is read only where a run must train, maybe minutes later).
     """
+    _max_train_minutes()
     name = preset_name(preset)
     if variant not in ("", "gpt"):
         raise ValueError(f"variant must be '' or 'gpt'; got {variant!r}")
@@ -76,11 +86,9 @@ def chapter_config(preset: str | None = None, seed: int | None = None,
 
 
 def check_environment(preset: str | None = None) -> None:
-    """Refuse, before a chapter's first run, what the environment gives wrongly: ``$MATCOMP_PRESET``, ``$MATCOMP_SET``
-    and ``$MATCOMP_SEED`` for ``preset`` (``resolved_config``), and ``$MATCOMP_MAX_TRAIN_MIN``, which is otherwise
-    read only once a run must train."""
-    resolved_config(preset)
-    _max_train_minutes()
+    """Refuse, in a chapter's first cell, what the environment gives wrongly: ``$MATCOMP_PRESET``, ``$MATCOMP_SET``,
+    ``$MATCOMP_SEED`` and ``$MATCOMP_MAX_TRAIN_MIN``, as ``chapter_config`` reads them for ``preset``."""
+    chapter_config(preset)
 
 
 def probing_config(preset: str | None = None, seed: int | None = None,
@@ -124,7 +132,7 @@ def steps_to_train(where: Location, shipped: bool = True) -> int:
     """Steps the run ``where`` locates must train here before a chapter can read it (0: shipped, where ``shipped``
     allows, or stored; or training is forbidden, which ``get_or_train`` then reports)."""
     state, done = where.state(shipped)
-    if state in ("shipped", "stored") or os.environ.get(ENV_NO_TRAINING):
+    if state in ("shipped", "stored") or training_forbidden():
         return 0
     return where.cfg.train.steps - done
 

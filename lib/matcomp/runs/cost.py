@@ -21,8 +21,9 @@ from pathlib import Path
 
 import torch
 
-from matcomp.checks import ram_bytes
+from matcomp import limits
 from matcomp.config import RunConfig
+from matcomp.limits import GIB
 from matcomp.models.factory import parameter_count
 from matcomp.runs.folder import atomic_write_bytes
 from matcomp.runs.training import evaluate, init_training, matmuls, stepper
@@ -164,7 +165,16 @@ def machine_memory(device: torch.device) -> int:
     """Bytes of memory the device has: the GPU's, or this machine's RAM."""
     if device.type == "cuda":
         return torch.cuda.get_device_properties(device).total_memory
-    return ram_bytes()
+    return limits.ram_bytes()
+
+
+def memory_problem(cfg: RunConfig, device: torch.device) -> str | None:
+    """Why a training step of ``cfg`` cannot fit ``device``'s memory (``memory_bytes``), with both figures, or None."""
+    memory, have = memory_bytes(cfg), machine_memory(device)
+    if memory <= have:
+        return None
+    return (f"a step needs about {memory / GIB:,.1f} GiB of memory; this {device.type} has {have / GIB:,.1f} "
+            f"(train.batch {cfg.train.batch:,}, model.hidden {cfg.model.hidden})")
 
 
 def check_budget(cfg: RunConfig, device: torch.device, root: Path, done: int = 0) -> None:
@@ -172,14 +182,10 @@ def check_budget(cfg: RunConfig, device: torch.device, root: Path, done: int = 0
     memory or disk (at ``root``), or would train past ``TIME_LIMIT_S`` from step ``done``. The time is
     bounded from below first (``FAST_PEAK``, ``MIN_STEP_S``) and measured (``CostBook``) only when that
     bound comes within a tenth of the limit, so ordinary runs pay nothing for the check."""
-    gib, problems = 2 ** 30, []
-    memory, have = memory_bytes(cfg), machine_memory(device)
-    if memory > have:
-        problems.append(f"a step needs about {memory / gib:,.1f} GiB of memory; this {device.type} has "
-                        f"{have / gib:,.1f}")
+    problems = [problem for problem in (memory_problem(cfg, device),) if problem]
     disk, free = disk_bytes(cfg), shutil.disk_usage(root).free
     if disk > free:
-        problems.append(f"its checkpoints need about {disk / gib:,.1f} GiB of disk; {root} has {free / gib:,.1f} free")
+        problems.append(f"its checkpoints need about {disk / GIB:,.1f} GiB of disk; {root} has {free / GIB:,.1f} free")
     steps = cfg.train.steps - done
     lower = steps * step_floor(cfg, device)
     if lower > TIME_LIMIT_S / 10:

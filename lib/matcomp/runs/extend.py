@@ -71,15 +71,20 @@ def state_problem(folder: RunFolder) -> str | None:
 
 def continue_from(base: RunFolder, cfg: RunConfig, folder: RunFolder) -> None:
     """Make ``folder`` the unfinished run of ``cfg`` at ``base``'s last step: its checkpoints (linked,
-    never written in place), metrics and training state, under ``cfg``'s config. Built aside and
-    moved into place, so a crash leaves no half-copied run."""
+    never written in place), metrics and training state, under ``cfg``'s config, the state recording ``cfg``'s
+    run and the SHA-256 of every checkpoint (those ``base`` was sealed with) and of the metrics, as training
+    records those it writes. Built aside and moved into place, so a crash leaves no half-copied run."""
     staging = RunFolder(folder.path.with_name(f".{folder.path.name}.extending"))
     shutil.rmtree(staging.path, ignore_errors=True)
     staging.checkpoint_dir.mkdir(parents=True)
     for step in base.checkpoint_steps():
         _link_or_copy(base.checkpoint_path(step), staging.checkpoint_path(step))
-    for path in (base.metrics_path, base.resume_path):
-        shutil.copy2(path, staging.path / path.name)
+    shutil.copy2(base.metrics_path, staging.path / base.metrics_path.name)
+    sealed = (base.read_complete() or {})["sha256"]
+    written = {step: sealed[base.checkpoint_path(step).relative_to(base.path).as_posix()]
+               for step in base.checkpoint_steps()}
+    staging.write_resume({**(base.read_resume() or {}), "run": cfg.hash, "checkpoint_sha256": written,
+                          "metrics_sha256": sha256_file(staging.metrics_path)})
     staging.write_config(cfg)
     staging.path.rename(folder.path)
 

@@ -105,6 +105,37 @@ def file_digest(path: Path, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
+STATE_DIGEST = "state_sha256"  # the resume state's key for the SHA-256 of the rest of it
+
+
+def state_digest(state) -> str:
+    """The SHA-256 of a training state's contents: every tensor's bytes and every other value's text, in order."""
+    digest = hashlib.sha256()
+
+    def add(value) -> None:
+        if isinstance(value, dict):
+            for key in sorted(value, key=str):
+                digest.update(f"<{key!s}>".encode())
+                add(value[key])
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                add(item)
+        elif isinstance(value, torch.Tensor):
+            digest.update(f"{value.dtype}{list(value.shape)}".encode())
+            digest.update(value.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+        else:
+            digest.update(repr(value).encode())
+
+    add({key: value for key, value in state.items() if key != STATE_DIGEST})
+    return digest.hexdigest()
+
+
+def checkpoint_shapes(path: Path | str) -> dict[str, list[int]]:
+    """The shape of every tensor a checkpoint file holds, read from its header alone."""
+    with safe_open(str(path), framework="pt") as f:
+        return {name: list(f.get_slice(name).get_shape()) for name in f.keys()}
+
+
 def checkpoint_metadata(path: Path | str) -> tuple[ModelConfig, DataConfig, int] | None:
     """The model, task and step a checkpoint file carries (``RunFolder.write_checkpoint``): enough to
     build its model (``matcomp.models.factory.build_model``) and read its tokens without its folder.
@@ -121,6 +152,10 @@ class RunFolder:
     """Paths and atomic reads/writes of one run folder."""
 
     def __init__(self, path: Path | str):
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"path must name a run folder (a str or Path); got {type(path).__name__} {path!r}")
+        if not str(path).strip():
+            raise ValueError("path is empty: name a run folder")
         self.path = Path(path)
 
     config_path = property(lambda self: self.path / "config.json")
@@ -145,25 +180,31 @@ class RunFolder:
         legacy = self.path / LEGACY_METRICS
         return legacy if legacy.exists() and not (self.path / METRICS).exists() else self.path / METRICS
 
-    def write_metrics(self, table: pd.DataFrame) -> None:
-        """The table, its floats as the 8-significant-digit CSV held them, as Parquet (``metrics_bytes``)."""
-        atomic_write_bytes(self.path / METRICS, metrics_bytes(table))
+    def write_metrics(self, table: pd.DataFrame) -> str:
+        """The table, its floats as the 8-significant-digit CSV held them, as Parquet (``metrics_bytes``); returns
+        the SHA-256 of the bytes written (recorded in the resume state, checked before a resume trusts them)."""
+        data = metrics_bytes(table)
+        atomic_write_bytes(self.path / METRICS, data)
         (self.path / LEGACY_METRICS).unlink(missing_ok=True)
+        return hashlib.sha256(data).hexdigest()
 
     def read_metrics(self) -> pd.DataFrame:
         path = self.metrics_path
         return pd.read_csv(path) if path.suffix == ".csv" else read_metrics_bytes(path.read_bytes())
 
     # --- checkpoints --------------------------------------------------------------------------
-    def write_checkpoint(self, step: int, state_dict: dict[str, torch.Tensor], cfg: RunConfig) -> None:
+    def write_checkpoint(self, step: int, state_dict: dict[str, torch.Tensor], cfg: RunConfig) -> str:
         """The weights after ``step`` updates, with their model and task in the file's metadata, so that one
         checkpoint file, copied anywhere, still says what it holds (``checkpoint_metadata``). Not the whole
         config: a run continued to a longer budget links its shorter base's files, whose bytes must be
-        those of the longer run trained from scratch. One key, since safetensors orders several at random."""
+        those of the longer run trained from scratch. One key, since safetensors orders several at random.
+        Returns the SHA-256 of the bytes written, which training records to check them before it trusts them."""
         tensors = {k: v.detach().to("cpu").contiguous() for k, v in state_dict.items()}
         described = {"model": dataclasses.asdict(cfg.model), "data": dataclasses.asdict(cfg.data), "step": step}
         metadata = {CHECKPOINT_METADATA: json.dumps(described, sort_keys=True)}
-        atomic_write_bytes(self.checkpoint_path(step), save(tensors, metadata=metadata))
+        data = save(tensors, metadata=metadata)
+        atomic_write_bytes(self.checkpoint_path(step), data)
+        return hashlib.sha256(data).hexdigest()
 
     def existing_checkpoint(self, step: int) -> Path:
         """The checkpoint file of ``step``; a ValueError naming the steps there are if it has none."""
@@ -179,6 +220,14 @@ class RunFolder:
     def checkpoint_steps(self) -> list[int]:
         return sorted(int(p.stem.split("_")[1]) for p in self.checkpoint_dir.glob("step_*.safetensors"))
 
+    def remove_unwritten(self, written: dict[int, str]) -> None:
+        """Remove every checkpoint file that training has not recorded in ``written`` (step -> SHA-256): what a
+        crash between a checkpoint and the resume state left past the step it resumes from, rewritten as
+        training reaches it again (``run.written_problem`` refuses one at or before that step)."""
+        for step in self.checkpoint_steps():
+            if step not in written:
+                self.checkpoint_path(step).unlink()
+
     def last_step(self) -> int:
         """The run's last step: recorded in complete.json (a shipped run may keep no checkpoint at all),
         else its last checkpoint (a run is checkpointed at its last step)."""
@@ -192,21 +241,28 @@ class RunFolder:
 
     # --- resume state and completion --------------------------------------------------------------
     def write_resume(self, state: dict) -> None:
+        """The training state, with the SHA-256 of its contents (``state_digest``): PyTorch's archive checks no
+        bytes, so a damaged one would load, and training would go on from other weights or moments."""
         buffer = io.BytesIO()
-        torch.save(state, buffer)
+        torch.save({**state, STATE_DIGEST: state_digest(state)}, buffer)
         atomic_write_bytes(self.resume_path, buffer.getvalue())
 
-    def read_resume(self) -> dict | None:
+    def read_resume(self, mmap: bool = False) -> dict | None:
+        """The training state at the last checkpoint (None: there is none), its contents checked against the
+        SHA-256 it was written with (a ValueError naming it if they differ, or if it has none); ``mmap``: its
+        tensors left on disk, unchecked, for what asks only of its step and records."""
         if not self.resume_path.exists():
             return None
-        return torch.load(self.resume_path, weights_only=True, map_location="cpu")
+        state = torch.load(self.resume_path, weights_only=True, map_location="cpu", mmap=mmap)
+        if not mmap and state.pop(STATE_DIGEST, None) != state_digest(state):
+            raise ValueError(f"{self.resume_path} is damaged: its contents differ from the SHA-256 it was written with")
+        return state
 
     def resume_step(self) -> int | None:
         """The step ``resume.pt`` resumes from (None: there is none), read without loading its weights and
         optimiser moments (memory-mapped): what the plan and the budget check ask of a partial run."""
-        if not self.resume_path.exists():
-            return None
-        return int(torch.load(self.resume_path, weights_only=True, map_location="cpu", mmap=True)["step"])
+        resume = self.read_resume(mmap=True)
+        return None if resume is None else int(resume["step"])
 
     def write_complete(self, summary: dict) -> None:
         atomic_write_bytes(self.complete_path, json.dumps(summary, indent=2).encode())

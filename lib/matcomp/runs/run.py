@@ -3,6 +3,7 @@ metrics table is (``table_problem``)."""
 
 from __future__ import annotations
 
+import math
 from functools import cached_property
 from pathlib import Path
 
@@ -15,7 +16,8 @@ from matcomp.drop import Drop, detect_drop
 from matcomp.models.bert import MatrixBert
 from matcomp.models.factory import Model, build_model, metric_names
 from matcomp.models.gpt import MatrixGPT
-from matcomp.runs.folder import RunFolder, checkpoint_metadata, sha256_file
+from matcomp.runs.folder import RunFolder, checkpoint_metadata, checkpoint_shapes, sha256_file
+from matcomp.runs.training import resolve_device
 
 
 class Run:
@@ -32,6 +34,9 @@ class Run:
         self.summary: dict = summary
         self._check(self.folder.config_path)
         self.config = self.folder.read_config()
+        problem = name_problem(self.folder, self.config)
+        if problem:
+            raise ValueError(f"{self.path} is not a finished run as sealed: {problem}")
 
     def _check(self, path: Path) -> None:
         """ValueError unless ``path`` holds the bytes complete.json records for it."""
@@ -63,9 +68,14 @@ class Run:
         return self.folder.last_step()
 
     def checkpoint(self, step: int, device: str | torch.device = "cpu", attention: str | None = None) -> Model:
-        """The model after ``step`` updates, in eval mode (``step`` must be in ``self.steps``)."""
+        """The model after ``step`` updates, in eval mode (``step`` must be in ``self.steps``), on ``device``
+        (``training.resolve_device``: one that is not here is refused before the model is built)."""
         if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
             raise TypeError(f"checkpoint: step must be an integer, one of {self.steps}; got {step!r}")
+        try:
+            device = resolve_device(device)
+        except ValueError as err:
+            raise ValueError(f"checkpoint: {err}") from None
         cfg = self.config
         model = build_model(cfg.model, seed=cfg.train.seed, attention=attention or cfg.train.attention)
         path = self.folder.checkpoint_path(step)
@@ -91,6 +101,11 @@ class Run:
     def nearest_step(self, step: float, trained: bool = False) -> int:
         """The checkpointed step closest to ``step``; with ``trained``, among those after step 0 where the
         run has any (the phases' models are trained ones)."""
+        if isinstance(step, bool) or not isinstance(step, (int, float, np.integer, np.floating)):
+            raise TypeError(f"nearest_step: step must be a number (a step of the run, 0 to {self.last_step}); got "
+                            f"{type(step).__name__} {step!r}")
+        if not math.isfinite(step):
+            raise ValueError(f"nearest_step: step must be a finite number (0 to {self.last_step}); got {step!r}")
         if not self.steps:
             raise ValueError(f"{self.config.run_id} is shipped with its metrics alone, no checkpoint: train it "
                              f"(python -m matcomp train ... --no-shipped) to analyse its models")
@@ -123,14 +138,16 @@ def verify(folder: RunFolder, cfg: RunConfig | None = None) -> str | None:
         return f"config.json is unreadable ({err})"
     if cfg is not None and stored.hash != cfg.hash:
         return "config.json differs from the requested config"
-    for name, size in summary["files"].items():
+    sizes, recorded = summary.get("files"), summary.get("sha256")
+    if not isinstance(sizes, dict) or not all(isinstance(size, int) for size in sizes.values()):
+        return "complete.json records no size of its files (its 'files' is missing or not file: bytes)"
+    for name, size in sizes.items():
         path = folder.path / name
         if not path.exists() or path.stat().st_size != size:
             return f"{name} is missing or has the wrong size"
-    recorded = summary.get("sha256")
-    if recorded is None:
+    if not isinstance(recorded, dict):
         return "complete.json records no SHA-256 of its files"
-    if set(recorded) != set(summary["files"]):
+    if set(recorded) != set(sizes):
         return "complete.json lists different files by size and by SHA-256"
     for name, digest in recorded.items():
         if sha256_file(folder.path / name) != digest:
@@ -146,9 +163,73 @@ def verify(folder: RunFolder, cfg: RunConfig | None = None) -> str | None:
                     f"run's (its metadata: step {carried[2]}, {carried[0]}, {carried[1]})")
     try:
         last = folder.last_step()
-    except ValueError as err:
-        return str(err)
-    return table_problem(folder.read_metrics(), stored, last)
+    except (TypeError, ValueError) as err:  # a last_step recorded that is not a number is damage too
+        return f"complete.json's last_step is damaged ({err})" if isinstance(err, TypeError) else str(err)
+    return name_problem(folder, stored) or table_problem(folder.read_metrics(), stored, last)
+
+
+def name_problem(folder: RunFolder, stored: RunConfig) -> str | None:
+    """Why ``folder`` cannot hold the run of its config ``stored``: its name is another run's id (a run copied
+    under another's folder is read by that name, with this one's losses), or None."""
+    if folder.path.name == stored.run_id:
+        return None
+    return (f"the folder is named {folder.path.name} but holds run {stored.run_id} (its config.json): a run copied "
+            f"under another run's name; move it back to {stored.run_id}")
+
+
+def folder_problem(folder: RunFolder, cfg: RunConfig) -> str | None:
+    """Why the folder of ``cfg``'s run cannot be used as it is, or None: a finished one must be whole
+    (``verify``); an unfinished one that resumes must hold ``cfg``'s config, a table to its resume step and the
+    checkpoints its training wrote, each as written (``written_problem``). Any unreadable file is such a reason."""
+    if folder.complete_path.exists():
+        return verify(folder, cfg)
+    try:
+        if folder.read_config().hash != cfg.hash:
+            return "config.json differs from the requested config"
+        resume = folder.read_resume()
+        if resume is not None:
+            return (table_problem(folder.read_metrics(), cfg, int(resume["step"]), finite=False)
+                    or written_problem(folder, cfg, resume))
+    except Exception as err:  # any unreadable file means: do not trust this folder
+        return f"unreadable files ({type(err).__name__}: {err})"
+    return None
+
+
+def written_problem(folder: RunFolder, cfg: RunConfig, resume: dict, sealing: bool = False) -> str | None:
+    """Why the checkpoints of ``cfg``'s unfinished run cannot be trained on (or, with ``sealing``, sealed), or
+    None. ``resume`` (its ``resume.pt``) must be ``cfg``'s and record the SHA-256 of its metrics, which must hold
+    them, and of every checkpoint its training wrote, each of which must still be there, say it holds ``cfg``'s
+    model and task at its own step, have the shapes of the weights resumed and hold the bytes recorded. A
+    checkpoint never recorded is foreign at or before the step resumed from; past it, a crash's leftover that
+    training removes and writes again (``RunFolder.remove_unwritten``): at sealing, none may be left."""
+    written, step = resume.get("checkpoint_sha256"), int(resume["step"])
+    if resume.get("run") is None or not isinstance(written, dict) or "metrics_sha256" not in resume:
+        return ("resume.pt records neither its run nor the SHA-256 of its checkpoints and metrics (written before "
+                "they were kept), so they cannot be checked")
+    if resume["run"] != cfg.hash:
+        return f"resume.pt is the training state of another run (config hash {resume['run']}, not {cfg.hash})"
+    if sha256_file(folder.metrics_path) != resume["metrics_sha256"]:
+        return (f"{folder.metrics_path.name} has changed since its training wrote it"
+                f" (its SHA-256 differs from resume.pt's)")
+    if step not in written:
+        return f"resume.pt records no checkpoint at its own step {step}"
+    foreign = [s for s in folder.checkpoint_steps() if s not in written and (sealing or s <= step)]
+    if foreign:
+        return f"{folder.checkpoint_path(foreign[0]).name} is not a checkpoint that this run's training wrote"
+    shapes = {name: list(tensor.shape) for name, tensor in resume["model"].items()}
+    for s, digest in sorted(written.items()):
+        path = folder.checkpoint_path(s)
+        if not path.exists():
+            return f"{path.name} is missing (its training wrote it)"
+        try:
+            carried, held = checkpoint_metadata(path), checkpoint_shapes(path)
+        except Exception as err:  # a header that does not parse, whatever the library raises
+            return f"{path.name} is unreadable ({type(err).__name__}: {err})"
+        if (carried is not None and carried != (cfg.model, cfg.data, s)) or held != shapes:
+            return f"{path.name} holds the weights of another model, task or step than the run's"
+        if sha256_file(path) != digest:
+            return f"{path.name} has changed since its training wrote it (its SHA-256 differs from resume.pt's record)"
+    return None
 
 
 def table_problem(metrics: pd.DataFrame, cfg: RunConfig, last_step: int | None = None,
@@ -177,7 +258,8 @@ def table_problem(metrics: pd.DataFrame, cfg: RunConfig, last_step: int | None =
 
 
 def open_run(path: Path | str) -> Run:
-    """A finished run from its folder; raises ``ValueError`` if the folder is not whole."""
+    """A finished run from its folder; raises ``ValueError`` if the folder is not whole (or not named by its run
+    id), ``TypeError`` if ``path`` is not a path."""
     problem = verify(RunFolder(path))
     if problem:
         raise ValueError(f"{path} is not a finished run: {problem}")

@@ -21,7 +21,7 @@ from matcomp.config import RunConfig
 from matcomp.metrics import LOSSES
 from matcomp.runs.folder import RunFolder
 from matcomp.runs.machine import machine
-from matcomp.runs.run import Run, verify
+from matcomp.runs.run import Run, folder_problem, verify
 
 REPO = Path(__file__).resolve().parents[3]  # the repository: lib/matcomp/runs/shipped.py -> .
 REFERENCE_ROOT = REPO / "runs" / "reference"
@@ -143,14 +143,16 @@ def narrow_reference(run: Run, steps: list[int]) -> Run:
     trained = run.summary["command"].split(" && ")[0]
     ship = re.sub(r" --threads \S+| --no-shipped", "", trained).replace(" train ", " ship ", 1)
     command = f"{trained} && {ship} --steps" + "".join(f" {step}" for step in sorted(steps))
-    aside = run.path.with_name(f".{run.path.name}.narrowing")
+    aside = run.path.parent / f".{run.path.name}.narrowing" / run.path.name  # still a folder named by its run id
+    aside.parent.mkdir(exist_ok=True)
     run.path.rename(aside)
     try:
         narrowed = export_reference(Run(aside), steps, command, root=run.path.parent)
     except BaseException:
         aside.rename(run.path)
+        aside.parent.rmdir()
         raise
-    shutil.rmtree(aside)
+    shutil.rmtree(aside.parent)
     return narrowed
 
 
@@ -184,16 +186,27 @@ def retrace_gap(shipped: pd.DataFrame, retrained: pd.DataFrame, to_step: int) ->
     return max(gaps, default=0.0)
 
 
-def add_checkpoints(run: Run, source: RunFolder, steps: list[int], command: str) -> Run:
+def add_checkpoints(run: Run, source: RunFolder, steps: list[int], command: str,
+                    retrain: str = "python -m matcomp train ... --no-shipped") -> Run:
     """Add to the shipped ``run`` the checkpoints at ``steps`` of ``source``, the same config trained again from
     step 0 in the working store (a seed kept with its metrics alone gains the pre-shift model its findings read).
     The retraining must retrace the shipped metrics to the last step added (``retrace_gap``): bit for bit on
     the kind of machine that trained them, within ``RETRACE`` of the loss on another (a GPU's run retrained on
     a CPU), and ``complete.json`` keeps the gap, the steps and the machine that retrained them (``retraced``:
-    this one). The new folder is sealed beside the old one before it takes its place, so a crash loses nothing;
-    a step the run ships already is refused, never overwritten."""
+    this one). The retraining's checkpoints are checked first (``folder_problem``: as its training wrote them). The
+    new folder is sealed beside the old one before it takes its place, so a crash loses nothing; a step the run
+    ships already is refused, never overwritten. ``retrain``: the command that trains ``source``, which a
+    refusal names, ``--stop-at`` added."""
+    to = f"{retrain} --stop-at {max(steps)}"
+    if not source.config_path.exists():
+        raise ValueError(f"no retraining of {run.path.name} in {source.path.parent}: train it to step {max(steps)} "
+                         f"first ({to})")
     if source.read_config() != run.config:
         raise ValueError(f"{source.path} holds another config than the shipped {run.path.name}")
+    problem = folder_problem(source, run.config)
+    if problem is not None:
+        raise ValueError(f"the retraining in {source.path} cannot be trusted ({problem}); remove it and train it "
+                         f"again ({to})")
     kept = sorted(set(steps) & set(run.steps))
     if kept:
         raise ValueError(f"steps {kept} are shipped with {run.path.name} already; add only the checkpoints it lacks")
@@ -201,7 +214,7 @@ def add_checkpoints(run: Run, source: RunFolder, steps: list[int], command: str)
     missing = sorted(set(steps) - set(have))
     if missing:
         raise ValueError(f"steps {missing} have no checkpoint in {source.path} (it has {have}); train it to them "
-                         f"with python -m matcomp train ... --no-shipped --stop-at {max(missing)}")
+                         f"with {retrain} --stop-at {max(missing)}")
     gap = retrace_gap(run.metrics, source.read_metrics(), max(steps))
     if not gap <= RETRACE:  # NaN too: a retraining whose losses went NaN retraces nothing
         raise ValueError(f"the retraining in {source.path} departs from the shipped {run.path.name} by {gap:.1%} of "

@@ -7,7 +7,7 @@ for the same run train it once. A folder that cannot be trusted (a missing file,
 since it finished, by its SHA-256 in complete.json, a config that does not match) is never loaded:
 it is moved aside to ``<run_id>.broken-<time>`` (nothing is deleted) and the run is trained again.
 
-With ``$MATCOMP_NO_TRAINING`` set, a run that is not stored (or only partly) raises instead of
+With ``$MATCOMP_NO_TRAINING=1``, a run that is not stored (or only partly) raises instead of
 training: a build after ``python -m matcomp prepare`` can prove it trains nothing.
 
 Runs live in ``$MATCOMP_RUNS`` if set, else in ``runs/`` at the top of the repository
@@ -29,16 +29,17 @@ import torch
 from filelock import FileLock
 
 from matcomp.config import RunConfig
-from matcomp.runs.cost import check_budget
+from matcomp.limits import GIB, exhausted, exhausted_text
+from matcomp.runs.cost import check_budget, disk_bytes, memory_bytes
 from matcomp.runs.extend import continue_from, extendable
 from matcomp.runs.folder import RunFolder, sha256_file
 from matcomp.runs.machine import machine
-from matcomp.runs.run import Run, table_problem, verify
+from matcomp.runs.run import Run, folder_problem, table_problem, written_problem
 from matcomp.runs.shipped import REFERENCE_ROOT, REPO, find_reference
 from matcomp.runs.training import resolve_device, train
 
 ENV_RUNS = "MATCOMP_RUNS"
-ENV_NO_TRAINING = "MATCOMP_NO_TRAINING"  # set (to anything): a run that would have to train is an error
+ENV_NO_TRAINING = "MATCOMP_NO_TRAINING"  # 1: a run that would have to train is an error; unset, '' or 0: not
 
 
 class RunError(RuntimeError):
@@ -46,12 +47,30 @@ class RunError(RuntimeError):
     folder was moved aside). The command line prints it as one line."""
 
 
+def training_forbidden() -> bool:
+    """Whether ``$MATCOMP_NO_TRAINING`` forbids training: "1" yes, unset, "" or "0" no; any other value (a "false"
+    that would forbid it) is a ValueError naming it."""
+    text = os.environ.get(ENV_NO_TRAINING, "").strip()
+    if text not in ("", "0", "1"):
+        raise ValueError(f"${ENV_NO_TRAINING} must be 1 (training is an error) or 0 (unset: training allowed); "
+                         f"got {text!r}")
+    return text == "1"
+
+
 def runs_root() -> Path:
-    """Where runs are stored (see the module docstring); a ``$MATCOMP_RUNS`` that names a file is a
-    ValueError naming it."""
+    """Where runs are stored (see the module docstring); a ``$MATCOMP_RUNS`` that names a file, or a path this
+    system cannot hold (too long), is a ValueError naming it, and so is a bad ``$MATCOMP_NO_TRAINING``
+    (``training_forbidden``): every command and chapter finds the store before any work, while training is
+    forbidden only once a run must train."""
+    training_forbidden()
     if os.environ.get(ENV_RUNS):
         root = Path(os.environ[ENV_RUNS])
-        if root.exists() and not root.is_dir():
+        try:
+            is_file = root.exists() and not root.is_dir()
+        except OSError as err:  # ENAMETOOLONG: a name past 255 bytes, or a path past 4,096
+            raise ValueError(f"${ENV_RUNS} ({len(str(root)):,} characters) cannot be a folder here ({err.strerror}): "
+                             f"name a shorter path for the run store") from None
+        if is_file:
             raise ValueError(f"${ENV_RUNS} is {root}, a file: point it to a folder for the run store (made if missing)")
         return root
     if (REPO / "pyproject.toml").exists():
@@ -75,6 +94,8 @@ def writable_store(root: Path | str | None = None, what: str | None = None) -> P
         raise TypeError(f"root must be a folder path; got {type(root).__name__}")
     source = what or ("root" if root is not None else (f"${ENV_RUNS}" if os.environ.get(ENV_RUNS) else "the run store"))
     hint = "" if what else f" (${ENV_RUNS})"
+    if root is not None and not str(root).strip():  # Path("") is the current folder: never meant
+        raise ValueError(f"{source} is empty: name a folder")
     root = Path(root) if root is not None else runs_root()
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -115,12 +136,12 @@ def get_or_train(cfg: RunConfig, device: str | torch.device | None = None, progr
     folder = RunFolder(root / cfg.run_id)
     with FileLock(str(root / f".{cfg.run_id}.lock")):
         if folder.path.exists():
-            problem = _check_existing(folder, cfg)
+            problem = folder_problem(folder, cfg)
             if problem is None and folder.complete_path.exists():
                 return Run(folder.path)
             if problem is not None:
                 _move_aside(folder, problem)
-        if os.environ.get(ENV_NO_TRAINING):
+        if training_forbidden():
             raise RunError(f"run {cfg.run_id} is not in the store {root} and ${ENV_NO_TRAINING} is set: train it "
                            f"first (python -m matcomp prepare, or unset {ENV_NO_TRAINING})")
         if not force:
@@ -129,8 +150,13 @@ def get_or_train(cfg: RunConfig, device: str | torch.device | None = None, progr
         if base is not None:
             continue_from(base, cfg, folder)
         started = time.perf_counter()
-        metrics = train(cfg, folder, device=device, progress=progress, trained=_initial_weights(cfg, root),
-                        limit_s=limit_s, engine=engine, stop_at=stop_at, resumable=resumable)
+        try:
+            metrics = train(cfg, folder, device=device, progress=progress, trained=_initial_weights(cfg, root),
+                            limit_s=limit_s, engine=engine, stop_at=stop_at, resumable=resumable)
+        except (RuntimeError, MemoryError, OSError) as err:
+            if exhausted(err) is None:
+                raise
+            raise RunError(_exhausted_text(cfg, root, device, err)) from None
         _finish(folder, cfg, device, time.perf_counter() - started, metrics,
                 {"engine": engine, **({"extended_from": base.path.name} if base is not None else {})})
     return Run(folder.path)
@@ -198,19 +224,17 @@ def _initial_weights(cfg: RunConfig, root: Path) -> dict[str, torch.Tensor] | No
                      f"train it first")
 
 
-def _check_existing(folder: RunFolder, cfg: RunConfig) -> str | None:
-    """Why an existing folder cannot be used as it is (finished or resumable), or None."""
-    if folder.complete_path.exists():
-        return verify(folder, cfg)
-    try:
-        if folder.read_config().hash != cfg.hash:
-            return "config.json differs from the requested config"
-        resume = folder.read_resume()
-        if resume is not None:
-            return table_problem(folder.read_metrics(), cfg, int(resume["step"]), finite=False)
-    except Exception as err:  # any unreadable file means: do not trust this folder
-        return f"unreadable files ({type(err).__name__}: {err})"
-    return None
+def _exhausted_text(cfg: RunConfig, root: Path, device, err: BaseException) -> str:
+    """One line for training that ran out of memory or disk (``limits.exhausted``), naming the run, what sizes it
+    and what it asked for; training saved its state at its last checkpoint, so the same command resumes it."""
+    if exhausted(err) == "disk":
+        return (f"run {cfg.run_id}: {exhausted_text(err)}; its files need about {disk_bytes(cfg) / GIB:,.1f} GiB in "
+                f"{root}: free space there and the same command resumes it from its last checkpoint")
+    if exhausted(err) == "path":
+        return f"run {cfg.run_id}: {exhausted_text(err)}; name a shorter run store (${ENV_RUNS})"
+    return (f"run {cfg.run_id} ran {exhausted_text(err)} on {resolve_device(device)}: a step needs about "
+            f"{memory_bytes(cfg) / GIB:,.1f} GiB (train.batch {cfg.train.batch:,}, model.hidden {cfg.model.hidden}, "
+            f"model.layers {cfg.model.layers}); shrink it or train it where it fits")
 
 
 def _move_aside(folder: RunFolder, problem: str, again: bool = True) -> Path:
@@ -225,10 +249,13 @@ def _finish(folder: RunFolder, cfg: RunConfig, device, seconds: float, metrics: 
             extra: dict) -> None:
     """Write complete.json (with the size and SHA-256 of every file, to detect any later change, and
     of resume.pt, kept so that a longer budget continues the run: ``matcomp.runs.extend``), if the
-    run is whole: its table on disk holds every step up to its last checkpoint, with finite losses.
-    A run that is not is moved aside, never sealed (``RunError``)."""
+    run is whole: every checkpoint as its training wrote it (``written_problem``), its table on disk holding
+    every step up to its last checkpoint, with finite losses. A run that is not is moved aside, never sealed
+    (``RunError``)."""
     last = folder.checkpoint_steps()[-1]
-    problem = table_problem(folder.read_metrics(), cfg, last)
+    resume = folder.read_resume(mmap=True)
+    problem = (("resume.pt is missing" if resume is None else written_problem(folder, cfg, resume, sealing=True))
+               or table_problem(folder.read_metrics(), cfg, last))
     if problem is not None:
         target = _move_aside(folder, problem, again=False)
         raise RunError(f"run {cfg.run_id} is not whole ({problem}); moved to {target}")

@@ -187,7 +187,9 @@ def train(cfg: RunConfig, folder: RunFolder, device: str | torch.device | None =
     rows: list[dict] = []
     start, elapsed = 0, 0.0
 
-    resume = folder.read_resume()
+    resume = folder.read_resume()  # its checkpoints checked before (``run.written_problem``, by the store)
+    written: dict[int, str] = dict(resume["checkpoint_sha256"]) if resume is not None else {}  # step -> SHA-256
+    folder.remove_unwritten(written)
     if resume is not None:
         model.load_state_dict(resume["model"])
         optimizer.load_state_dict(resume["optimizer"])
@@ -197,7 +199,7 @@ def train(cfg: RunConfig, folder: RunFolder, device: str | torch.device | None =
         rows = folder.read_metrics().query("step <= @start").to_dict("records")
     else:
         folder.write_config(cfg)
-        folder.write_checkpoint(0, model.state_dict(), cfg)
+        written[0] = folder.write_checkpoint(0, model.state_dict(), cfg)
 
     pending: list[torch.Tensor] = []  # per-step metrics kept on the device until the next checkpoint
     evals: dict[int, torch.Tensor] = {}
@@ -232,7 +234,7 @@ def train(cfg: RunConfig, folder: RunFolder, device: str | torch.device | None =
                 if not early and step < end and (step == stop_at or (
                         limit_s is not None and _out_of_time(step, start, schedule, end, started, limit_s))):
                     paused = Paused(cfg.run_id, step, tc.steps, time.perf_counter() - started)
-                _save(folder, cfg, model, optimizer, train_gen, eval_gen, step, rows,
+                _save(folder, cfg, model, optimizer, train_gen, eval_gen, step, rows, written,
                       whole=resumable or early or step == end or paused is not None)
                 if early or paused is not None:
                     break  # the last step is now this checkpoint's
@@ -377,19 +379,16 @@ def _rows(start_step: int, pending: list[torch.Tensor], evals: dict[int, torch.T
 
 def _save(folder: RunFolder, cfg: RunConfig, model: Model, optimizer: torch.optim.Optimizer,
           train_gen: torch.Generator, eval_gen: torch.Generator, step: int, rows: list[dict],
-          whole: bool = True) -> None:
-    """Checkpoint, metrics, then the resume state, in that order: whatever a crash leaves behind,
-    resume.pt never points past the metrics and weights already on disk. ``whole`` False: the checkpoint
+          written: dict[int, str], whole: bool = True) -> None:
+    """Checkpoint (its SHA-256 added to ``written``), metrics, then the resume state, which records the run,
+    ``written`` and the metrics' SHA-256, so that a resume or the seal checks them first: whatever a crash leaves
+    behind, resume.pt never points past the metrics and weights already on disk. ``whole`` False: the checkpoint
     alone (``train(resumable=False)``)."""
-    folder.write_checkpoint(step, model.state_dict(), cfg)
+    written[step] = folder.write_checkpoint(step, model.state_dict(), cfg)
     if not whole:
         return
-    folder.write_metrics(pd.DataFrame(rows, columns=columns(cfg)))
-    folder.write_resume({
-        "step": step,
-        "elapsed": rows[-1]["time_s"],
-        "model": model.state_dict(),
-        "optimizer": optimizer.state_dict(),
-        "train_gen": train_gen.get_state(),
-        "eval_gen": eval_gen.get_state(),
-    })
+    table = folder.write_metrics(pd.DataFrame(rows, columns=columns(cfg)))
+    folder.write_resume({"step": step, "elapsed": rows[-1]["time_s"], "model": model.state_dict(),
+                         "optimizer": optimizer.state_dict(), "train_gen": train_gen.get_state(),
+                         "eval_gen": eval_gen.get_state(), "run": cfg.hash, "checkpoint_sha256": dict(written),
+                         "metrics_sha256": table})

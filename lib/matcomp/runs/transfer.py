@@ -21,6 +21,7 @@ import gzip
 import hashlib
 import io
 import json
+import re
 import shutil
 import tarfile
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ PART_BYTES = 15 * 2**20  # under the 16 MiB that one file brought back from a le
 RECORD = "record"
 RECORD_FILES = ("config.json", METRICS, "summary.json")
 UNSEALED = ("files", "sha256")  # what complete.json records of its own folder's files; the install seals anew
+MANIFEST = re.compile(r"(?P<run>.+)\.(?P<item>record|step_\d{6})\.json")  # a packed item's manifest, by its name
 
 
 class TransferError(ValueError):
@@ -42,11 +44,13 @@ class TransferError(ValueError):
 
 @dataclass(frozen=True)
 class Installed:
-    """What ``unpack`` installed: the run, and the checkpoints its record lists that did not come back (their
-    commands were not run, or their files were lost)."""
+    """What ``unpack`` installed: the run, the checkpoints its record lists that did not come back (their
+    commands were not run, or their files were lost), and the manifests of other runs' items in the folders,
+    left as they are."""
 
     run: Run
     missing_steps: tuple[int, ...]
+    skipped: tuple[Path, ...] = ()
 
 
 def _sha256(data: bytes) -> str:
@@ -110,18 +114,52 @@ def pack_checkpoint(run: Run, step: int, out: Path, part_bytes: int = PART_BYTES
     return pack_bytes(data, run.config.run_id, checkpoint_item(step), out, part_bytes, {**(about or {}), "step": step})
 
 
+def manifest_problem(manifest, run: str, item: str) -> str | None:
+    """Why ``manifest`` (read from the file named for item ``item`` of run ``run``) is not a whole manifest of it,
+    or None: every field ``pack_bytes`` writes, of its type, and the list of checkpoints of a record or the step
+    of a checkpoint."""
+    if not isinstance(manifest, dict):
+        return f"a JSON {type(manifest).__name__}, not an object"
+    if (manifest.get("run"), manifest.get("item")) != (run, item):
+        return f"it names item {manifest.get('item')!r} of run {manifest.get('run')!r}, not its file's"
+    fields = {"bytes": int, "sha256": str, "parts": list, **({"checkpoints": list} if item == RECORD else
+                                                              {"step": int})}
+    wrong = [name for name, kind in fields.items() if not isinstance(manifest.get(name), kind)]
+    if wrong:
+        return f"its {', '.join(wrong)} {'is' if len(wrong) == 1 else 'are'} missing or not of its kind"
+    part_fields = {"file": str, "bytes": int, "sha256": str}
+    if not manifest["parts"] or not all(isinstance(part, dict) and all(isinstance(part.get(k), kind)
+                                                                     for k, kind in part_fields.items())
+                                        for part in manifest["parts"]):
+        return "its parts are not a list of file, bytes and sha256"
+    if item == RECORD and not all(isinstance(step, int) for step in manifest["checkpoints"]):
+        return "its checkpoints are not a list of steps"
+    if item != RECORD and checkpoint_item(manifest["step"]) != item:
+        return f"its step {manifest['step']} is not its item's"
+    return None
+
+
 def _manifests(folders: list[Path]) -> dict[tuple[str, str], dict]:
-    """Every item's manifest found in ``folders``, by (run, item); one item in two folders must agree."""
+    """Every item's manifest found in ``folders`` (a file named ``<run>.<item>.json``), by (run, item), each
+    checked whole (``manifest_problem``: a truncated or edited one is a ``TransferError`` naming it, never passed
+    over); one item in two folders must agree."""
     found: dict[tuple[str, str], dict] = {}
     for folder in folders:
         if not Path(folder).is_dir():
             raise TransferError(f"{folder} is not a folder of packed files")
         for path in sorted(Path(folder).glob("*.json")):
+            named = MANIFEST.fullmatch(path.name)
+            if named is None:
+                continue  # not a packed item's manifest (a log, a notebook's output)
+            key = (named["run"], named["item"])
             try:
-                manifest = json.loads(path.read_text())
-                key = (manifest["run"], manifest["item"])
-            except (ValueError, KeyError, TypeError):
-                continue  # not a packed item's manifest
+                manifest = json.loads(path.read_bytes())
+            except ValueError as err:  # not JSON, or cut short
+                raise TransferError(f"{path} is a damaged manifest: not valid JSON ({err}); copy it again from "
+                                    f"where it was packed") from None
+            problem = manifest_problem(manifest, *key)
+            if problem is not None:
+                raise TransferError(f"{path} is a damaged manifest: {problem}; copy it again from where it was packed")
             manifest["path"] = str(path)
             if key in found and found[key]["sha256"] != manifest["sha256"]:
                 raise TransferError(f"two manifests of {key[0]}.{key[1]} disagree: {found[key]['path']} and {path}")
@@ -154,6 +192,13 @@ def _record(data: bytes) -> dict[str, bytes]:
     missing = [name for name in RECORD_FILES if name not in members]
     if bad or missing:
         raise TransferError(f"a record holds {sorted(members)}: unexpected {bad}, missing {missing}")
+    try:
+        summary = json.loads(members["summary.json"])
+    except ValueError:
+        summary = None
+    if not isinstance(summary, dict) or not isinstance(summary.get("checkpoint_sha256", {}), dict):
+        raise TransferError("a record's summary.json is not a run's summary (a JSON object with the SHA-256 of its "
+                            "checkpoints by step)")
     return members
 
 
@@ -161,13 +206,14 @@ def unpack(folders: list[Path] | Path, root: Path, run_id: str | None = None) ->
     """Verify and install the run packed in ``folders`` (those of several commands together) into the
     shipped store ``root``: its folder ``root/<run_id>`` with every checkpoint that came back, sealed by a
     new ``complete.json``. ``run_id`` picks one run where
-    several are packed. Nothing is written until every item is checked; a run already installed is an
-    error (remove it first to install again)."""
-    folders = [Path(f) for f in ([folders] if isinstance(folders, (str, Path)) else folders)]
-    if Path(root).exists() and not Path(root).is_dir():
-        raise TransferError(f"{root} is a file; install into a folder (the shipped store, runs/reference)")
+    several are packed; the items of other runs are left, and named (``Installed.skipped``). Nothing is written
+    until every item is checked; a run already installed is an error (remove it first to install again)."""
+    given = [folders] if isinstance(folders, (str, Path)) else list(folders)
+    if any(not str(folder).strip() for folder in given):  # Path("") is the current folder: never meant
+        raise TransferError("a folder of packed files is empty (''): name the folders the files came back into")
+    folders = [Path(folder) for folder in given]
     try:
-        writable_store(root, "the store to install into")  # named before any part is read
+        writable_store(root, "the store to install into")  # named before any part is read: a file, '', unwritable
     except ValueError as err:
         raise TransferError(str(err)) from None
     manifests = _manifests(folders)
@@ -200,8 +246,9 @@ def unpack(folders: list[Path] | Path, root: Path, run_id: str | None = None) ->
     target = RunFolder(root / run_id)
     if target.path.exists():
         raise TransferError(f"{target.path} exists already; remove it first to install {run_id} again")
-    staging = RunFolder(root / f".{run_id}.unpacking")
-    shutil.rmtree(staging.path, ignore_errors=True)
+    aside = root / f".{run_id}.unpacking"  # the run is built in aside/<run_id>: a folder named by its run id
+    shutil.rmtree(aside, ignore_errors=True)
+    staging = RunFolder(aside / run_id)
     staging.checkpoint_dir.mkdir(parents=True)
     for name in ("config.json", METRICS):
         atomic_write_bytes(staging.path / name, members[name])
@@ -211,8 +258,10 @@ def unpack(folders: list[Path] | Path, root: Path, run_id: str | None = None) ->
     staging.write_complete({**summary, **staging.fingerprint()})
     problem = verify(staging)
     if problem is not None:
-        shutil.rmtree(staging.path)
+        shutil.rmtree(aside)
         raise TransferError(f"{run_id} as packed is not a whole run: {problem}")
     staging.path.rename(target.path)  # appears whole or not at all
+    aside.rmdir()
     missing = tuple(sorted(set(record["checkpoints"]) - set(checkpoints)))
-    return Installed(Run(target.path), missing)
+    skipped = tuple(Path(m["path"]) for (run, _), m in sorted(manifests.items()) if run != run_id)
+    return Installed(Run(target.path), missing, skipped)
