@@ -6,6 +6,7 @@ here, which exist only once its cells run. Every chapter is executed on its own 
 nbmake (``book/*.ipynb`` in the test paths), but for those this build executes, so none runs twice."""
 
 import ast
+import importlib.util
 import inspect
 import re
 import shutil
@@ -103,6 +104,11 @@ def test_the_book_builds_and_runs_its_widget_chapters(tmp_path, build_executed):
         # every control position's picture is saved, switched by links in the page: no kernel needed
         assert '"StackModel"' in text and '"LinkModel"' in text and text.count('"ImageModel"') >= 8, name
         assert len(text.encode()) < 5_000_000, f"{name} weighs {len(text.encode()):,} bytes"
+    assert (html / "book" / "@jupyter-widgets" / "html-manager" / "dist" / "1551f4f60c37af51121f.woff2").is_file()
+    if shutil.which("chromium") and importlib.util.find_spec("playwright"):  # .ci/run installs both
+        check = subprocess.run([sys.executable, str(ROOT / "scripts" / "check_pages.py"), "--html", str(html)],
+                               capture_output=True, text=True, timeout=900)
+        assert check.returncode == 0, check.stdout[-5000:] + check.stderr[-2000:]
     rows = [re.findall(r"<p>(.*?)</p>", row) for row in re.findall(r"<tr[^>]*>(.*?)</tr>",
                                                                     (html / "book" / "status.html").read_text(), re.S)]
     timed = {cells[0]: cells for cells in rows if len(cells) == 3}
