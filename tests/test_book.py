@@ -38,7 +38,9 @@ def test_every_chapter_is_in_the_toc_and_starts_with_a_parameters_cell_papermill
         assigned = re.findall(r"^(\w+)\s*(?::[^=\n]*)?=", first.source, re.M)  # annotated or not
         seen = [p.name for p in PythonTranslator.inspect(first)]
         assert seen == assigned, f"{path.name}: papermill reads parameters {seen}, the cell sets {assigned}"
-        assert not any(c.get("outputs") for c in nb.cells if c.cell_type == "code"), f"{path.name} has outputs"
+        assert not any(c.get("outputs") for c in nb.cells if c.cell_type == "code"), (
+            f"{path.name} has outputs (saved by JupyterLab?): clear them before a commit with jupyter nbconvert "
+            f"--clear-output --inplace book/{path.name}")
         ids = [c.get("id") for c in nb.cells]
         assert all(ids) and len(set(ids)) == len(ids), f"{path.name}: every cell needs its own id (nbformat 4.5)"
 
