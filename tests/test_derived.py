@@ -30,11 +30,12 @@ STEP = 10
 SHA = "ab" * 32
 
 
-def fake_run(root, name: str, sha: str = SHA) -> Run:
-    """A finished run folder holding only what a key reads: its config and complete.json."""
+def fake_run(root, sha: str = SHA) -> Run:
+    """A finished run folder (named by its run id, as every reader requires) holding only what a key reads: its
+    config and complete.json."""
     cfg = RunConfig(name="micro", data=DataConfig(n_rows=3, n_cols=3, rank=1), model=ModelConfig(hidden=16, layers=1,
                     heads=2), train=TrainConfig(steps=STEP, checkpoint_every=STEP))
-    path = root / name
+    path = root / cfg.run_id
     path.mkdir(parents=True)
     (path / "config.json").write_text(cfg.to_json())
     recorded = {f"checkpoints/step_{STEP:06d}.safetensors": sha, "config.json": sha256_file(path / "config.json")}
@@ -77,7 +78,7 @@ def test_tables_round_trip_exactly_through_csv(tmp_path, store, shipped):
     data = DataConfig(n_rows=3, n_cols=3, rank=1)
     model = MatrixBert(ModelConfig(hidden=16, layers=1, heads=2)).eval()
     computed = {"awkward": awkward_table(), **completion_sweep(data, [0.2, 0.5], samples=5, lam=1e-3, model=model)}
-    run = fake_run(tmp_path, "micro-aaaa")
+    run = fake_run(tmp_path)
     derivation = Derivation("roundtrip", Counted(computed), [(run, STEP)], {"p": 0.1})
     first = load_or_compute(derivation)
     again, problem = read(derivation, store / "derived")
@@ -99,8 +100,8 @@ def test_a_table_that_csv_cannot_keep_is_refused_at_write(tmp_path, store, shipp
 
 
 def test_the_key_changes_with_a_parameter_a_checkpoint_and_a_version(tmp_path, monkeypatch):
-    run = fake_run(tmp_path, "micro-aaaa")
-    other = fake_run(tmp_path, "micro-bbbb", sha="cd" * 32)
+    run = fake_run(tmp_path / "a")
+    other = fake_run(tmp_path / "b", sha="cd" * 32)  # the same run, another checkpoint
 
     def key(checkpoints=((run, STEP),), params=None):
         return Derivation("sweep", Counted({}), checkpoints, params or {"samples": 512, "lam": 0.001}).key()
