@@ -610,7 +610,7 @@ def test_a_sweep_names_its_out_and_cluster_before_any_point_and_keys_points_by_t
     cell = nbformat.v4.new_code_cell("x = 1")
     cell.metadata["tags"] = ["parameters"]
     body = nbformat.v4.new_code_cell("from matcomp.book.sweep import record\nrecord(y=2 * x)")
-    notebook = tmp_path / "toy.ipynb"
+    notebook = tmp_path / "chapter.ipynb"
     nbformat.write(nbformat.v4.new_notebook(cells=[cell, body], metadata={"kernelspec": {
         "name": "python3", "display_name": "Python 3", "language": "python"}}), notebook)
     monkeypatch.chdir(tmp_path)
@@ -624,7 +624,7 @@ def test_a_sweep_names_its_out_and_cluster_before_any_point_and_keys_points_by_t
     first = run_sweep(notebook, [{"x": 1}], out)
     monkeypatch.setenv("MATCOMP_SET", "train.lr=2e-3")
     second = run_sweep(notebook, [{"x": 1}], out)
-    assert first != second and len(list(out.glob("toy-*.ipynb"))) == 2  # another config: run again, not reused
+    assert first != second and len(list(out.glob("chapter-*.ipynb"))) == 2  # another config: run again, not reused
     table = collect(out, second)
     assert table.loc[0, "MATCOMP_SET"] == "train.lr=2e-3" and table.loc[0, "y"] == 2
 
@@ -1230,3 +1230,19 @@ def test_no_training_is_1_or_0_and_another_value_is_named_before_any_work(value,
     assert nothing_in(store)
     monkeypatch.setenv("MATCOMP_NO_TRAINING", "0")  # was: set to anything, training forbidden
     assert not training_forbidden()
+
+
+def test_a_kernel_without_its_stderr_copy_says_it_on_the_process_console_not_in_the_cell(monkeypatch, capsys):
+    import sys
+    import types
+
+    from matcomp.console import say
+
+    cell = types.new_class("OutStream", (), {}, lambda ns: ns.update(__module__="ipykernel.iostream"))()
+    cell.write = lambda text: pytest.fail(f"written into the cell's stderr: {text!r}")
+    cell._original_stdstream_copy = None  # ipykernel keeps no copy of the process's stderr
+    console = types.SimpleNamespace(lines=[], write=lambda text: console.lines.append(text), flush=lambda: None)
+    monkeypatch.setattr(sys, "stderr", cell)
+    monkeypatch.setattr(sys, "__stderr__", console)
+    say("Computing x", page=False)
+    assert "".join(console.lines) == "Computing x\n" and capsys.readouterr().out == ""

@@ -16,7 +16,8 @@ CITED = re.compile(r"(?<![\w/.:-])((?:\.\.?/)*[\w-]+(?:/[\w.-]+)*\.(?:md|py|ipyn
 THEIRS = {"train.py", "train_embed.py", "patch.py", "att_maps.py", "probe.py", "embed.py", "ood.py", "data.py",
           "model.py", "model_linear.py", "modeling_bert.py", "train_mws_att_scale.py", "model_linear_att_scale.py"}
 THEIR_FOLDERS = ("src/", "configs/")  # the authors' repository's folders (this one has none of that name)
-PLACEHOLDERS = {"X.ipynb", "out.ipynb", "chapter.ipynb", "nope.ipynb", "bad.py", "x.ipynb"}
+PLACEHOLDERS = {"X.ipynb", "out.ipynb", "chapter.ipynb", "nope.ipynb", "bad.py", "x.ipynb",
+                "base.ipynb"}  # base.ipynb: the file jupyter-cache keeps an executed notebook in
 SCANNED = ("README.md", "benchmarks", "book", "lib", "scripts", "tests", "_config.yml", "_toc.yml", ".ci",
            "pyproject.toml", "requirements.txt", "static/README.md")
 

@@ -27,7 +27,7 @@ def one_model_chapters() -> list[str]:
     def parameters(path: Path) -> str:
         return next(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code")
 
-    return sorted(p.stem for p in BOOK.glob("*.ipynb") if re.search(r"^model\s*=", parameters(p), re.M))
+    return sorted(p.stem for p in BOOK.glob("*.ipynb") if re.search(r"^model\s*(?::[^=\n]*)?=", parameters(p), re.M))
 
 
 TEXT_FORMATS = ("text/plain", "text/markdown", "text/html")  # printed lines, findings and styled tables

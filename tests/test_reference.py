@@ -76,11 +76,18 @@ def test_a_run_kept_with_its_metrics_alone_gains_a_checkpoint_retrained_from_ste
     with pytest.raises(ValueError, match=r"steps \[20\] are shipped with .* already"):
         add_checkpoints(added, source, [20], "again")  # never overwritten
     metrics = source.read_metrics()
-    source.write_metrics(metrics.assign(L=metrics.L * 1.1))  # another run's losses
+
+    def retrained_as(table):  # a retraining that wrote these losses itself: its resume state records them
+        source.write_resume({**source.read_resume(), "metrics_sha256": source.write_metrics(table)})
+
     narrowed = narrow_reference(added, [])
+    source.write_metrics(metrics.assign(L=metrics.L * 1.1))  # changed after its training wrote it: not trusted
+    with pytest.raises(ValueError, match="cannot be trusted \\(metrics.parquet has changed since its training"):
+        add_checkpoints(narrowed, source, [20], "again")
+    retrained_as(metrics.assign(L=metrics.L * 1.1))  # another run's losses
     with pytest.raises(ValueError, match="departs from the shipped"):
         add_checkpoints(narrowed, source, [20], "again")
-    source.write_metrics(metrics.assign(L=float("nan")))  # a retraining whose loss went NaN retraces nothing
+    retrained_as(metrics.assign(L=float("nan")))  # a retraining whose loss went NaN retraces nothing
     with pytest.raises(ValueError, match="departs from the shipped"):
         add_checkpoints(narrowed, source, [20], "again")
     assert find_reference(micro).steps == [] and not list((tmp_path / "reference").glob(".*"))  # nothing aside
