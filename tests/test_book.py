@@ -82,7 +82,7 @@ def test_the_book_builds_and_runs_its_widget_chapters(tmp_path, build_executed):
     before = tree_state()
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     config["execute"]["exclude_patterns"] = [f"{name}.ipynb" for name in toc_files() if name not in executed]
-    (tmp_path / "_config.yml").write_text(yaml.safe_dump(config))
+    (tmp_path / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))  # script order kept
     command = shutil.which("jupyter-book", path=Path(sys.executable).parent) or shutil.which("jupyter-book")
     result = subprocess.run([command, "build", "--keep-going", "--path-output", str(tmp_path), "--config",
                              str(tmp_path / "_config.yml"), str(ROOT)], capture_output=True, text=True, timeout=1800)
