@@ -3,12 +3,14 @@
 The package is in layers, each a folder that may import only the layers before it (a test walks
 the imports to keep it so):
 
-- core, at the top level: ``config`` (the frozen run configuration), ``presets`` (named configs, and which
-  one a command or a chapter means after the environment's overrides), ``sizes`` (the chapters' experiment
-  sizes at each preset), ``arguments`` (the command line's argument types, shared by ``cli`` and the book's
-  commands), ``tokenizer`` (value <-> id maps of both models), ``data`` (the
-  sampler and its typed ``Batch``), ``metrics`` (L, L_obs, L_mask), ``drop`` (plateau, drop and
-  final losses), ``seeding`` (every random stream) and ``paper`` (the paper's reported numbers);
+- core, at the top level: ``config`` (the frozen run configuration), ``overrides`` (config changes as a user
+  types them), ``presets`` (named configs, and which one a command or a chapter means after the environment's
+  overrides), ``sizes`` (the chapters' experiment sizes at each preset), ``arguments`` (the command line's
+  argument types, shared by ``cli`` and the book's commands), ``checks`` (the argument checks of the public
+  functions), ``limits`` (what this machine's memory and disk hold), ``console`` (a line for whoever started
+  the work), ``tokenizer`` (value <-> id maps of both models), ``data`` (the sampler and its typed ``Batch``),
+  ``metrics`` (L, L_obs, L_mask), ``drop`` (plateau, drop and final losses), ``seeding`` (every random
+  stream) and ``paper`` (the paper's reported numbers);
 - ``models``: the BERT, the GPT, the factory, the attention hooks and the recipe changes;
 - ``runs``: training, the run store, run folders, shipped runs;
 - ``analysis``: one module per family of experiments;

@@ -4,9 +4,11 @@
         config.json                     the RunConfig
         metrics.parquet                 one row per step (and eval columns every eval_every steps)
         checkpoints/step_000000.safetensors ...   weights, with their model, task and step as metadata
-        resume.pt                       model, optimiser and RNG state at the last checkpoint
-                                        (kept when finished: a longer budget continues from it)
+        resume.pt                       model, optimiser and RNG state at the last checkpoint, with the SHA-256
+                                        of what its training wrote (checked before it resumes and seals);
+                                        kept when finished: a longer budget continues from it
         complete.json                   written last: the run is finished and these files are whole
+        README.md                       a shipped paper-scale run's model card, outside the seal (``card``)
 
 Every file is written to a temporary name in the same folder and moved into place with
 ``os.replace``, so a crash leaves either the old file or the new one, never half of one.
