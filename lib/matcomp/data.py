@@ -17,8 +17,6 @@ from matcomp.config import DataConfig
 from matcomp.limits import fits_memory
 from matcomp.tokenizer import BERT_TOKENS, DECIMALS, VALUE_MAX, VALUE_MIN
 
-BYTES_PER_ENTRY = 48  # a batch's bytes per matrix entry while it is drawn: values, mask, ids and their temporaries
-
 
 @dataclass(frozen=True)
 class Batch:
