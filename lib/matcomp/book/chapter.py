@@ -103,10 +103,11 @@ def probing_config(preset: str | None = None, seed: int | None = None,
     return cfg.override({"model.layers": layers, "train.lr": cfg.train.lr / 2})
 
 
-def trained_run(cfg: RunConfig, preset: str | None = None) -> Run:
+def trained_run(cfg: RunConfig, preset: str | None = None, where: Location | None = None) -> Run:
     """The run of ``cfg`` for its metrics and stored tables: shipped (even with its metrics alone), stored,
-    or trained; a run that must train is announced first (``announce_training``) and shows its progress."""
-    where = locate(cfg)
+    or trained; a run that must train is announced first (``announce_training``) and shows its progress.
+    ``where``: its ``locate``, if already done."""
+    where = where or locate(cfg)
     needed = announce_training(where, preset)
     return get_or_train(cfg, progress="text" if needed else False, location=where)
 
@@ -114,8 +115,9 @@ def trained_run(cfg: RunConfig, preset: str | None = None) -> Run:
 def trained_runs(configs: dict, preset: str | None = None) -> dict:
     """``trained_run`` of every config of ``configs`` (any keys: seeds, arms, variants), keys kept: the
     runs the several-run analyses of ``matcomp.analysis`` read, which take runs and train none."""
-    announce_runs(configs.values(), preset)
-    return {key: trained_run(cfg, preset) for key, cfg in configs.items()}
+    located = {key: locate(cfg) for key, cfg in configs.items()}  # once a run: the whole announced, then each
+    announce_runs(located.values(), preset)
+    return {key: trained_run(where.cfg, preset, where) for key, where in located.items()}
 
 
 def open_with_phases(cfg: RunConfig, preset: str | None = None, where: Location | None = None) -> tuple[Run, Phases]:
@@ -137,18 +139,20 @@ def steps_to_train(where: Location, shipped: bool = True) -> int:
     return where.cfg.train.steps - done
 
 
-def training_seconds(cfg: RunConfig, steps: int, preset: str | None, what: str) -> tuple[float, float]:
-    """Seconds ``steps`` steps of ``cfg`` take here and a step's seconds (timed here, ``CostBook.measure``), after
-    refusing (``RunError``) what is beyond ``$MATCOMP_MAX_TRAIN_MIN`` (else ``DEFAULT_MAX_TRAIN_MIN``) minutes, at
-    once where even its fastest step (``step_floor``: a preset meant for a GPU, asked of a CPU) is beyond it,
-    before a step is timed. ``what``: the training the refusal names."""
+def training_seconds(cfg: RunConfig, steps: int, preset: str | None, what: str,
+                     costs: CostBook | None = None) -> tuple[float, float]:
+    """Seconds ``steps`` steps of ``cfg`` take here and a step's seconds (timed here, ``CostBook.measure``, in
+    ``costs`` if given), after refusing (``RunError``) what is beyond ``$MATCOMP_MAX_TRAIN_MIN`` (else
+    ``DEFAULT_MAX_TRAIN_MIN``) minutes, at once where even its fastest step (``step_floor``: a preset meant for a
+    GPU, asked of a CPU) is beyond it, before a step is timed. ``what``: the training the refusal names."""
     device, limit = resolve_device(None), _max_train_minutes()
     floor = step_floor(cfg, device) * steps
     if floor > 60 * limit:
         raise RunError(f"{what} would train {steps:,} steps here, at least {duration(floor)} on this {device.type} "
                        f"(its fastest step, from its FLOPs: {floor / steps:.3g} s), beyond {_limit_text(limit)}: "
                        f"{_instead(preset)}")
-    step = CostBook(writable_store(), device, torch.get_num_threads()).measure(cfg, steps=5, warmup=2).seconds
+    costs = costs or CostBook(writable_store(), device, torch.get_num_threads())
+    step = costs.measure(cfg, steps=5, warmup=2).seconds
     if step * steps > 60 * limit:
         raise RunError(f"{what} would train {steps:,} steps here, about {duration(step * steps)} ({step:.3g} s a "
                        f"step, timed here), beyond {_limit_text(limit)}: {_instead(preset)}")
@@ -183,14 +187,15 @@ def announce_training(where: Location, preset: str | None = None, shipped: bool 
     return True
 
 
-def announce_runs(configs: Iterable[RunConfig], preset: str | None = None) -> None:
-    """Before a several-run part trains any of ``configs``: how many must train here and about how long in all,
-    refused (``training_seconds``) where the whole is beyond the bound, so a large ``seeds`` is refused before its
-    first run rather than announced run by run."""
-    todo = [(where.cfg, steps) for where in map(locate, configs) if (steps := steps_to_train(where))]
+def announce_runs(located: Iterable[Location], preset: str | None = None) -> None:
+    """Before a several-run part trains any of the runs ``located`` (their ``locate``): how many must train here and
+    about how long in all, refused (``training_seconds``) where the whole is beyond the bound, so a large ``seeds``
+    is refused before its first run rather than announced run by run."""
+    todo = [(where.cfg, steps) for where in located if (steps := steps_to_train(where))]
     if len(todo) < 2:
         return
-    total = sum(training_seconds(cfg, steps, preset, f"run {cfg.run_id}")[0] for cfg, steps in todo)
+    costs = CostBook(writable_store(), resolve_device(None), torch.get_num_threads())  # one for all: shapes repeat
+    total = sum(training_seconds(cfg, steps, preset, f"run {cfg.run_id}", costs)[0] for cfg, steps in todo)
     limit = _max_train_minutes()
     if total > 60 * limit:
         raise RunError(f"{len(todo)} runs would train here, about {duration(total)} in all, beyond "
@@ -292,10 +297,10 @@ def ladder_runs(preset: str | None = None) -> dict[str, dict[int, tuple[Run, Pha
             for label, seeds in ladder_configs(preset).items()}
 
 
-def seed_run(cfg: RunConfig, preset: str | None = None) -> tuple[Run, Phases | None]:
+def seed_run(cfg: RunConfig, preset: str | None = None, where: Location | None = None) -> tuple[Run, Phases | None]:
     """``open_with_phases`` of one seed of a several-seed part, or, where it is shipped with its metrics alone, that run
-    and None: the seed is counted, and not trained to be read."""
-    where = locate(cfg)
+    and None: the seed is counted, and not trained to be read. ``where``: its ``locate``, if already done."""
+    where = where or locate(cfg)
     if where.reference is not None and not where.reference.steps:
         return where.reference, None
     return open_with_phases(cfg, preset, where)
@@ -312,9 +317,9 @@ def open_seeds(preset: str | None, seed: int | None, overrides: str | dict | Non
     shipped, stored or trained; None for the phases of a seed shipped with its metrics alone), for the
     chapters that read one analysis over several seeds."""
     cfg = chapter_config(preset, seed, overrides)
-    configs = seed_configs(cfg, seeds_at(cfg, offsets))
-    announce_runs(configs.values(), preset)
-    return {s: seed_run(seed_cfg, preset) for s, seed_cfg in configs.items()}
+    located = {s: locate(seed_cfg) for s, seed_cfg in seed_configs(cfg, seeds_at(cfg, offsets)).items()}
+    announce_runs(located.values(), preset)
+    return {s: seed_run(where.cfg, preset, where) for s, where in located.items()}
 
 
 def open_chapter(preset: str | None = None, seed: int | None = None, overrides: str | dict | None = None,
