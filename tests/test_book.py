@@ -59,16 +59,18 @@ def unexecuted_output_warning(warning: str, executed: list[str]) -> bool:
     """The one warning a page left unexecuted here may raise: a reference to what its cells make (a glued
     number, a figure's label), which nbmake executes apart; the README's build executes every page."""
     page = re.search(r"/(book/\w+)\.ipynb:\d+: WARNING: ", warning)
-    made_by_cells = re.search(r"No key '\w+' found in glue data|undefined label: 'fig-[\w-]+'", warning)
+    made_by_cells = re.search(r"No key '\w+' found in glue data|cross-reference target not found: 'fig-[\w-]+'",
+                              warning)
     return bool(page and made_by_cells and page.group(1) not in executed)
 
 
 def test_only_references_to_an_unexecuted_pages_outputs_are_forgiven():
     glue = "/r/book/ood.ipynb:80002: WARNING: No key 'ood_rows' found in glue data for this document."
-    figure = "/r/book/ood.ipynb:40004: WARNING: undefined label: 'fig-ood-rows'"
+    figure = "/r/book/ood.ipynb:40004: WARNING: 'myst' cross-reference target not found: 'fig-ood-rows'"
     assert unexecuted_output_warning(glue, ["book/task"]) and unexecuted_output_warning(figure, ["book/task"])
     assert not unexecuted_output_warning(glue, ["book/ood"])  # an executed page must glue what it quotes
-    assert not unexecuted_output_warning("/r/book/ood.ipynb:3: WARNING: undefined label: 'sec-rows'", [])
+    assert not unexecuted_output_warning("/r/book/ood.ipynb:3: WARNING: 'myst' cross-reference target not found: "
+                                         "'sec-rows'", [])
     assert not unexecuted_output_warning("/r/intro.md:3: WARNING: No key 'x' found in glue data", [])
 
 

@@ -1,11 +1,11 @@
 """Every number the book's prose types is a citation, the paper's, or a setting the code holds: a number
-about our own runs comes from code (a ``{glue:text}`` role or a computed findings cell), so that the
-text cannot drift from the runs it describes.
+about our own runs comes from code (an ``{eval}`` role, ``matcomp.book.markup``, or a computed findings cell), so
+that the text cannot drift from the runs it describes.
 
 A number in a chapter's markdown cell (or in a page of ``book/*.md``, the prose the chapters include)
 passes if it is
 
-- inside a role, inline code or a link target (``{glue:text}`key```, ``{numref}`...```, `` `x = 3` ``);
+- inside a role, inline code or a link target (``{eval}`key```, ``{numref}`...```, `` `x = 3` ``);
 - a citation: "§3.2.1", "Fig. 4", "Figs. 11–12", "App. J.2", "Table 1", "eq. (2)", a year after a venue;
 - a value of ``matcomp.paper`` (at the precision the text gives it);
 - a setting the code holds: a field of a preset (``matcomp.presets``) or of the chapters' sizes
@@ -50,7 +50,7 @@ ALLOWED: dict[tuple[str, str], str] = {}
 
 NUMBER = re.compile(r"(?<![\w.])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:e[-+]?\d+)?(?![\w])(\s*%)?")
 SPANS = [
-    re.compile(r"\{[\w:-]+\}`[^`]*`"),  # roles: {glue:text}`key`, {numref}`fig`, {doc}`page`
+    re.compile(r"\{[\w:-]+\}`[^`]*`"),  # roles: {eval}`key`, {numref}`fig`, {doc}`page`
     re.compile(r"``[^`]*``|`[^`\n]*`"),  # inline code
     re.compile(r"\]\([^)]*\)"),  # link targets
     re.compile(r"^```.*?^```", re.S | re.M),  # fenced blocks (directives' options, code)
@@ -186,7 +186,7 @@ def page_offenders(path: Path) -> list[tuple[str, str, str]]:
 def test_the_check_lets_citations_settings_and_glue_through_and_stops_a_result():
     pool_text = "As §3.2.1 and Figs. 11–12, App. J.2 (NeurIPS 2024): lr 1e-3, batch 128, $10^{-4}$, 7×7, 5x5, 30%."
     assert offenders_in(pool_text, "x") == []
-    assert offenders_in("It drops at step {glue:text}`drop_step` (`seed = 3`), see {numref}`fig-12`.", "x") == []
+    assert offenders_in("It drops at step {eval}`drop_step` (`seed = 3`), see {numref}`fig-12`.", "x") == []
     assert offenders_in("The paper's plateau is 0.224 and ours 0.1113.", "x") == [
         ("x", "0.1113", "The paper's plateau is 0.224 and ours 0.1113.")]
     assert [o[1] for o in offenders_in("It drops at step 16,406, 4.4× below.", "x")] == ["16,406", "4.4"]

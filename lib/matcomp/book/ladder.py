@@ -15,6 +15,7 @@ from IPython.display import Markdown, display
 from matcomp.analysis.key_numbers import SE
 from matcomp.analysis.phases import Phases
 from matcomp.analysis.seeds import trained_on
+from matcomp.book.markup import glue_quoted
 from matcomp.book.spec import ChapterSpec
 from matcomp.book.tables import findings, number_text, styled
 from matcomp.book.verdicts import (
@@ -35,6 +36,7 @@ from matcomp.data import second_moment
 from matcomp.paper import SUDDEN_DROP
 from matcomp.presets import preset
 from matcomp.runs.run import Run
+from matcomp.runs.shipped import REPO
 
 DEPTH = "× below the plateau"  # how far below its plateau a run ends (``Drop.factor``): how finished it is
 FINISHED = "how finished each run is (judged with the sudden drop)"  # DEPTH on a one-model page: judged once
@@ -364,9 +366,8 @@ def show_ladder(ladder: Ladder, chapter: str) -> None:
     those read, the paper's number and the verdict; then every task of the ladder; then one sentence per key
     number. One key number a row where they are many, so a finding reads across the seeds to its verdict, and
     one seed a row where the seeds outnumber them, so the table fits the page. The verdicts at a glance
-    (``Ladder.headline``) are glued as ``<chapter>_verdicts`` for the top of the page."""
-    from myst_nb import glue
-
+    (``Ladder.headline``) are quoted as ``<chapter>_verdicts`` for the top of the page, and how to read the ladder
+    as ``ladder_reading``."""
     legend = (f"{MARKS[MATCHES]} as the paper, {MARKS[DIRECTION]} its direction only, {MARKS[AGAINST]} neither, "
               f"{MARKS[NOISE]} cannot tell (within two standard errors of no effect), {MARKS[UNREAD]} cannot be read")
     seeds = ladder.seed_table()
@@ -376,4 +377,12 @@ def show_ladder(ladder: Ladder, chapter: str) -> None:
     display(styled(seeds, "{}", caption))
     display(styled(ladder.task_table(), "{}", f"{ladder.what}: each task of the ladder, and the paper's"))
     display(findings(*ladder.sentences()))
-    glue(f"{chapter}_verdicts", ladder.headline(), display=False)
+    glue_quoted({f"{chapter}_verdicts": ladder.headline(), "ladder_reading": reading_guide()})
+
+
+def reading_guide() -> Markdown:
+    """How to read a one-model chapter's ladder, written once in ``book/ladder_reading.md`` (its ``%`` comment
+    lines left out) and quoted by each such chapter as ``{eval}`ladder_reading```: JupyterLab renders no
+    ``{include}``, so an included file would be missing there."""
+    lines = (REPO / "book" / "ladder_reading.md").read_text().splitlines()
+    return Markdown("\n".join(line for line in lines if not line.startswith("%")).strip())

@@ -173,15 +173,6 @@ def and_text(items) -> str:
     return "none" if not items else items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
-def glue_texts(texts: dict[str, object]) -> None:
-    """Glue each value as text under its key (myst-nb ``glue``, not displayed), for the chapter's prose to
-    quote with ``{glue:text}`key```: a number in a sentence then comes from the run, not from typing."""
-    from myst_nb import glue
-
-    for key, value in texts.items():
-        glue(key, str(value), display=False)
-
-
 def seeds_text(seeds) -> str:
     """Seeds as "0–3" (consecutive) or "0, 2 and 5".
 
