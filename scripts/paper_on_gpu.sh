@@ -7,11 +7,16 @@
 #
 # Here, before the loan (the shipped runs weigh more than the 64 MiB that travel, and are not needed there):
 #   bash scripts/paper_on_gpu.sh hide
-# On the lent machine, one device call each (seed S: the first loan 0, the next ones 1 and 2):
-#   1. bash scripts/paper_on_gpu.sh run S          timeout_s 590
-#      checks and times the engines (~60 s), trains from step 0 with the fastest until 530 s from the command's start,
+# On the lent machine (15 minutes in all: its start, 1-2 minutes, then these two), one device call each (seed S: 0
+# again if the last loan's step reached 10.6 ms, so 50,000 steps fit a command; else the next seed, 1 then 2):
+#   1. bash scripts/paper_on_gpu.sh run S          timeout_s 600
+#      the bench (at most BENCH_S, 90 s): trains the run twice for 200 steps by each combination of levers
+#      (matcomp.levers: engine, torch.compile, attention mask, cuBLAS workspace), refuses one whose two trainings
+#      differ by a byte and prints the fastest of the rest (`fastest levers: OPTIONS`); then trains from step 0
+#      with those options until 530 s from the command's start, writing only checkpoint 4,000 and the last,
 #      seals the run where it stopped, brings back its record and its last checkpoint in bf16 (7 files + log)
-#   2. bash scripts/paper_on_gpu.sh checkpoint S ENGINE 4000    timeout_s 180 (ENGINE: what 1 printed)
+#   2. bash scripts/paper_on_gpu.sh checkpoint S "LEVERS" 4000    timeout_s 180 (LEVERS: the options 1 printed
+#      on its `levers:` line, quoted as one argument)
 #      trains the same run to step 4,000 (the pre-shift model) and brings back that checkpoint (5 files + log);
 #      unpack installs it only if its bytes are those the record of 1 holds (deterministic training)
 #   Either may run on another loan than the other, on the same kind of GPU.
@@ -23,13 +28,18 @@ cd "$(dirname "$0")/.."
 RUN=(--preset paper --set train.precision=tf32)  # matcomp.sizes.PAPER_SCALE: the paper's run, 50,000 steps, in TF32
 DEVICE=cuda
 WALL_S=530    # run: seconds from the command's start to the last checkpoint trained
-AFTER_S=45    # run: seconds kept after it (python's start, sealing 51 float32 checkpoints, the bf16 copy, packing)
+AFTER_S=45    # run: seconds kept after it (python's start, sealing the float32 checkpoints, the bf16 copy, packing)
+BENCH_S=90    # run: the bench's budget, all its trainings together
+BENCH=(--steps 190 --warmup 10)  # each trial: 200 steps from step 0, the last 190 timed
+WRITE=4000    # the only checkpoint written besides the last: the pre-shift model that command 2 brings back
+FALLBACK="--engine graph --attention-mask none --cublas-workspace :4096:8"  # the last loan's, if the bench fails
 if [[ -n "${SMOKE:-}" ]]; then  # the same commands on a CPU, in seconds
-    RUN=(--preset smoke --set train.precision=tf32); DEVICE=cpu; WALL_S=60; AFTER_S=10
+    RUN=(--preset smoke --set train.precision=tf32); DEVICE=cpu; WALL_S=90; AFTER_S=10; BENCH_S=40
+    BENCH=(--steps 15 --warmup 5); WRITE=100; FALLBACK="--engine eager --attention-mask none --cublas-workspace :4096:8"
 fi
 
 # the lent machine's python3 holds PyTorch; this library runs from the tree, not installed
-MATCOMP=(env PYTHONUNBUFFERED=1 PYTHONPATH=lib CUBLAS_WORKSPACE_CONFIG=:4096:8 python3 -m matcomp)
+MATCOMP=(env PYTHONUNBUFFERED=1 PYTHONPATH=lib python3 -m matcomp)
 
 before_any_work() {  # SEED and $OUT checked in a few seconds, before the engine test, the bench or training
     : "${OUT:?set OUT: the folder whose files come back}"
@@ -52,25 +62,25 @@ case "${1:-}" in
         seed="${2:?seed}"; before_any_work "$seed"
         export MATCOMP_RUNS; MATCOMP_RUNS="$(mktemp -d)"  # a store of its own: nothing from another command
         { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true; } | tee "$OUT/log"
-        # the graph engine takes the ahead engine's steps (tests/test_training.py; ~20 s, skipped on a CPU)
-        timeout 60 env PYTHONPATH=lib python3 -m pytest -o addopts="" -q -p no:cacheprovider tests/test_training.py \
-            -k graph_engine_replays 2>&1 | tail -3 | tee -a "$OUT/log" || true
-        engine=$(timeout 150 "${MATCOMP[@]}" bench "${RUN[@]}" --device "$DEVICE" --engines --steps 100 --warmup 10 \
-            2>&1 | tee -a "$OUT/log" | sed -n 's/^fastest engine: //p') || true
-        engine="${engine:-eager}"  # the bench failed or ran out of time: the engine of the last loan
+        levers=$(timeout $((BENCH_S + 10)) "${MATCOMP[@]}" bench "${RUN[@]}" --device "$DEVICE" --levers \
+            --budget-s "$BENCH_S" "${BENCH[@]}" 2>&1 | tee -a "$OUT/log" | sed -n 's/^fastest levers: //p') || true
+        levers="${levers:-$FALLBACK}"  # the bench failed or ran out of time
         limit=$((WALL_S - SECONDS))
-        echo "engine $engine; training for at most $limit s" | tee -a "$OUT/log"
-        "${MATCOMP[@]}" remote "${RUN[@]}" --set "train.seed=$seed" --device "$DEVICE" --engine "$engine" \
+        echo "levers: $levers" | tee -a "$OUT/log"
+        echo "training for at most $limit s" | tee -a "$OUT/log"
+        # shellcheck disable=SC2086  # the levers are options, one word each
+        "${MATCOMP[@]}" remote "${RUN[@]}" --set "train.seed=$seed" --device "$DEVICE" $levers --write-steps "$WRITE" \
             --limit-s "$limit" --out "$OUT" 2>&1 | tee -a "$OUT/log"
         echo "done in $SECONDS s (of $((WALL_S + AFTER_S)) planned)" | tee -a "$OUT/log" ;;
     checkpoint)
-        seed="${2:?seed}"; engine="${3:?engine (the run command printed it)}"; step="${4:?step}"
+        seed="${2:?seed}"; levers="${3:?levers (the run command printed them: levers: ...)}"; step="${4:?step}"
         before_any_work "$seed"
         export MATCOMP_RUNS; MATCOMP_RUNS="$(mktemp -d)"
-        "${MATCOMP[@]}" remote "${RUN[@]}" --set "train.seed=$seed" --device "$DEVICE" --engine "$engine" \
+        # shellcheck disable=SC2086
+        "${MATCOMP[@]}" remote "${RUN[@]}" --set "train.seed=$seed" --device "$DEVICE" $levers --write-steps "$step" \
             --checkpoint "$step" --out "$OUT" 2>&1 | tee "$OUT/log"
         echo "done in $SECONDS s" | tee -a "$OUT/log" ;;
     *)
-        echo "usage: bash scripts/paper_on_gpu.sh hide | run SEED | checkpoint SEED ENGINE STEP | restore" >&2
+        echo "usage: bash scripts/paper_on_gpu.sh hide | run SEED | checkpoint SEED \"LEVERS\" STEP | restore" >&2
         exit 2 ;;
 esac

@@ -5,7 +5,7 @@ uses eager attention, makes each batch on the CPU and moves it to the device, pa
 batch through the model a second time after the update just to log the losses, and evaluates a
 fresh batch of 64 matrices every step. Ours uses SDPA attention, draws its batches on the CPU too (so a
 run's data do not depend on the device), logs from the training forward pass itself and evaluates every
-``eval_every`` steps, by each engine asked for (``matcomp.runs.training.ENGINES``): an engine that cannot
+``eval_every`` steps, by each engine asked for (``matcomp.runs.engines.ENGINES``): an engine that cannot
 run here, or fails, is reported with its reason, and the fastest of the others is the figure compared.
 """
 
@@ -20,7 +20,8 @@ from matcomp.data import sample_batch
 from matcomp.metrics import METRICS, masked_mse
 from matcomp.models.factory import count_parameters
 from matcomp.runs.cost import matmul_peak, step_flops, sync, time_steps
-from matcomp.runs.training import ENGINES, autocast, engine_problem, init_training, matmuls
+from matcomp.runs.engines import ENGINES, engine_problem
+from matcomp.runs.training import autocast, init_training, matmuls
 from matcomp.seeding import TRAIN, stream
 
 PAPER_EVAL_BATCH = 64

@@ -10,7 +10,8 @@ from collections.abc import Callable
 
 from matcomp.arguments import assignments, at_least, folder, run_options
 from matcomp.presets import PRESETS, preset_name, resolved_config
-from matcomp.runs.training import ENGINES, resolve_device
+from matcomp.runs.engines import ENGINES, MASKS, WORKSPACE, Engine
+from matcomp.runs.training import resolve_device
 
 
 def _config(args):
@@ -83,9 +84,16 @@ def cmd_bench(args) -> None:
     problem = memory_problem(cfg, device)
     if problem is not None:
         raise ValueError(f"run {cfg.run_id} cannot be timed here: {problem}; shrink it")
+    print(f"machine: {describe()}", flush=True)
+    if args.levers:
+        from matcomp.levers import report as lever_report
+        from matcomp.levers import time_levers
+
+        timings = time_levers(cfg, device, args.steps, args.warmup, args.budget_s)
+        print(lever_report(timings, cfg, args.steps + args.warmup), flush=True)
+        return
     if args.engines:
         deterministic(device)  # the engines as remote trains with them
-    print(f"machine: {describe()}")
     print(REPORT_HEADER)
     figures = benchmark(cfg, device, steps=args.steps, warmup=args.warmup,
                         engines=ENGINES if args.engines else ("eager",))
@@ -179,10 +187,13 @@ def cmd_remote(args) -> None:
 
     cfg = _config(args)
     sets = "".join(f" --set {s}" for s in args.set)
-    command = (f"python -m matcomp remote --preset {args.preset}{sets} --engine {args.engine} --out DIR "
+    engine = Engine(args.engine, args.compile, args.attention_mask)
+    levers = " ".join([*engine.flags(), "--cublas-workspace", args.cublas_workspace])
+    command = (f"python -m matcomp remote --preset {args.preset}{sets} {levers} --out DIR "
                f"(and --checkpoint STEP --out DIR2 for each other checkpoint) && python -m matcomp unpack DIR DIR2 ...")
     progress = remote(cfg, args.out, command, limit_s=args.limit_s, device=args.device,
-                      checkpoint=args.checkpoint, progress=False if args.quiet else "text", engine=args.engine)
+                      checkpoint=args.checkpoint, progress=False if args.quiet else "text", engine=engine,
+                      workspace=args.cublas_workspace, writes=args.write_steps)
     print(progress.message)
     for path in progress.files:
         print(f"  {path.name} ({path.stat().st_size / 2**20:.1f} MiB)")
@@ -254,6 +265,13 @@ def add_commands(sub) -> dict[str, Callable]:
     sub.choices["bench"].add_argument("--engines", action="store_true",
                                       help="time every training engine (eager, ahead, graph) as remote trains with "
                                            "them (deterministic on CUDA) and name the fastest")
+    sub.choices["bench"].add_argument("--levers", action="store_true",
+                                      help="train the run twice from step 0 (--warmup + --steps steps) by each "
+                                           "combination of levers (engine, compile, attention mask, cuBLAS "
+                                           "workspace), refuse those whose two trainings differ, and print the "
+                                           "fastest as remote options (matcomp.levers)")
+    sub.choices["bench"].add_argument("--budget-s", type=at_least(0, float, strictly=True), default=90.0,
+                                      help="--levers: seconds for all its timings together (default 90)")
     sub.choices["ship"].add_argument("--max-mb", type=at_least(0, float, strictly=True), default=30.0,
                                      help="size budget (MiB)")
     sub.choices["ship"].add_argument("--steps", type=at_least(0), nargs="*", default=None, metavar="STEP",
@@ -272,7 +290,15 @@ def add_commands(sub) -> dict[str, Callable]:
                         help="train to this checkpoint and pack it alone (default: train the run and pack its "
                              "record and last checkpoint)")
     remote.add_argument("--engine", choices=ENGINES, default="eager",
-                        help="how a step runs (python -m matcomp bench --engines times them; default eager)")
+                        help="how a step runs (python -m matcomp bench --levers times them; default eager)")
+    remote.add_argument("--compile", action="store_true", help="torch.compile the model (matcomp.runs.engines)")
+    remote.add_argument("--attention-mask", choices=MASKS, default="none",
+                        help="none (default, as every run trained) or the paper's all-ones mask, read by SDPA")
+    remote.add_argument("--cublas-workspace", default=WORKSPACE, metavar=":KiB:COUNT",
+                        help=f"CUBLAS_WORKSPACE_CONFIG of the deterministic mode on CUDA (default {WORKSPACE})")
+    remote.add_argument("--write-steps", type=at_least(0), nargs="+", default=None, metavar="STEP",
+                        help="write only these scheduled checkpoints and the last (default: every scheduled one), "
+                             "e.g. the step --checkpoint brings back")
     remote.add_argument("--quiet", action="store_true", help="no progress bar")
     unpack = sub.add_parser("unpack", help="verify packed parts and install their run into runs/reference")
     unpack.add_argument("folders", nargs="+", type=folder,

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,7 @@ import torch
 
 from matcomp.analysis.phases import phases
 from matcomp.config import RunConfig
+from matcomp.runs.engines import WORKSPACE, WORKSPACE_ENV, Engine, as_engine, workspace_problem
 from matcomp.runs.run import Run
 from matcomp.runs.shipped import export_reference
 from matcomp.runs.store import get_or_train, runs_root, seal_stopped, writable_store
@@ -59,36 +61,46 @@ def kept_steps(run: Run) -> list[int]:
     return sorted({read.pre, read.post}) if read.dropped else [s for s in run.steps if s > 0] or run.steps
 
 
-def deterministic(device: torch.device) -> None:
-    """Make CUDA training repeat itself bit for bit on one kind of GPU (cuBLAS's fixed workspaces, the
-    deterministic kernels where PyTorch has them), so a later command reproduces a checkpoint; memory
-    PyTorch leaves uninitialised is not filled, as the deterministic mode otherwise does at a cost."""
+def deterministic(device: torch.device, workspace: str = WORKSPACE) -> None:
+    """Make CUDA training repeat itself bit for bit on one kind of GPU (cuBLAS's fixed workspaces, ``workspace``
+    as ``CUBLAS_WORKSPACE_CONFIG`` reads it; the deterministic kernels where PyTorch has them), so a later command
+    reproduces a checkpoint; memory PyTorch leaves uninitialised is not filled, as the deterministic mode
+    otherwise does at a cost. A workspace larger than ``WORKSPACE`` draws PyTorch's warning that only
+    ``:4096:8`` and ``:16:8`` are known deterministic: ``python -m matcomp bench --levers`` checks that two
+    trainings repeat each other byte for byte before one trains with it. ValueError for a workspace that cannot
+    be used on ``device`` (``engines.workspace_problem``)."""
+    problem = workspace_problem(workspace, device)
+    if problem is not None:
+        raise ValueError(problem)
     if device.type != "cuda":
         return
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # read when cuBLAS starts: before any product
+    os.environ[WORKSPACE_ENV] = workspace  # read when cuBLAS starts: before any product
     torch.use_deterministic_algorithms(True, warn_only=True)
     torch.utils.deterministic.fill_uninitialized_memory = False  # type: ignore[attr-defined]
 
 
 def remote(cfg: RunConfig, out: Path, command: str, limit_s: float | None = None,
            device: str | torch.device | None = None, root: Path | None = None, checkpoint: int | None = None,
-           part_bytes: int = PART_BYTES, progress: bool | str = "text",
-           engine: str = "eager") -> Progress:
+           part_bytes: int = PART_BYTES, progress: bool | str = "text", engine: Engine | str = "eager",
+           workspace: str = WORKSPACE, writes: Collection[int] | None = None) -> Progress:
     """One command of the pipeline for ``cfg``, writing into ``out`` (see the module docstring). ``root``: the
     working store's packing folder (default ``<store>/packing``); ``checkpoint``: the step to train to and pack
-    alone; ``engine``: the training engine (``matcomp.runs.training.ENGINES``)."""
+    alone; ``engine``: the training engine and its levers (``matcomp.runs.engines``); ``workspace``: cuBLAS's
+    (``deterministic``); ``writes``: the only checkpoints written besides the last (``training.train``): those the
+    bf16 copy keeps (``kept_steps``) and the other commands pack, not one every ``train.checkpoint_every``."""
     started = time.perf_counter()
     if checkpoint is not None and (checkpoint not in cfg.train.checkpoint_schedule or checkpoint == 0):
         raise ValueError(f"checkpoint {checkpoint} is not one of {cfg.run_id}'s checkpoints after step 0: "
                          f"{list(cfg.train.checkpoint_schedule[1:])}")
     device = resolve_device(device)
+    engine = as_engine(engine)
     out = writable_store(out, "the folder for the packed parts (out)")  # a file, '' or read-only: before training
     root = Path(root) if root is not None else runs_root() / PACKING
-    deterministic(device)
+    deterministic(device, workspace)
     store = runs_root()
     try:
         run = get_or_train(cfg, device=device, progress=progress, shipped=False, limit_s=limit_s, engine=engine,
-                           stop_at=checkpoint, resumable=False)
+                           stop_at=checkpoint, resumable=False, writes=writes)
     except Paused as paused:
         why = (f"at the checkpoint of step {paused.step:,} of {paused.steps:,}, "
                + ("the one this command was asked for" if checkpoint is not None else

@@ -13,6 +13,7 @@ estimated from the config, refused with the numbers when beyond (unless the call
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import time
@@ -25,6 +26,7 @@ from matcomp import limits
 from matcomp.config import RunConfig
 from matcomp.limits import GIB
 from matcomp.models.factory import parameter_count
+from matcomp.runs.engines import Engine
 from matcomp.runs.folder import atomic_write_bytes
 from matcomp.runs.training import evaluate, init_training, matmuls, stepper
 
@@ -68,21 +70,45 @@ def step_flops(cfg: RunConfig) -> float:
     return 3 * (linear + attention + readout)
 
 
-def time_steps(cfg: RunConfig, device: torch.device, steps: int, warmup: int, engine: str = "eager") -> float:
-    """Seconds per step of the training engine ``engine`` (``matcomp.runs.training``), eval amortised, with
-    the matrix products the run's precision trains with (``matmuls``); a graph's capture is not timed."""
+@dataclass(frozen=True)
+class Trial:
+    """A short training timed (``trial``): ``setup_s`` from nothing to the end of the warm-up steps (the model
+    made, compiled, captured), ``seconds`` a step after it, and ``digest``, the SHA-256 of the final weights and
+    every step's metrics, equal for two trials exactly when they repeat each other byte for byte."""
+
+    setup_s: float
+    seconds: float
+    digest: str
+
+
+def trial(cfg: RunConfig, device: torch.device, steps: int, warmup: int, engine: Engine | str = "eager") -> Trial:
+    """``warmup`` + ``steps`` steps of ``cfg`` from its initial weights by the training engine ``engine``
+    (``matcomp.runs.engines``), eval amortised (one evaluation made in the setup, so a compiled model's eval graph
+    is not timed), with the matrix products the run's precision trains with (``matmuls``)."""
+    started = time.perf_counter()
     model, optimizer, train_gen, eval_gen = init_training(cfg, device, engine=engine)
+    metrics = []
     with matmuls(cfg.train.precision):
         step_once = stepper(engine, model, optimizer, cfg, train_gen, device)
+        evaluate(model, cfg, eval_gen, cfg.train.eval_batch, device)
         for step in range(1, warmup + steps + 1):
             if step == warmup + 1:
                 sync(device)
                 start = time.perf_counter()
-            step_once()
+            metrics.append(step_once())
             if step % cfg.train.eval_every == 0:
                 evaluate(model, cfg, eval_gen, cfg.train.eval_batch, device)
         sync(device)
-    return (time.perf_counter() - start) / steps
+    seconds = (time.perf_counter() - start) / steps
+    digest = hashlib.sha256(torch.stack(metrics).cpu().numpy().tobytes())
+    for tensor in model.state_dict().values():
+        digest.update(tensor.detach().cpu().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return Trial(start - started, seconds, digest.hexdigest())
+
+
+def time_steps(cfg: RunConfig, device: torch.device, steps: int, warmup: int, engine: Engine | str = "eager") -> float:
+    """Seconds per step of the training engine ``engine`` (``trial``); a graph's capture is not timed."""
+    return trial(cfg, device, steps, warmup, engine).seconds
 
 
 def shape_key(cfg: RunConfig, device: torch.device, threads: int) -> str:

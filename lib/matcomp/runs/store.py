@@ -21,6 +21,7 @@ import os
 import tempfile
 import time
 import warnings
+from collections.abc import Collection
 from functools import cached_property
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from filelock import FileLock
 from matcomp.config import RunConfig
 from matcomp.limits import GIB, exhausted, exhausted_text
 from matcomp.runs.cost import check_budget, disk_bytes, memory_bytes
+from matcomp.runs.engines import Engine, record
 from matcomp.runs.extend import continue_from, extendable
 from matcomp.runs.folder import RunFolder, sha256_file
 from matcomp.runs.machine import machine
@@ -114,13 +116,14 @@ def writable_store(root: Path | str | None = None, what: str | None = None) -> P
 
 def get_or_train(cfg: RunConfig, device: str | torch.device | None = None, progress: bool | str = True,
                  root: Path | str | None = None, shipped: bool = True, limit_s: float | None = None,
-                 force: bool = False, engine: str = "eager", stop_at: int | None = None,
-                 resumable: bool = True, location: Location | None = None) -> Run:
+                 force: bool = False, engine: Engine | str = "eager", stop_at: int | None = None,
+                 resumable: bool = True, location: Location | None = None,
+                 writes: Collection[int] | None = None) -> Run:
     """The finished run for ``cfg``: a shipped reference run if one matches (unless ``shipped`` is
     False), else loaded from the store if there, resumed if interrupted, trained otherwise. With
     ``limit_s``, training that would outlast that many seconds stops at a checkpoint and raises
     ``Paused`` (``matcomp.runs.training``); calling again resumes it; ``stop_at`` pauses it at that
-    checkpoint. ``engine`` and ``resumable``: how it trains (``training.train``). A run beyond this
+    checkpoint. ``engine``, ``resumable`` and ``writes``: how it trains (``training.train``). A run beyond this
     machine's memory, disk or a day's training (``matcomp.runs.cost.check_budget``) is refused before it
     starts, unless ``force``. ``location``: the run's ``locate`` already done, whose shipped run is used
     rather than looked up again."""
@@ -152,18 +155,19 @@ def get_or_train(cfg: RunConfig, device: str | torch.device | None = None, progr
         started = time.perf_counter()
         try:
             metrics = train(cfg, folder, device=device, progress=progress, trained=_initial_weights(cfg, root),
-                            limit_s=limit_s, engine=engine, stop_at=stop_at, resumable=resumable)
+                            limit_s=limit_s, engine=engine, stop_at=stop_at, resumable=resumable, writes=writes)
         except (RuntimeError, MemoryError, OSError) as err:
             if exhausted(err) is None:
                 raise
             raise RunError(_exhausted_text(cfg, root, device, err)) from None
         _finish(folder, cfg, device, time.perf_counter() - started, metrics,
-                {"engine": engine, **({"extended_from": base.path.name} if base is not None else {})})
+                {**record(engine, resolve_device(device)),
+                 **({"extended_from": base.path.name} if base is not None else {})})
     return Run(folder.path)
 
 
 def seal_stopped(cfg: RunConfig, root: Path | str, why: str, device: str | torch.device | None = None,
-                 seconds: float = 0.0, engine: str = "eager") -> Run:
+                 seconds: float = 0.0, engine: Engine | str = "eager") -> Run:
     """Seal the run of ``cfg`` that training paused in ``root`` (on ``device``, ``seconds`` this session) as
     finished where it stands, its last checkpoint its last step, with ``why`` in its summary (``stopped``):
     a run that a lent machine's clock ended, which no later call could resume there."""
@@ -171,7 +175,8 @@ def seal_stopped(cfg: RunConfig, root: Path | str, why: str, device: str | torch
     step = folder.resume_step()
     if step is None or folder.complete_path.exists():
         raise ValueError(f"run {cfg.run_id} in {root} is not paused (no resume.pt, or sealed already); nothing to stop")
-    _finish(folder, cfg, device, seconds, folder.read_metrics(), {"engine": engine, "stopped": why})
+    _finish(folder, cfg, device, seconds, folder.read_metrics(), {**record(engine, resolve_device(device)),
+                                                                  "stopped": why})
     return Run(folder.path)
 
 

@@ -17,12 +17,11 @@ ends at the first checkpoint that far past its drop step. Given a wall-clock ``l
 the steps it has taken, so a machine lent for minutes ends with a resumable run and no extra checkpoint;
 given ``stop_at``, it stops (``Paused``) at that checkpoint.
 
-A step runs by one of three engines (``ENGINES``, ``stepper``), each the same update on the same batches:
-``eager`` copies each batch to the device as it is drawn (a copy from pageable memory waits for the
-device: the host and the device take turns); ``ahead`` copies it from pinned memory without waiting, so the
-host draws and launches while the device computes, and steps with fused Adam; ``graph`` also captures the
-whole step (forward, backward, Adam) once as a CUDA graph and replays it, so the host launches nothing.
-``python -m matcomp bench --engines`` times them; the run's summary records the one it trained with.
+A step runs by an ``Engine`` (``matcomp.runs.engines``: the plain engines eager, ahead and graph, compiled or
+not, with or without the all-ones attention mask), each the same update on the same batches;
+``python -m matcomp bench --engines`` and ``--levers`` time them; the run's summary records the one it trained with.
+Given ``writes``, only those scheduled checkpoints are written, and the one where training stops: a lent machine
+spends its minutes training, not writing checkpoints that nothing reads.
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import cast
 
 import pandas as pd
@@ -44,12 +43,11 @@ from matcomp.drop import drop_settled
 from matcomp.models.bert import MatrixBert
 from matcomp.models.factory import Model, build_model, metric_names, trainable_parameters
 from matcomp.models.recipe import attention_targets, freeze_all_but, grid_positions, recipe_hooks
+from matcomp.runs.engines import Engine, GraphStep, adam, as_engine, engine_problem, pinned, prepare
 from matcomp.runs.folder import RunFolder
 from matcomp.seeding import EVAL, TRAIN, stream
 
 DISPLAY_EVERY = 25  # steps between progress-bar refreshes of the live losses
-ENGINES = ("eager", "ahead", "graph")  # how a step runs on its device (``stepper``), each faster than the last on a GPU
-GRAPH_WARMUP = 3  # steps run (and undone) before a CUDA graph is captured: cuBLAS and Adam set up their state
 
 
 class Paused(Exception):
@@ -113,9 +111,9 @@ def matmuls(precision: str):
 
 
 def init_training(cfg: RunConfig, device: torch.device, attention: str | None = None,
-                  trained: dict[str, torch.Tensor] | None = None, engine: str = "eager"):
-    """A fresh model, its Adam optimiser (``adam``, for ``engine``), and the training and eval generators of
-    ``cfg``.
+                  trained: dict[str, torch.Tensor] | None = None, engine: Engine | str = "eager"):
+    """A fresh model (its levers of ``engine`` applied: ``engines.prepare``), its Adam optimiser (``adam``, for
+    ``engine``), and the training and eval generators of ``cfg``.
 
     With ``train.component`` other than "all", ``trained`` (the state of run ``train.init_from``)
     supplies every other parameter, frozen."""
@@ -128,48 +126,24 @@ def init_training(cfg: RunConfig, device: torch.device, attention: str | None = 
             if trained is None:
                 raise ValueError(f"train.component {tc.component!r} needs the weights of run {tc.init_from!r}")
             freeze_all_but(model, trained, tc.component)
+    prepare(model, engine)
     optimizer = adam(trainable_parameters(model), tc.lr, engine)
     return model, optimizer, stream(tc.seed, TRAIN), stream(tc.seed, EVAL)
 
 
-def adam(parameters, lr: float, engine: str = "eager") -> torch.optim.Adam:
-    """The paper's Adam (constant lr, no weight decay): PyTorch's default implementation for ``eager``, its
-    fused one for the faster engines (kept on the device, capturable in a CUDA graph, for ``graph``)."""
-    if engine == "eager":
-        return torch.optim.Adam(parameters, lr=lr)
-    return torch.optim.Adam(parameters, lr=lr, fused=True, capturable=engine == "graph")
-
-
-def engine_problem(engine: str, cfg: RunConfig, device: torch.device) -> str | None:
-    """Why ``engine`` cannot train ``cfg`` on ``device``, or None: a CUDA graph replays one fixed step, so it
-    needs CUDA, one batch shape (no mixture of sizes), no attention hooks that change by step (the recipe's
-    bias and scale) and no bf16 autocast (whose cast cache a replay would reuse)."""
-    if engine not in ENGINES:
-        return f"engine must be one of {ENGINES}; got {engine!r}"
-    if engine != "graph":
-        return None
-    tc = cfg.train
-    reasons = [why for why, bad in (
-        ("it needs CUDA", device.type != "cuda"),
-        ("a mixture of sizes changes the batch's shape (data.sizes)", bool(cfg.data.sizes)),
-        ("the recipe's attention hooks change by step (train.attention_bias, train.attention_scale)",
-         tc.attention_bias > 0 or tc.attention_scale != 1),
-        ("bf16 autocast caches its casts (train.precision bf16)", tc.precision == "bf16")) if bad]
-    return f"the graph engine cannot train {cfg.run_id} on {device}: {'; '.join(reasons)}" if reasons else None
-
-
 def train(cfg: RunConfig, folder: RunFolder, device: str | torch.device | None = None,
           progress: bool | str = True, trained: dict[str, torch.Tensor] | None = None,
-          limit_s: float | None = None, engine: str = "eager", stop_at: int | None = None,
-          resumable: bool = True) -> pd.DataFrame:
+          limit_s: float | None = None, engine: Engine | str = "eager", stop_at: int | None = None,
+          resumable: bool = True, writes: Collection[int] | None = None) -> pd.DataFrame:
     """Train ``cfg`` into ``folder`` (resuming from ``resume.pt`` if there is one); returns the metrics.
     ``progress`` "text": a plain-text bar on stdout every 30 s (a chapter under papermill logs it).
     ``trained``: the weights of run ``train.init_from`` when only one component trains. ``limit_s``:
     seconds of wall-clock time this call may take; ``Paused`` is raised at the last checkpoint before it
-    (at least one checkpoint interval is trained). ``engine``: one of ``ENGINES``. ``stop_at``: a scheduled
-    checkpoint at which ``Paused`` is raised. ``resumable`` False: the metrics and ``resume.pt`` (three
+    (at least one checkpoint interval is trained). ``engine``: an ``Engine`` or the name of one. ``stop_at``: a
+    scheduled checkpoint at which ``Paused`` is raised. ``resumable`` False: the metrics and ``resume.pt`` (three
     copies of the weights) are written only where training stops, not at every checkpoint (a machine given
-    back after the call keeps nothing to resume from)."""
+    back after the call keeps nothing to resume from). ``writes``: the scheduled checkpoints written besides the
+    one where training stops (None: every one); a resume starts from the last of them."""
     if limit_s is not None and not (isinstance(limit_s, (int, float)) and limit_s >= 0):
         raise ValueError(f"limit_s must be a number of seconds >= 0 or None; got {limit_s!r}")
     tc = cfg.train
@@ -177,6 +151,10 @@ def train(cfg: RunConfig, folder: RunFolder, device: str | torch.device | None =
     if stop_at is not None and (stop_at not in schedule or stop_at == 0):
         raise ValueError(f"stop_at must be one of the run's checkpoints after step 0; got {stop_at!r}, and "
                          f"{cfg.run_id} checkpoints at {sorted(schedule)[1:]}")
+    if writes is not None and not set(writes) <= schedule:
+        raise ValueError(f"writes must be checkpoints of the run; {sorted(set(writes) - schedule)} are not, and "
+                         f"{cfg.run_id} checkpoints at {sorted(schedule)}")
+    written_at = schedule if writes is None else set(writes)
     started = time.perf_counter()
     device = resolve_device(device)
     problem = engine_problem(engine, cfg, device)
@@ -199,7 +177,8 @@ def train(cfg: RunConfig, folder: RunFolder, device: str | torch.device | None =
         rows = folder.read_metrics().query("step <= @start").to_dict("records")
     else:
         folder.write_config(cfg)
-        written[0] = folder.write_checkpoint(0, model.state_dict(), cfg)
+        if 0 in written_at:
+            written[0] = folder.write_checkpoint(0, model.state_dict(), cfg)
 
     pending: list[torch.Tensor] = []  # per-step metrics kept on the device until the next checkpoint
     evals: dict[int, torch.Tensor] = {}
@@ -234,8 +213,10 @@ def train(cfg: RunConfig, folder: RunFolder, device: str | torch.device | None =
                 if not early and step < end and (step == stop_at or (
                         limit_s is not None and _out_of_time(step, start, schedule, end, started, limit_s))):
                     paused = Paused(cfg.run_id, step, tc.steps, time.perf_counter() - started)
-                _save(folder, cfg, model, optimizer, train_gen, eval_gen, step, rows, written,
-                      whole=resumable or early or step == end or paused is not None)
+                last = early or step == end or paused is not None
+                if last or step in written_at:
+                    _save(folder, cfg, model, optimizer, train_gen, eval_gen, step, rows, written,
+                          whole=resumable or last)
                 if early or paused is not None:
                     break  # the last step is now this checkpoint's
             if progress and step % DISPLAY_EVERY == 0:
@@ -283,67 +264,22 @@ def train_step(model: Model, optimizer: torch.optim.Optimizer, cfg: RunConfig,
     return update(model, optimizer, cfg, draw(cfg, generator).to(device))
 
 
-def stepper(engine: str, model: Model, optimizer: torch.optim.Optimizer, cfg: RunConfig,
+def stepper(engine: Engine | str, model: Model, optimizer: torch.optim.Optimizer, cfg: RunConfig,
             generator: torch.Generator, device: torch.device) -> Callable[[], torch.Tensor]:
     """A function that takes one training step each call (the next batch of ``generator``, one Adam update)
-    and returns its metrics on the device, run by ``engine`` (module docstring). Made after any resume
-    state is loaded: the graph engine captures the model and optimiser tensors as they are then."""
-    if engine == "eager":
+    and returns its metrics on the device, run by ``engine`` (``matcomp.runs.engines``) on a model and optimiser
+    that ``init_training`` made for it. Made after any resume state is loaded: the graph engine captures the
+    model and optimiser tensors as they are then."""
+    name = as_engine(engine).name
+    if name == "eager":
         return lambda: train_step(model, optimizer, cfg, generator, device)
-    if engine == "ahead":
-        return lambda: update(model, optimizer, cfg, _without_waiting(draw(cfg, generator), device))
+    if name == "ahead":
+        return lambda: update(model, optimizer, cfg, pinned(draw(cfg, generator), device))
     problem = engine_problem(engine, cfg, device)
     if problem is not None:
         raise ValueError(problem)
-    return _GraphStep(model, optimizer, cfg, generator, device)
-
-
-def _without_waiting(batch: Batch, device: torch.device) -> Batch:
-    """``batch`` on ``device``, copied from pinned memory so the host does not wait for the device (PyTorch's
-    pinned allocator reuses a buffer only once its copy is done); as it is on a CPU."""
-    if device.type != "cuda":
-        return batch
-    ids, values, observed = (t.pin_memory().to(device, non_blocking=True) for t in (batch.ids, batch.values,
-                                                                                     batch.observed))
-    return Batch(ids, values, observed)
-
-
-class _GraphStep:
-    """The graph engine's step: ``update`` captured once as a CUDA graph on fixed input buffers, then each call
-    copies the next batch into them and replays it. Capturing needs a few real steps first (``GRAPH_WARMUP``,
-    on a batch from a generator of its own); the weights and Adam's state are then put back as they were, in
-    place, so the run's steps are those the other engines take."""
-
-    def __init__(self, model: Model, optimizer: torch.optim.Optimizer, cfg: RunConfig,
-                 generator: torch.Generator, device: torch.device):
-        self.cfg, self.generator, self.device = cfg, generator, device
-        throwaway = draw(cfg, torch.Generator().manual_seed(0)).to(device)
-        self.inputs = Batch(throwaway.ids, throwaway.values, throwaway.observed)
-        weights = [p.detach().clone() for p in model.parameters()]
-        moments = {p: {k: v.clone() for k, v in state.items()} for p, state in optimizer.state.items()}
-        side = torch.cuda.Stream(device)
-        side.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(side):
-            for _ in range(GRAPH_WARMUP):
-                update(model, optimizer, cfg, self.inputs)
-        torch.cuda.current_stream(device).wait_stream(side)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            self.metrics = update(model, optimizer, cfg, self.inputs)
-        with torch.no_grad():  # undo the warm-up: every tensor the graph reads or writes keeps its address
-            for parameter, weight in zip(model.parameters(), weights):
-                parameter.copy_(weight)
-            for key, state in optimizer.state.items():
-                for name, value in state.items():
-                    value.copy_(moments[key][name]) if key in moments else value.zero_()  # fresh Adam: all zeros
-
-    def __call__(self) -> torch.Tensor:
-        batch = draw(self.cfg, self.generator)
-        for buffer, values in zip((self.inputs.ids, self.inputs.values, self.inputs.observed),
-                                  (batch.ids, batch.values, batch.observed)):
-            buffer.copy_(values.pin_memory(), non_blocking=True)
-        self.graph.replay()
-        return self.metrics.clone()
+    return GraphStep(model, optimizer, lambda batch: update(model, optimizer, cfg, batch),
+                     lambda: draw(cfg, generator), draw(cfg, torch.Generator().manual_seed(0)), device)
 
 
 @torch.no_grad()
