@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(not (shutil.which("chromium") and importlib.util
 
 def test_the_lab_check_refuses_a_missing_chapter(tmp_path):
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "check_lab.py"), "--chapter",
-                           str(tmp_path / "none.ipynb")], capture_output=True, text=True)
+                           str(tmp_path / "absent")], capture_output=True, text=True)
     assert done.returncode == 2 and "no notebook" in done.stderr
 
 

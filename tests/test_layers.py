@@ -8,7 +8,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "lib" / "matcomp"
 ORDER = ["core", "models", "runs", "analysis", "book", "top"]
-TOP = {"cli", "bench", "remote", "main", "__main__"}
+TOP = {"cli", "bench", "levers", "remote", "main", "__main__"}  # the commands
 
 
 def layer(module: str) -> str:

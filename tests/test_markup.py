@@ -52,7 +52,7 @@ def book(root: Path, markdown: str, code: str, figure: str | None = None) -> sub
     if figure:
         nb.cells[1].metadata["mystnb"] = {"figure": {"name": figure, "caption": "a figure"}}
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, root / "page.ipynb")
+    nbformat.write(nb, (root / "page").with_suffix(".ipynb"))  # the page _toc.yml names
     command = shutil.which("jupyter-book", path=Path(sys.executable).parent) or shutil.which("jupyter-book")
     return subprocess.run([command, "build", "-W", str(root)], capture_output=True, text=True, timeout=300)
 
