@@ -1,9 +1,13 @@
+import io
+
 import ipywidgets as W
 import matplotlib
+import numpy as np
 import pytest
 import torch
+from PIL import Image
 
-from matcomp.book.widgets import AttentionExplorer, CheckpointExplorer, spread_steps
+from matcomp.book.widgets import PALETTE, AttentionExplorer, CheckpointExplorer, spread_steps
 from matcomp.runs.store import get_or_train
 
 matplotlib.use("Agg")
@@ -59,6 +63,19 @@ def test_attention_explorer_shows_every_head_of_the_chosen_layer_and_mask(micro,
     assert [ax.get_title() for ax in fig.axes[:2]] == ["head 0", "head 1"]
     explorer.controls["mask"].value = "structured, swapped"
     assert shown(explorer) == explorer.pictures[run.steps[-1], 0, "structured, swapped"]
+
+
+def test_a_picture_is_a_palette_png_that_looks_as_drawn_at_a_fraction_of_the_bytes(micro, store):
+    run = get_or_train(micro, progress=False)
+    explorer = CheckpointExplorer(run, samples=2, checkpoints=2)
+    full = io.BytesIO()
+    explorer.figure(run.steps[-1], 0).savefig(full, format="png", dpi=explorer.dpi, bbox_inches="tight")
+    drawn = np.asarray(Image.open(full).convert("RGB"), dtype=float)
+    kept = Image.open(io.BytesIO(explorer.pictures[run.steps[-1], 0]))
+    assert kept.mode == "P" and len(kept.getcolors(maxcolors=PALETTE)) <= PALETTE
+    shown = np.asarray(kept.convert("RGB"), dtype=float)
+    assert np.abs(shown - drawn).mean() < 2 and (shown[0, 0] == drawn[0, 0]).all()  # of 255; the page's white kept
+    assert len(explorer.pictures[run.steps[-1], 0]) < 0.6 * len(full.getvalue())
 
 
 def test_the_controls_wrap_rather_than_shrink():
