@@ -26,11 +26,10 @@ from pathlib import Path
 
 import nbformat
 
-from matcomp.presets import ENV_SEED, ENV_SET, preset_name
-from matcomp.runs.folder import atomic_write_bytes
-from matcomp.runs.shipped import REFERENCE_ROOT, REPO
-
-BUILD_CACHE = REPO / "_build" / ".jupyter_cache"  # jupyter-book's default execution cache
+# jupyter-book's default execution cache, in the repository (lib/matcomp/book/executed.py -> .); the library's
+# computing modules (torch, transformers) are imported only where a fingerprint is taken or written, so a script
+# that only reads a cache (scripts/compare_outputs.py) starts in a second
+BUILD_CACHE = Path(__file__).resolve().parents[3] / "_build" / ".jupyter_cache"
 CACHE_DB = "global.db"  # jupyter-cache's SQLite database, in its folder
 STAMP = "matcomp-inputs.json"  # in the cache's folder: cached record's hash key -> its inputs' fingerprint
 PACKAGES = ("torch", "transformers", "numpy", "pandas", "scikit-learn", "cvxpy", "safetensors", "pyarrow",
@@ -84,6 +83,9 @@ def inputs_fingerprint() -> str:
     """The SHA-256 of what a chapter's outputs depend on beyond its own code: the library's source, the shipped
     runs' seals (each lists the SHA-256 of every file of its run) and their tables, the preset, seed and
     overrides the environment sets, and the versions of the computing packages."""
+    from matcomp.presets import ENV_SEED, ENV_SET, preset_name
+    from matcomp.runs.shipped import REFERENCE_ROOT, REPO
+
     digest = hashlib.sha256()
     files = sorted((REPO / "lib" / "matcomp").rglob("*.py")) + sorted(
         p for p in REFERENCE_ROOT.rglob("*") if p.suffix in (".json", ".csv") and p.is_file())
@@ -98,6 +100,8 @@ def inputs_fingerprint() -> str:
 def record_inputs(cache, notebooks: list[str], fingerprint: str) -> None:
     """After the build executed ``notebooks`` into ``cache`` (a jupyter-cache), note the inputs they ran with
     beside the cache, under each one's cache record; one that failed has no record and is not noted."""
+    from matcomp.runs.folder import atomic_write_bytes
+
     stamp_path = Path(cache.path) / STAMP
     stamps = json.loads(stamp_path.read_text()) if stamp_path.exists() else {}
     for path in notebooks:
