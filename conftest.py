@@ -50,4 +50,7 @@ def pytest_collection_modifyitems(config, items):
         kept.append(item)
     if skipped:
         config.hook.pytest_deselected(items=skipped)
-        items[:] = kept
+    # the slow tests and chapters first, the many short tests after them: pytest-xdist hands tests out in this order
+    # (the Ray group, the largest, first of all), so the short ones fill the workers' ends rather than a chapter
+    # started last keeping one worker busy alone
+    items[:] = sorted(kept, key=lambda item: item.get_closest_marker("slow") is None)

@@ -80,6 +80,7 @@ def test_shipped_config_is_the_preset(shipped):
     assert {0, int(shipped.metrics.step.iloc[-1])} <= set(shipped.steps)
 
 
+@pytest.mark.slow
 def test_replaying_the_first_steps_gives_the_stored_metrics(shipped, tmp_path):
     recorded = shipped.summary["machine"]
     short = shipped.config.override({"train.steps": REPLAY_STEPS, "train.checkpoint_every": REPLAY_STEPS})
