@@ -50,4 +50,9 @@ def pytest_collection_modifyitems(config, items):
         kept.append(item)
     if skipped:
         config.hook.pytest_deselected(items=skipped)
-        items[:] = kept
+    # the files with slow tests, and the chapters, first, the many short tests after them: pytest-xdist hands tests
+    # out in this order (the Ray group, the largest, first of all), so the short ones fill the workers' ends rather
+    # than a chapter started last keeping one worker busy alone; a file's tests stay together (its module-scoped
+    # fixtures, a Ray instance, are set up once)
+    slow_files = {item.path for item in kept if item.get_closest_marker("slow")}
+    items[:] = sorted(kept, key=lambda item: item.path not in slow_files)

@@ -18,12 +18,20 @@ import yaml
 
 from matcomp.arguments import Parser
 
+try:
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+except ImportError:  # main says what to install
+    PlaywrightTimeout = TimeoutError
+
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
          "--disable-sync", "--no-first-run"]
 WIDTHS = (800, 1280, 1600)
 MIN_TRACK_PX = 100  # a slider narrower than this cannot be dragged to a chosen position
+SETTLE_MS = 1500  # a page is watched this long after its load at least: the widget manager renders after load
+RENDER_MS = 10_000  # the longest wait for an explorer to be drawn after a reload
+ANSWER_MS = 3_000  # the longest wait for the picture to follow a control
 
 
 def toc_pages() -> list[str]:
@@ -31,19 +39,36 @@ def toc_pages() -> list[str]:
     return [toc["root"]] + [c["file"] for part in toc["parts"] for c in part["chapters"]]
 
 
+# the source of the explorer's picture the reader sees (the visible image of the widget area), and the width of
+# every slider's track, as functions of the page's scripts
+SHOWN_JS = """const shown = () => {
+    const seen = [...document.querySelectorAll('.jupyter-widgets img')].filter(i => i.offsetParent !== null);
+    return seen.length === 1 ? seen[0].src.slice(-200) : `${seen.length} pictures visible`; };"""
+TRACKS_JS = """const tracks = () => [...document.querySelectorAll('.widget-slider .slider-container')]
+    .map(t => t.getBoundingClientRect().width);"""
+
+
 def shown_picture(page) -> str:
-    """The source of the explorer's picture the reader sees (the visible image of the widget area)."""
-    return page.evaluate("""() => {
-        const seen = [...document.querySelectorAll('.jupyter-widgets img')].filter(i => i.offsetParent !== null);
-        return seen.length === 1 ? seen[0].src.slice(-200) : `${seen.length} pictures visible`; }""")
+    """The source of the explorer's picture the reader sees."""
+    return page.evaluate(f"() => {{ {SHOWN_JS} return shown(); }}")
+
+
+def picture_changes(page, before: str) -> str:
+    """The picture shown once it differs from ``before``, waiting up to ``ANSWER_MS`` for the explorer to answer
+    (``before`` itself where it never does)."""
+    try:
+        page.wait_for_function(f"before => {{ {SHOWN_JS} return shown() !== before; }}", arg=before,
+                               timeout=ANSWER_MS, polling=50)
+    except PlaywrightTimeout:
+        return before
+    return shown_picture(page)
 
 
 def check_controls(page, name: str, width: int) -> list[str]:
     """Move every slider and dropdown of the explorer once; the picture must change each time, and every slider
     keep a track of at least ``MIN_TRACK_PX``."""
     problems = []
-    tracks = page.evaluate("""() => [...document.querySelectorAll('.widget-slider .slider-container')]
-        .map(t => t.getBoundingClientRect().width)""")
+    tracks = page.evaluate(f"() => {{ {TRACKS_JS} return tracks(); }}")
     if any(w < MIN_TRACK_PX for w in tracks):
         problems.append(f"{name} at {width} px: slider tracks {[round(w) for w in tracks]} px wide")
     before = shown_picture(page)
@@ -53,8 +78,7 @@ def check_controls(page, name: str, width: int) -> list[str]:
         handle = page.locator(".widget-slider .noUi-handle").nth(index)
         handle.focus()
         handle.press("ArrowLeft" if index == 0 else "ArrowRight")  # the first starts at its last position
-        page.wait_for_timeout(300)
-        after = shown_picture(page)
+        after = picture_changes(page, before)
         if after == before:
             problems.append(f"{name} at {width} px: moving slider {index} left the picture as it was")
         before = after
@@ -62,30 +86,50 @@ def check_controls(page, name: str, width: int) -> list[str]:
         select = page.locator(".widget-dropdown select").nth(index)
         options = select.locator("option").all_text_contents()
         select.select_option(label=options[-1])
-        page.wait_for_timeout(300)
-        if shown_picture(page) == before:
+        if picture_changes(page, before) == before:
             problems.append(f"{name} at {width} px: choosing {options[-1]!r} left the picture as it was")
     return problems
 
 
-def check_page(browser, html: Path, name: str) -> list[str]:
-    """Console errors and failed requests of page ``name``; its explorer's controls where it has one."""
-    problems: list[str] = []
+def rendered(page) -> None:
+    """Wait (at most ``RENDER_MS``) until the widget manager has drawn the explorer: one picture shown and every
+    slider laid out with its track; what is still wrong after that is for ``check_controls`` to report."""
+    try:
+        page.wait_for_function(f"""() => {{ {SHOWN_JS} {TRACKS_JS}
+            return !shown().endsWith(' pictures visible') && tracks().length > 0
+                   && tracks().every(w => w >= {MIN_TRACK_PX}); }}""", timeout=RENDER_MS, polling=50)
+    except PlaywrightTimeout:
+        pass
+
+
+def open_page(browser, html: Path, name: str, problems: list[str]):
+    """Page ``name`` loaded in a tab of its own, its console errors, page errors and failed requests noted in
+    ``problems`` for as long as the tab is open."""
     page = browser.new_page(viewport={"width": WIDTHS[0], "height": 900})
     page.on("console", lambda m: problems.append(f"{name}: console {m.type}: {m.text[:300]}")
             if m.type == "error" else None)
     page.on("pageerror", lambda e: problems.append(f"{name}: page error: {str(e)[:300]}"))
     page.on("requestfailed", lambda r: problems.append(f"{name}: failed request {r.url}"))
     page.goto((html / f"{name}.html").as_uri(), wait_until="load")
-    page.wait_for_timeout(1500)  # the widget manager renders after load
-    if page.locator(".widget-slider, .widget-dropdown").count():
-        for width in WIDTHS:
-            page.set_viewport_size({"width": width, "height": 900})
-            page.reload(wait_until="load")
-            page.wait_for_timeout(1500)
-            problems += check_controls(page, name, width)
-    page.close()
-    return sorted(set(problems), key=problems.index)
+    return page
+
+
+def check_pages(browser, html: Path, names: list[str]) -> list[str]:
+    """Console errors and failed requests of every page of ``names``, each left open ``SETTLE_MS`` after its load
+    at least (the tabs settle together); the controls of every page with an explorer."""
+    problems: dict[str, list[str]] = {name: [] for name in names}
+    pages = {name: open_page(browser, html, name, problems[name]) for name in names}
+    pages[names[-1]].wait_for_timeout(SETTLE_MS)  # the widget manager renders after load
+    for name, page in pages.items():
+        if page.locator(".widget-slider, .widget-dropdown").count():
+            for width in WIDTHS:
+                page.set_viewport_size({"width": width, "height": 900})
+                page.reload(wait_until="load")
+                rendered(page)
+                problems[name] += check_controls(page, name, width)
+    for page in pages.values():
+        page.close()
+    return [problem for found in problems.values() for problem in sorted(set(found), key=found.index)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"needs Debian's Chromium at {CHROMIUM}: apt-get install chromium")
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        problems = [problem for name in pages for problem in check_page(browser, args.html, name)]
+        problems = check_pages(browser, args.html, pages)
         browser.close()
     print("\n".join(problems) or f"{len(pages)} pages: no console error, no failed request, every control answers")
     return 1 if problems else 0

@@ -8,6 +8,7 @@ nbmake (``book/*.ipynb`` in the test paths), but for those this build executes, 
 import ast
 import importlib.util
 import inspect
+import os
 import re
 import shutil
 import subprocess
@@ -74,16 +75,55 @@ def test_only_references_to_an_unexecuted_pages_outputs_are_forgiven():
     assert not unexecuted_output_warning("/r/intro.md:3: WARNING: No key 'x' found in glue data", [])
 
 
+def chapter_notebooks() -> list[str]:
+    """The pages of ``_toc.yml`` that are chapters (notebooks), in its order."""
+    return [name for name in toc_files() if (ROOT / f"{name}.ipynb").exists()]
+
+
+def built_with_todays_inputs(monkeypatch) -> str | None:
+    """The preset at which the README's build (``_build/.jupyter_cache``) executed every chapter with today's code
+    and inputs (``matcomp.book.executed``): the tests' own preset, else the default (unset) one; None where it
+    did not (CI: nothing built first), or did not note what the executions wrote into the repository. Leaves
+    ``$MATCOMP_PRESET`` at that preset."""
+    from matcomp.book.executed import build_execution, build_wrote
+
+    ours = os.environ.get("MATCOMP_PRESET")
+    notebooks = [ROOT / f"{name}.ipynb" for name in chapter_notebooks()]
+    for preset in dict.fromkeys([ours, None]):
+        if preset is None:
+            monkeypatch.delenv("MATCOMP_PRESET", raising=False)
+        else:
+            monkeypatch.setenv("MATCOMP_PRESET", preset)
+        if all(build_execution(nb) is not None and build_wrote(nb) is not None for nb in notebooks):
+            return preset or "default"
+    if ours is not None:
+        monkeypatch.setenv("MATCOMP_PRESET", ours)
+    return None
+
+
 @pytest.mark.slow
-def test_the_book_builds_and_runs_its_widget_chapters(tmp_path, build_executed):
+def test_the_book_builds_and_runs_its_widget_chapters(tmp_path, build_executed, monkeypatch):
     """Built with warnings as errors (but references to what an unexecuted page's cells make); the
     chapters with widgets and those that write files are executed (here only: nbmake leaves them out),
-    and the repository is as it was after the build (runs and sweeps go to the run store)."""
+    and the repository is as it was after the build (runs and sweeps go to the run store).
+
+    Where the README's build has just executed every chapter with today's code and inputs, the book is built
+    here from those executions (a copy of its cache: nothing is executed again) and every page is checked as an
+    executed one; the repository must then be as that build's executions found it."""
+    from matcomp.book.executed import BUILD_CACHE, build_wrote
+
     executed = build_executed
     assert widget_chapters() and set(widget_chapters()) <= set(executed), "no chapter imports matcomp.book.widgets"
-    before = tree_state()
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
-    config["execute"]["exclude_patterns"] = [f"{name}.ipynb" for name in toc_files() if name not in executed]
+    if built_with_todays_inputs(monkeypatch):
+        executed = chapter_notebooks()
+        for name in executed:
+            assert build_wrote(ROOT / f"{name}.ipynb") == [], f"the build's execution of {name} wrote into the " \
+                                                               f"repository: {build_wrote(ROOT / f'{name}.ipynb')}"
+        shutil.copytree(BUILD_CACHE, tmp_path / "_build" / ".jupyter_cache")
+    else:
+        config["execute"]["exclude_patterns"] = [f"{name}.ipynb" for name in toc_files() if name not in executed]
+    before = tree_state()
     (tmp_path / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))  # script order kept
     command = shutil.which("jupyter-book", path=Path(sys.executable).parent) or shutil.which("jupyter-book")
     result = subprocess.run([command, "build", "--keep-going", "--path-output", str(tmp_path), "--config",

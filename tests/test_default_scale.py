@@ -16,7 +16,8 @@ from matcomp.book.chapters import chapter_spec
 from matcomp.book.executed import build_execution
 from matcomp.drop import detect_drop
 from matcomp.presets import preset
-from matcomp.runs.shipped import find_reference
+from matcomp.runs.run import Run
+from matcomp.runs.shipped import REFERENCE_ROOT, find_reference
 from matcomp.runs.store import ENV_NO_TRAINING
 
 BOOK = Path(__file__).resolve().parents[1] / "book"
@@ -77,14 +78,37 @@ def test_a_one_model_chapter_runs_on_the_shipped_7x7_run(chapter, default_scale,
     assert str(drop) in text or f"{drop:,}" in text, f"{chapter} does not show the cpu7x7 run's drop step {drop}"
 
 
+SWEPT_TABLE = "the depth sweep's points, one papermill run each"  # the caption of width_depth's sweep table
+
+
+def swept_runs(executed: nbformat.NotebookNode) -> list[str]:
+    """The run each point of width_depth's depth sweep read, from the chapter's table of its points."""
+    table = next(out["data"]["text/plain"] for cell in executed.cells if cell.cell_type == "code"
+                 for out in cell.get("outputs", []) if SWEPT_TABLE in out.get("data", {}).get("text/plain", ""))
+    return re.findall(r"\b(cpu-[0-9a-f]{10})\b", table)
+
+
 @pytest.mark.slow
 def test_the_depth_sweep_runs_on_the_shipped_4x4_runs(default_scale, tmp_path):
+    """Each of the sweep's three points finishes and reads the 4×4 run at its depth (not cpu7x7, which the
+    one-model chapters read); read from the build where it executed the chapter with today's inputs (every run
+    the chapter and its points read then checked shipped, as training is forbidden here), else executed here."""
+    built = build_execution(BOOK / "width_depth.ipynb")
+    if built is not None:
+        assert all(find_reference(cfg) is not None for cfg in chapter_spec("width_depth").runs("cpu")), "it trains"
+        runs = swept_runs(built)
+        shipped = [Run(REFERENCE_ROOT / run_id) for run_id in runs]  # a point's run is shipped, or it trained
+        shapes = {(run.config.data.n_rows, run.config.data.n_cols, run.config.data.rank) for run in shipped}
+        assert len(runs) == 3 and shapes == {(4, 4, 1)}, f"a point read another run than the 4×4's: {runs}"
+        assert sorted(run.config.model.layers for run in shipped) == [2, 4, 6], "a point is not at its own depth"
+        return
     out = tmp_path / "width_depth.ipynb"
     papermill.execute_notebook(BOOK / "width_depth.ipynb", out, cwd=BOOK, kernel_name="python3",
                                progress_bar=False, parameters={"sweep_out": str(tmp_path / "sweep")})
     swept = sorted(p.name for p in (tmp_path / "sweep").glob("*.ipynb"))
     assert len(swept) == 3 and not any("running" in name for name in swept)
     assert all("4x4 rank 1" in outputs_text(tmp_path / "sweep" / name) for name in swept), "a point read cpu7x7"
+    assert len(swept_runs(nbformat.read(out, as_version=4))) == 3  # the table the build's execution is read by
 
 
 @pytest.mark.slow

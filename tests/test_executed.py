@@ -26,6 +26,9 @@ def test_a_chapter_executed_with_todays_inputs_is_read_and_any_change_of_them_ex
     executed.record_inputs(cache, [str(path)], executed.inputs_fingerprint())
     read = executed.build_execution(path, cache.path)
     assert read is not None and read.cells[0].outputs[0].text == "1\n"
+    assert executed.build_wrote(path, cache.path) is None  # what it wrote into the repository: not said
+    executed.record_inputs(cache, [str(path)], executed.inputs_fingerprint(), ["?? book/out.ipynb"])
+    assert executed.build_wrote(path, cache.path) == ["?? book/out.ipynb"]
     monkeypatch.setenv("MATCOMP_SEED", "3")  # another seed: other inputs, so executed again
     assert executed.build_execution(path, cache.path) is None
     monkeypatch.delenv("MATCOMP_SEED")

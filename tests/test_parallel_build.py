@@ -1,6 +1,7 @@
 """The build's parallel execution (``matcomp.book.parallel_build``): it fills the cache MyST-NB reads with
 the notebooks MyST-NB would execute, leaves out those its patterns exclude, and stands aside when asked."""
 
+import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -8,11 +9,12 @@ import nbformat
 import pytest
 from jupyter_cache import get_cache
 
+from matcomp.book.executed import build_wrote
 from matcomp.book.parallel_build import ENV_SERIAL, execute_ahead
 
 
-def notebook(path: Path, value: int) -> Path:
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(f"import os\nprint({value}, os.getpid())")])
+def notebook(path: Path, value: int, also: str = "") -> Path:
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(f"import os\nprint({value}, os.getpid())\n{also}")])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, path)
     return path
@@ -29,10 +31,15 @@ def sphinx_env(tmp_path: Path, names: list[str], excluded=()) -> SimpleNamespace
 @pytest.mark.slow
 def test_the_notebooks_myst_nb_would_execute_are_executed_into_its_cache_two_at_a_time(tmp_path, monkeypatch):
     monkeypatch.setattr("os.cpu_count", lambda: 2)
-    paths = {name: notebook(tmp_path / f"{name}.ipynb", i) for i, name in enumerate(["a", "b", "c"])}
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)  # the notebooks' repository
+    writes = "open('b.out', 'w').write('b')"  # in its own folder, as MyST-NB runs it: a write into the repository
+    paths = {name: notebook(tmp_path / f"{name}.ipynb", i, writes if name == "b" else "")
+             for i, name in enumerate(["a", "b", "c"])}
     env = sphinx_env(tmp_path, list(paths), excluded=["**/c.ipynb"])
     execute_ahead(None, env, [*paths, "page"])  # a page that is not a notebook is not executed
     cache = get_cache(env.mystnb_config.execution_cache_path)
+    # the write is noted beside each chapter the build executed with it (which of them wrote cannot be told)
+    assert [build_wrote(paths[name], Path(cache.path)) for name in "abc"] == [["?? b.out"], ["?? b.out"], None]
     for name, expected in (("a", "0 "), ("b", "1 ")):
         record = cache.match_cache_notebook(nbformat.read(paths[name], as_version=4))  # what MyST-NB asks
         outputs = cache.get_cache_bundle(record.pk).nb.cells[0].outputs

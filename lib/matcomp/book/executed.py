@@ -1,14 +1,16 @@
 """The chapters the book's build has just executed, for the tests that would execute them again with the same
-inputs to read instead (``tests/test_default_scale.py``: the one-model chapters at the default scale, which the
-default build executes as they do).
+inputs to read instead (``tests/test_default_scale.py``: the one-model chapters and the width/depth chapter at the
+default scale, which the default build executes as they do; ``tests/test_book.py``: every chapter).
 
 The build's notebook cache (jupyter-cache) matches a notebook by its code alone, so a cached execution says
 nothing of the library, the shipped runs or the environment it ran with. When ``matcomp.book.parallel_build``
 executes a chapter it therefore records beside the cache the fingerprint of those inputs (``inputs_fingerprint``:
 every source file of the library, every shipped run's seal and table, the preset, seed and overrides the
-environment sets, the versions of the packages that compute); a test reads a cached execution only where that
-fingerprint is still the current one, and executes the chapter itself otherwise (as in CI, which builds
-nothing first).
+environment sets, the versions of the packages that compute), and what the execution changed in the repository
+(``git status``); a test reads a cached execution only where that fingerprint is still the current one, and
+executes the chapter itself otherwise (as in CI, which builds nothing first). ``tests/test_book.py`` renders the
+book from the executions of a build that executed every chapter so, where that build wrote nothing into the
+repository.
 """
 
 from __future__ import annotations
@@ -26,13 +28,15 @@ from pathlib import Path
 
 import nbformat
 
-from matcomp.presets import ENV_SEED, ENV_SET, preset_name
-from matcomp.runs.folder import atomic_write_bytes
-from matcomp.runs.shipped import REFERENCE_ROOT, REPO
-
-BUILD_CACHE = REPO / "_build" / ".jupyter_cache"  # jupyter-book's default execution cache
+# jupyter-book's default execution cache, in the repository (lib/matcomp/book/executed.py -> .); the library's
+# computing modules (torch, transformers) are imported only where a fingerprint is taken or written, so a script
+# that only reads a cache (scripts/compare_outputs.py) starts in a second
+BUILD_CACHE = Path(__file__).resolve().parents[3] / "_build" / ".jupyter_cache"
 CACHE_DB = "global.db"  # jupyter-cache's SQLite database, in its folder
 STAMP = "matcomp-inputs.json"  # in the cache's folder: cached record's hash key -> its inputs' fingerprint
+# in the cache's folder: cached record's hash key -> what its execution changed in the notebook's repository (the
+# lines of `git status --porcelain` it added; null where git could not say)
+WRITES = "matcomp-writes.json"
 PACKAGES = ("torch", "transformers", "numpy", "pandas", "scikit-learn", "cvxpy", "safetensors", "pyarrow",
             "matplotlib")  # what computes and draws the outputs
 
@@ -84,6 +88,9 @@ def inputs_fingerprint() -> str:
     """The SHA-256 of what a chapter's outputs depend on beyond its own code: the library's source, the shipped
     runs' seals (each lists the SHA-256 of every file of its run) and their tables, the preset, seed and
     overrides the environment sets, and the versions of the computing packages."""
+    from matcomp.presets import ENV_SEED, ENV_SET, preset_name
+    from matcomp.runs.shipped import REFERENCE_ROOT, REPO
+
     digest = hashlib.sha256()
     files = sorted((REPO / "lib" / "matcomp").rglob("*.py")) + sorted(
         p for p in REFERENCE_ROOT.rglob("*") if p.suffix in (".json", ".csv") and p.is_file())
@@ -95,18 +102,63 @@ def inputs_fingerprint() -> str:
     return digest.hexdigest()
 
 
-def record_inputs(cache, notebooks: list[str], fingerprint: str) -> None:
+def repository_state(folder: Path | str) -> str | None:
+    """What git sees changed or new in the repository holding ``folder`` (``git status --porcelain``, ignored files
+    aside), None where git cannot say (no git, not a repository)."""
+    import subprocess
+
+    try:
+        done = subprocess.run(["git", "status", "--porcelain"], cwd=folder, capture_output=True, text=True,
+                              timeout=120)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def changes(before: str | None, after: str | None) -> list[str] | None:
+    r"""The lines of ``repository_state`` that ``after`` holds and ``before`` did not (None where either is unknown).
+
+    >>> changes(" M README.md\n", " M README.md\n?? book/out.ipynb\n")
+    ['?? book/out.ipynb']
+    """
+    if before is None or after is None:
+        return None
+    return sorted(set(after.splitlines()) - set(before.splitlines()))
+
+
+def record_inputs(cache, notebooks: list[str], fingerprint: str, wrote: list[str] | None = None) -> None:
     """After the build executed ``notebooks`` into ``cache`` (a jupyter-cache), note the inputs they ran with
-    beside the cache, under each one's cache record; one that failed has no record and is not noted."""
-    stamp_path = Path(cache.path) / STAMP
+    beside the cache, under each one's cache record, and what their execution changed in the repository (``wrote``:
+    ``changes``, None where unknown); one that failed has no record and is not noted."""
+    from matcomp.runs.folder import atomic_write_bytes
+
+    stamp_path, writes_path = Path(cache.path) / STAMP, Path(cache.path) / WRITES
     stamps = json.loads(stamp_path.read_text()) if stamp_path.exists() else {}
+    writes = json.loads(writes_path.read_text()) if writes_path.exists() else {}
     for path in notebooks:
         try:
             record = cache.match_cache_notebook(nbformat.read(path, as_version=4))
         except KeyError:
             continue
-        stamps[record.hashkey] = fingerprint
+        stamps[record.hashkey], writes[record.hashkey] = fingerprint, wrote
+    atomic_write_bytes(writes_path, json.dumps(writes, indent=1).encode())
     atomic_write_bytes(stamp_path, json.dumps(stamps, indent=1).encode())
+
+
+def build_wrote(notebook: Path, cache_path: Path = BUILD_CACHE) -> list[str] | None:
+    """What the build's execution of ``notebook``'s code changed in the repository (``changes``; [] for nothing),
+    None where the build did not note it (no cached execution of this code, or git could not say)."""
+    writes_path = cache_path / WRITES
+    if not writes_path.exists():
+        return None
+    from jupyter_cache import get_cache
+
+    with readable(cache_path):
+        try:
+            record = get_cache(cache_path).match_cache_notebook(nbformat.read(notebook, as_version=4))
+        except KeyError:
+            return None
+    return json.loads(writes_path.read_text()).get(record.hashkey)
 
 
 def build_execution(notebook: Path, cache_path: Path = BUILD_CACHE) -> nbformat.NotebookNode | None:

@@ -5,8 +5,9 @@ whose outputs are not cached and that MyST-NB would execute (not excluded by ``e
 parallel (jupyter-cache's local-parallel executor: a kernel per core, each in the notebook's own folder, as
 MyST-NB runs it) into the cache MyST-NB then reads, so each page finds its outputs there and the build executes
 nothing more. A chapter that fails here is left uncached: MyST-NB executes it again and reports its error as
-it always does. Beside the cache it notes the inputs each chapter ran with (``matcomp.book.executed``), so the
-tests that would execute a chapter again with the same inputs read it instead.
+it always does. Beside the cache it notes the inputs each chapter ran with and what the execution changed in the
+repository (``matcomp.book.executed``), so the tests that would execute a chapter again with the same inputs read
+it instead.
 
 Kernels get one thread each unless ``OMP_NUM_THREADS`` says otherwise (two kernels of two threads on two cores
 only contend). ``MATCOMP_BUILD_SERIAL=1`` turns it off; it is off on one core, and unless the execution mode is
@@ -56,7 +57,7 @@ def execute_ahead(app, env, docnames: list[str]) -> None:
                  and not any(PurePosixPath(path.as_posix()).match(pattern) for pattern in excluded)]  # as MyST-NB
     if not notebooks:
         return
-    from matcomp.book.executed import inputs_fingerprint, readable, record_inputs
+    from matcomp.book.executed import changes, inputs_fingerprint, readable, record_inputs, repository_state
 
     cache = get_cache(config.execution_cache_path)
     with readable(config.execution_cache_path):
@@ -67,15 +68,16 @@ def execute_ahead(app, env, docnames: list[str]) -> None:
     if len(todo) < 2:
         return  # one notebook: MyST-NB executes it as it reads it
     fingerprint = inputs_fingerprint()  # what the chapters execute with, for the tests that would run them again
-    before = os.environ.get("OMP_NUM_THREADS")
+    before = repository_state(Path(todo[0]).parent)  # and whether they wrote into the repository
+    threads = os.environ.get("OMP_NUM_THREADS")
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # jupyter-cache's pool runs a kernel on every core
     try:
         executor = load_executor("local-parallel", cache)
         executor.run_and_cache(filter_uris=todo, timeout=config.execution_timeout,
                                allow_errors=config.execution_allow_errors)
     finally:
-        if before is None:
+        if threads is None:
             os.environ.pop("OMP_NUM_THREADS", None)
     if not config.execution_allow_errors:  # a chapter cached with its errors is no execution to read
-        record_inputs(cache, todo, fingerprint)
+        record_inputs(cache, todo, fingerprint, changes(before, repository_state(Path(todo[0]).parent)))
 
