@@ -141,7 +141,7 @@ def leftover_text(ablation: pd.DataFrame) -> str:
 KEY_NUMBERS = KeyNumbers(read_taxonomy, {
     **{f"{family} heads": Claim(Side(1)) for family in TAXONOMY_FAMILIES},
     **{f"{family} heads, separating mask": Claim(Side(1)) for family in SEPARATED},
-    LAST_LAYER_IDENTITY: Claim(1.0)})
+    LAST_LAYER_IDENTITY: Claim(1.0, ours=True)})  # the paper names one last-layer identity head among others
 
 
 CHAPTER = ChapterSpec("head_taxonomy", Parameters, runs_read, opening=Opening, key_numbers=KEY_NUMBERS)

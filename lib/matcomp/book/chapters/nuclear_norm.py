@@ -228,7 +228,8 @@ def versus_findings(versus: pd.DataFrame, at: float, method: str = "nuclear-norm
 
 
 KEY_NUMBERS = KeyNumbers(read_nuclear, {
-    f"L: BERT / {NN}": Claim(Side(1, above=False, strict=True)), ACROSS_RATES: Claim(1.0),
+    f"L: BERT / {NN}": Claim(Side(1, above=False, strict=True)),
+    ACROSS_RATES: Claim(1.0, ours=True),  # Fig. 3 shows BERT ahead at every rate; "beyond 2 s.e." is our test of it
     "L: regularised / BERT": Claim(LAMBDA_TABLE[BEST_LAMBDA][2] / SUDDEN_DROP["final L"], 1.0)})
 
 
