@@ -4,20 +4,27 @@ import pandas as pd
 import pytest
 
 from matcomp.analysis import alarm
-from matcomp.book.chapters.progress import alarm_findings, outcomes_text
-from matcomp.runs.run import Run
-from matcomp.runs.shipped import REFERENCE_ROOT
-
-FIT_RUNS = {0: "cpu-62fdd11c44", 1: "cpu-72464ab75b", 2: "cpu-77e1800c20", 3: "cpu-382281eb5a", 4: "cpu-af550ce689"}
+from matcomp.analysis.progress import recorded_path
+from matcomp.book.chapters.progress import CHAPTER, alarm_findings, outcomes_text
+from matcomp.book.plan import plan
+from matcomp.runs.shipped import find_reference
+from matcomp.sizes import chapter_sizes
 
 
 def fit_tables() -> dict[int, tuple[pd.DataFrame, int | None]]:
-    return {seed: (pd.read_csv(REFERENCE_ROOT / "progress" / f"{run_id}-n256-s0.csv", index_col="step"),
-                   Run(REFERENCE_ROOT / run_id).drop.half_step) for seed, run_id in FIT_RUNS.items()}
+    """Seed -> the measures and drop step of each run ``alarm.FROZEN`` was fitted on: the progress chapter's first
+    ``progress_seeds`` runs at ``cpu`` as ``plan`` lists them (``progress.runs_read``: the fitted seeds first),
+    read from the tables recorded with the shipped runs at the chapter's default samples."""
+    fitted = [p.cfg for p in plan("cpu", ["progress"])][:chapter_sizes("cpu").progress_seeds]
+    runs = {cfg.train.seed: find_reference(cfg) for cfg in fitted}
+    samples = CHAPTER.defaults("cpu")["samples"]
+    return {seed: (pd.read_csv(recorded_path(run, samples, 0), index_col="step"), run.drop.half_step)
+            for seed, run in runs.items() if run is not None}
 
 
 def test_the_frozen_thresholds_are_the_fit_on_seeds_0_to_4():
     tables = fit_tables()
+    assert list(tables) == [0, 1, 2, 3, 4]  # every one shipped
     for name in alarm.SIGNALS:
         fitted = alarm.fit_threshold([(alarm.signal(t, name, 4, 4, 1 / 9), drop) for t, drop in tables.values()])
         assert fitted == pytest.approx(alarm.FROZEN[name], rel=2e-3)

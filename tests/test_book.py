@@ -184,11 +184,20 @@ def code_cells(path: Path) -> list[str]:
     return [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
 
 
-def test_each_chapter_has_its_module_in_the_book_s_order():
-    from matcomp.book.chapters import CHAPTERS
+def test_the_chapters_are_the_toc_s_notebooks_in_its_order_each_with_its_module(tmp_path):
+    import pkgutil
+
+    from matcomp.book import chapters
 
     notebooks = [name.removeprefix("book/") for name in toc_files() if (ROOT / f"{name}.ipynb").exists()]
-    assert list(CHAPTERS) == notebooks
+    assert list(chapters.CHAPTERS) == notebooks
+    assert {module.name for module in pkgutil.iter_modules(chapters.__path__)} == set(chapters.CHAPTERS)
+    (tmp_path / "book").mkdir()  # a book of its own: the toc's order, its page of prose left out
+    for page, kind in (("b", ".ipynb"), ("a", ".ipynb"), ("notes", ".md")):
+        (tmp_path / "book" / page).with_suffix(kind).write_text("{}")
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/b\nparts:\n  - caption: One\n    chapters:\n"
+                                       "      - file: book/notes\n      - file: book/a\n")
+    assert chapters.toc_chapters(tmp_path) == ("b", "a")
 
 
 @pytest.mark.parametrize("chapter", sorted(p.stem for p in (ROOT / "book").glob("*.ipynb")))

@@ -192,3 +192,21 @@ def test_opening_a_shipped_run_looks_it_up_once_and_hashes_its_files_once(store,
     assert read_store == []  # a shipped run's opening never reads the working store
     with pytest.raises(ValueError, match="the location given is run smoke-"):
         matcomp.runs.store.get_or_train(micro.override({"train.seed": 9}), location=matcomp.runs.store.locate(micro))
+
+
+def test_a_run_s_phases_follow_what_its_hash_covers_not_its_name():
+    """The pre-shift model is at the paper's steps for a run of the paper's model, task, learning rate and batch,
+    whatever its ``name`` (which its hash leaves out): two runs of one hash read the same phases. On every shipped
+    run this is the rule by name it replaced, so no shipped run's phases move."""
+    from matcomp.analysis.phases import paper_steps
+    from matcomp.runs.shipped import REFERENCE_ROOT
+    from matcomp.sizes import CHAPTER_SIZES
+
+    paper = preset("paper", {"train.precision": "tf32", "train.steps": 32000})
+    renamed = paper.override({"name": "custom"})
+    assert renamed.hash == paper.hash and paper_steps(renamed) and paper_steps(paper)
+    assert paper_steps(preset("paper12")) and not paper_steps(preset("paper", {"train.lr": 1e-3}))
+    assert not paper_steps(preset("cpu").override({"name": "paper"}))
+    shipped = [Run(path).config for path in sorted(REFERENCE_ROOT.iterdir()) if (path / "config.json").exists()]
+    by_name = [cfg.name in CHAPTER_SIZES and CHAPTER_SIZES[cfg.name].paper_steps for cfg in shipped]
+    assert [paper_steps(cfg) for cfg in shipped] == by_name and any(by_name)

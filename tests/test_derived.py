@@ -228,21 +228,26 @@ def test_the_shipped_tables_are_those_the_code_would_compute():
     """A shipped table whose key no longer matches (a checkpoint, parameter, source line or library version
     changed) fails here, naming the command that refreshes it, rather than being silently recomputed
     by every build."""
+    from matcomp.book.chapter import ladder_configs, shipped_paper_scale
     from matcomp.book.chapters import chapter_specs
+    from matcomp.book.plan import plan
     from matcomp.book.stored import shipped_derivations
+    from matcomp.presets import DEFAULT_PRESET
+    from matcomp.runs.shipped import find_reference
 
     derivations = shipped_derivations()
-    names = ["completion_sweep", "lambda_table", "lambda_draws", "lambda_table_model", "ood_rank", "ood_rows",
-             "ood_columns"]
-    dropped = ("cpu-f603ff8bc5", "cpu-df5490aeb8", "cpu7x7-c275af017e", "cpu7x7-e659ad3fac", "cpu7x7-f525818ae7")
-    plateau = ("cpu7x7-e1b3de5776", "cpu7x7-6f29c63029", "cpu7x7-3e87c5e99d", "cpu7x7-f5823c1bce")
-    runs = dict.fromkeys(["cpu-f603ff8bc5", "cpu-df5490aeb8", "cpu7x7-c275af017e", "cpu7x7-e1b3de5776",
-                          "cpu7x7-6f29c63029", "cpu7x7-e659ad3fac", "cpu7x7-3e87c5e99d", "cpu7x7-f5823c1bce",
-                          "cpu7x7-f525818ae7", "paper-d34517864a"])  # the ladder's order: 4x4, 5x5, 7x7 seeds 0-6
+    names = [d.name for chapter in chapter_specs() if chapter.derivations for d in chapter.derivations(DEFAULT_PRESET)]
+    paper_scale = shipped_paper_scale(DEFAULT_PRESET)  # seed 0 of the paper's run, trained on a lent GPU
+    assert paper_scale is not None
+    configs = [*(cfg for seeds in ladder_configs(DEFAULT_PRESET).values() for cfg in seeds.values()),
+               paper_scale.config]
+    assert {cfg.run_id for cfg in configs} <= {p.cfg.run_id for p in plan(DEFAULT_PRESET)}  # the book's own runs
+    runs = [find_reference(cfg) for cfg in configs]  # the ladder's order: 4x4, 5x5, 7x7 seeds 0-6, the paper's run
+    dropped = [run.path.name for run in runs if run.drop.half_step is not None]
     judged = [chapter for chapter in chapter_specs() if chapter.key_numbers]  # the book's order
-    ladder = [f"key_numbers_{chapter.name}_{run}" for chapter in judged for run in runs  # and the paper's run (seed 0,
-              if run in (*dropped, "paper-d34517864a") or chapter.key_numbers.pre_shift]  # trained on a lent GPU)
-    assert set(plateau) <= set(runs)  # the 7x7 seeds that never dropped: read on their pre-shift numbers alone
+    ladder = [f"key_numbers_{chapter.name}_{run.path.name}" for chapter in judged for run in runs
+              if run.path.name in dropped or chapter.key_numbers.pre_shift]
+    assert names and 0 < len(dropped) < len(runs)  # the 7x7 seeds that never dropped: their pre-shift numbers alone
     assert [d.name for d in derivations] == names + ladder
     for derivation in derivations:
         assert is_shipped(derivation), (

@@ -98,6 +98,23 @@ def test_probe_layers_fits_every_layer_no_worse_than_predicting_zero(target):
     assert set(extra) <= set(table.columns) and np.isfinite(table.to_numpy()).all()
 
 
+def test_the_element_probe_s_test_mse_is_its_squared_error_pooled_over_missing_or_observed_entries():
+    """As ``probe_layers`` wrote it by hand before ``metrics.pooled_loss``: the same to rounding (summed per matrix
+    now, over one flat index then)."""
+    from matcomp.analysis.probing import layer_features
+
+    data = DataConfig(n_rows=3, n_cols=3, rank=1)
+    model = build_model(ModelConfig(hidden=16, layers=2, heads=2), seed=0)
+    train, test = (sample_batch(data, n, torch.Generator().manual_seed(s)) for n, s in ((128, 1), (64, 2)))
+    table = probe_layers(model, train, test, "element")
+    y_train, y_test = probe_targets(train, "element"), probe_targets(test, "element")
+    missing = ~test.observed.reshape(-1)
+    for layer, (h_train, h_test) in enumerate(zip(layer_features(model, train), layer_features(model, test))):
+        error = ((h_test.double() @ fit_probe(h_train, y_train) - y_test.double()) ** 2).squeeze(-1)
+        assert table.loc[layer, "test MSE missing"] == pytest.approx(error[missing].mean().item(), rel=1e-12)
+        assert table.loc[layer, "test MSE observed"] == pytest.approx(error[~missing].mean().item(), rel=1e-12)
+
+
 def test_task_values_cover_the_sampled_range_on_the_token_grid():
     from matcomp.analysis.embeddings import task_values
 

@@ -3,7 +3,9 @@
 L is the MSE over all entries (the training loss); L_obs and L_mask are the same squared error
 averaged over observed or missing entries only, pooled over the batch as the reference code does
 (not an average of per-matrix MSEs). ``mask_value`` is the mean |prediction| at missing entries,
-which stays near 0 while the model copies its input.
+which stays near 0 while the model copies its input. ``masked_mse`` is the training loss (float32, on the graph);
+the analyses score completions through ``squared_errors``, in double and per matrix, so that a pooled loss
+(``pooled_loss``) comes with its standard error and every one is summed the same way.
 """
 
 from __future__ import annotations
@@ -73,6 +75,36 @@ def ratio_estimate(numerators: torch.Tensor, denominators: torch.Tensor) -> tupl
     return ratio, math.sqrt(spread) / b.sum().item()
 
 
+def squared_errors(pred: torch.Tensor, target: torch.Tensor,
+                   where: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per matrix (dimension 0), in double: the sum of the squared errors (pred − target)² over the entries
+    ``where`` (all by default), and how many entries that is. A pooled loss is Σ sums / Σ counts, a matrix's own
+    loss its sum over its count: the one place an analysis writes the squared error.
+
+    >>> [t.tolist() for t in squared_errors(torch.ones(2, 2), torch.zeros(2, 2), torch.tensor([[1, 0], [1, 1]]) > 0)]
+    [[1.0, 2.0], [1, 2]]
+    """
+    where = torch.ones_like(target, dtype=torch.bool) if where is None else where.expand_as(target)
+    return ((pred.double() - target.double()) ** 2 * where).flatten(1).sum(1), where.flatten(1).sum(1)
+
+
+def pooled_loss(pred: torch.Tensor, target: torch.Tensor, where: torch.Tensor | None = None) -> tuple[float, float]:
+    """The squared error of ``pred`` against ``target`` pooled over the entries ``where`` (all by default) of
+    every matrix (dimension 0), with its standard error over the matrices (``ratio_estimate``); NaN for both
+    where there is no such entry.
+
+    >>> v = torch.zeros(2, 1, 2); obs = torch.tensor([[[True, False]], [[True, True]]])
+    >>> [round(x, 3) for x in pooled_loss(v + torch.tensor([1.0, 2.0]), v, obs)]
+    [2.0, 0.667]
+    """
+    target = checks.tensor(target, "pooled_loss: target", "numbers")
+    pred = _as_target(checks.tensor(pred, "pooled_loss: pred", "numbers"), "pooled_loss: pred", target)
+    if where is not None:
+        checks.fits_shape(checks.tensor(where, "pooled_loss: where", "mask"), "pooled_loss: where", target.shape,
+                          "target")
+    return ratio_estimate(*squared_errors(pred, target, where))
+
+
 def loss_ratio(pred: torch.Tensor, base: torch.Tensor, target: torch.Tensor,
                where: torch.Tensor) -> tuple[float, float]:
     """The pooled MSE of ``pred`` over that of ``base`` on the same entries (``where``) of the same matrices
@@ -87,8 +119,4 @@ def loss_ratio(pred: torch.Tensor, base: torch.Tensor, target: torch.Tensor,
     pred, base = (_as_target(checks.tensor(p, f"loss_ratio: {name}", "numbers"), f"loss_ratio: {name}", target)
                   for p, name in ((pred, "pred"), (base, "base")))
     checks.fits_shape(checks.tensor(where, "loss_ratio: where", "mask"), "loss_ratio: where", target.shape, "target")
-
-    def sums(p: torch.Tensor) -> torch.Tensor:
-        return ((p.double() - target.double()) ** 2 * where).flatten(1).sum(1)
-
-    return ratio_estimate(sums(pred), sums(base))
+    return ratio_estimate(squared_errors(pred, target, where)[0], squared_errors(base, target, where)[0])

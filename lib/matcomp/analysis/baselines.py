@@ -29,7 +29,7 @@ from matcomp.analysis.solvers import (
 )
 from matcomp.config import DataConfig
 from matcomp.data import Batch, data_config, matrix_count, sample_batch
-from matcomp.metrics import LOSSES, PAPER_ORDER, masked_mse, ratio_estimate
+from matcomp.metrics import LOSSES, PAPER_ORDER, masked_mse, pooled_loss, squared_errors
 from matcomp.models.bert import MatrixBert
 from matcomp.runs.derived import Derivation, load_or_compute
 from matcomp.runs.run import Run
@@ -107,33 +107,30 @@ def pooled_with_se(completed: torch.Tensor, values: torch.Tensor, observed: torc
     error over the matrices (key "<name> se").
 
     A pooled loss is a ratio Σ_k s_k / Σ_k c_k of per-matrix sums of squared errors s_k over counts
-    c_k of entries; its standard error is the ratio estimate's (``metrics.ratio_estimate``).
+    c_k of entries; its standard error is the ratio estimate's (``metrics.pooled_loss``).
 
     >>> v = torch.zeros(2, 1, 2); obs = torch.tensor([[[True, False]], [[True, True]]])
     >>> {k: round(x, 3) for k, x in pooled_with_se(v + torch.tensor([1.0, 2.0]), v, obs).items()}
     {'L_obs': 2.0, 'L_obs se': 0.667, 'L_mask': 4.0, 'L_mask se': 0.0, 'L': 2.5, 'L se': 0.0}
     """
-    err = (completed.double() - values.double()) ** 2
     out = {}
-    for name, where in zip(PAPER_ORDER, [observed, ~observed, torch.ones_like(observed)]):
-        out[name], out[name + " se"] = ratio_estimate((err * where).sum((1, 2)), where.sum((1, 2)))
+    for name, where in zip(PAPER_ORDER, [observed, ~observed, None]):
+        out[name], out[name + " se"] = pooled_loss(completed, values, where)
     return out
 
 
 def paired_se(a: torch.Tensor, b: torch.Tensor, values: torch.Tensor) -> float:
     """Standard error of mean(MSE_a − MSE_b) over the matrices, paired (both complete the same ``values``
     (B, m, n)): the sample standard deviation of the per-matrix differences over √B."""
-    target = values.double()
-    difference = ((a.double() - target) ** 2).mean((1, 2)) - ((b.double() - target) ** 2).mean((1, 2))
-    return difference.std().item() / len(values) ** 0.5
+    (sums_a, count), (sums_b, _) = squared_errors(a, values), squared_errors(b, values)
+    return (sums_a / count - sums_b / count).std().item() / len(values) ** 0.5
 
 
 def regularised_objective(completed: torch.Tensor, values: torch.Tensor, observed: torch.Tensor,
                           lam: float) -> torch.Tensor:
     """(B,) the regularised problem's objective (1/|Ω|) Σ_Ω (U − X)² + λ‖U‖_* of each matrix."""
-    completed = completed.double()
-    fit = ((completed - values.double()) ** 2 * observed).sum((1, 2)) / observed.sum((1, 2))
-    return fit + lam * torch.linalg.matrix_norm(completed, ord="nuc")
+    sums, count = squared_errors(completed, values, observed)
+    return sums / count + lam * torch.linalg.matrix_norm(completed.double(), ord="nuc")
 
 
 def lambda_table(batch: Batch, lams, model: MatrixBert | None = None, label: str = BERT,
@@ -247,16 +244,7 @@ def solver_agreement(convex: torch.Tensor, iterative: torch.Tensor, values: torc
     gap = regularised_objective(iterative, values, observed, lam) - objective
     return {"gap max": gap.max().item(), "gap mean": gap.mean().item(), "objective": objective.mean().item(),
             "entry": (iterative - convex).abs().max().item(),
-            "L change": pooled_mse(iterative, values) / pooled_mse(convex, values) - 1}
-
-
-def pooled_mse(completed: torch.Tensor, values: torch.Tensor) -> float:
-    """L, the squared error of ``completed`` pooled over every entry of every matrix of ``values``.
-
-    >>> pooled_mse(torch.ones(2, 1, 2), torch.zeros(2, 1, 2))
-    1.0
-    """
-    return ((completed - values.double()) ** 2).mean().item()
+            "L change": pooled_loss(iterative, values)[0] / pooled_loss(convex, values)[0] - 1}
 
 
 def lambda_draws(data: DataConfig, lam: float, samples: int, seeds, workers: int = 1) -> pd.DataFrame:

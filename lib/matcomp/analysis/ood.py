@@ -19,9 +19,7 @@ from matcomp.analysis.baselines import (
     completion_metrics,
     with_observed_entries,
 )
-from matcomp.analysis.solvers import (
-    nuclear_norm_min,
-)
+from matcomp.analysis.solvers import nuclear_norm_min
 from matcomp.config import DataConfig, RunConfig
 from matcomp.data import matrix_count, sample_batch, second_moment
 from matcomp.drop import detect_drop, final_losses

@@ -27,6 +27,7 @@ import torch
 
 from matcomp.analysis.evaluation import predict
 from matcomp.data import Batch
+from matcomp.metrics import pooled_loss
 from matcomp.models.bert import MatrixBert
 from matcomp.models.hooks import LayerHooks, attention_hooks, run_with_cache, stacked
 from matcomp.tokenizer import BERT_TOKENS
@@ -89,13 +90,9 @@ def patching_table(predictions: dict[Hashable, torch.Tensor], batch: Batch) -> p
 
     Labels that are all (layer, head) tuples give a MultiIndex (``.unstack()`` makes a heatmap).
     """
-    X, missing = batch.values, ~batch.observed
-    rows = []
-    for pred in predictions.values():
-        pred = pred.reshape(X.shape)
-        to_x, to_neg = (pred - X) ** 2, (pred + X) ** 2
-        rows.append([to_x[missing].mean().item(), to_neg[missing].mean().item(),
-                     to_x[~missing].mean().item(), to_neg[~missing].mean().item()])
+    X, observed = batch.values, batch.observed
+    rows = [[pooled_loss(pred, target, where)[0] for where in (~observed, observed) for target in (X, -X)]
+            for pred in predictions.values()]
     labels = list(predictions)
     if labels and all(isinstance(label, tuple) and len(label) == 2 for label in labels):
         index = pd.MultiIndex.from_tuples(labels, names=["layer", "head"])

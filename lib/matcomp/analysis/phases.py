@@ -1,13 +1,15 @@
 """The checkpoints an analysis of one run reads: those on the plateau, the pre-shift model and the
-post-shift model (NeurIPS §3), chosen from the run's own drop and its own preset, so the same whoever opens it."""
+post-shift model (NeurIPS §3), chosen from the run's own drop and its own recipe, so the same whoever opens it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from textwrap import fill
 
+from matcomp.config import RunConfig
 from matcomp.drop import ON_PLATEAU, Drop, centred_mean, leave_step
 from matcomp.paper import COPY_TABLE_STEPS, PRE_SHIFT_STEP, SUDDEN_DROP
+from matcomp.presets import preset
 from matcomp.runs.run import Run
 from matcomp.sizes import CHAPTER_SIZES
 
@@ -47,16 +49,18 @@ def phase_targets(drop_step: int | None, paper_steps: bool) -> tuple[float, tupl
     return PRE_SHIFT_STEP * scale, tuple(s * scale for s in COPY_TABLE_STEPS)
 
 
-def paper_steps(run: Run) -> bool:
-    """Whether ``run``'s pre-shift model is at the paper's own steps: a run of a preset whose sizes say so (the
-    paper's), not at fractions of its drop. Read from the config's ``name``, which its hash leaves out: a run of
-    the paper's preset renamed by an override is read at fractions of its drop."""
-    own = CHAPTER_SIZES.get(run.config.name)
-    return own is not None and own.paper_steps
+def paper_steps(cfg: RunConfig) -> bool:
+    """Whether the pre-shift model of a run of ``cfg`` is at the paper's own steps, not at fractions of its drop:
+    a run that trains the model of a preset whose sizes say so (the paper's, ``ChapterSizes.paper_steps``) on its
+    task at its learning rate and batch, whatever else it changes (steps, precision, seed). Read from fields the
+    run's hash covers, never from its ``name``, so that two runs of one hash read the same phases."""
+    return any(cfg.data == paper.data and cfg.model == paper.model
+               and (cfg.train.lr, cfg.train.batch) == (paper.train.lr, paper.train.batch)
+               for paper in (preset(name) for name, sizes in CHAPTER_SIZES.items() if sizes.paper_steps))
 
 
 def phases(run: Run) -> Phases:
-    """Pre- and post-shift checkpoints of ``run`` (``phase_targets`` at ``paper_steps(run)``, each the nearest
+    """Pre- and post-shift checkpoints of ``run`` (``phase_targets`` at ``paper_steps``, each the nearest
     checkpoint after step 0); without a drop the whole run is plateau, and its pre-shift model the checkpoint nearest
     the paper's (step 4,000): a copying model as far into training as the paper's, whichever seed it is."""
     steps = [s for s in run.steps if s > 0] or run.steps
@@ -70,7 +74,7 @@ def phases(run: Run) -> Phases:
             f"models."))
     smoothed = centred_mean(run.metrics)
     plateau = [s for s in steps if s < drop.half_step and smoothed.get(s, drop.plateau) >= ON_PLATEAU * drop.plateau]
-    at_paper_steps = paper_steps(run)
+    at_paper_steps = paper_steps(run.config)
     pre_target, copy_targets = phase_targets(drop.half_step, at_paper_steps)
     pre = run.nearest_step(pre_target, trained=True)
     copy_steps = tuple(dict.fromkeys(run.nearest_step(t, trained=True) for t in copy_targets))

@@ -12,6 +12,7 @@ import pandas as pd
 import torch
 
 from matcomp.data import Batch
+from matcomp.metrics import pooled_loss
 from matcomp.models.bert import MatrixBert
 from matcomp.models.hooks import run_with_cache, stacked
 from matcomp.paper import PROBING, PROBING_MODEL
@@ -98,16 +99,16 @@ def probe_layers(model: MatrixBert, train: Batch, test: Batch, target: str) -> p
     if target not in PROBE_TARGETS:
         raise ValueError(f"target must be one of {PROBE_TARGETS}; got {target!r}")
     y_train, y_test = probe_targets(train, target), probe_targets(test, target)
-    missing = ~test.observed.reshape(-1)
     rows = []
     for layer, (h_train, h_test) in enumerate(zip(layer_features(model, train), layer_features(model, test))):
         weights = fit_probe(h_train, y_train)
         fit, held_out = probe_scores(weights, h_train, y_train), probe_scores(weights, h_test, y_test)
         row = {"layer": layer, "train MSE": fit["mse"], "test MSE": held_out["mse"]}
         if target == "element":
-            error = ((h_test.double() @ weights - y_test.double()) ** 2).squeeze(-1)
-            row |= {"test MSE missing": error[missing].mean().item(),
-                    "test MSE observed": error[~missing].mean().item()}
+            guess, truth = ((h_test.double() @ weights).reshape(test.observed.shape),
+                            y_test.reshape(test.observed.shape))  # one entry a row: as matrices again
+            row |= {f"test MSE {name}": pooled_loss(guess, truth, where)[0]
+                    for name, where in (("missing", ~test.observed), ("observed", test.observed))}
         else:
             row |= {"train |cos|": fit["abs_cos"], "test |cos|": held_out["abs_cos"]}
         rows.append(row)

@@ -144,88 +144,121 @@ def train(cfg: RunConfig, folder: RunFolder, device: str | torch.device | None =
     copies of the weights) are written only where training stops, not at every checkpoint (a machine given
     back after the call keeps nothing to resume from). ``writes``: the scheduled checkpoints written besides the
     one where training stops (None: every one); a resume starts from the last of them."""
-    if limit_s is not None and not (isinstance(limit_s, (int, float)) and limit_s >= 0):
-        raise ValueError(f"limit_s must be a number of seconds >= 0 or None; got {limit_s!r}")
-    tc = cfg.train
-    schedule = set(tc.checkpoint_schedule)
-    if stop_at is not None and (stop_at not in schedule or stop_at == 0):
-        raise ValueError(f"stop_at must be one of the run's checkpoints after step 0; got {stop_at!r}, and "
-                         f"{cfg.run_id} checkpoints at {sorted(schedule)[1:]}")
-    if writes is not None and not set(writes) <= schedule:
-        raise ValueError(f"writes must be checkpoints of the run; {sorted(set(writes) - schedule)} are not, and "
-                         f"{cfg.run_id} checkpoints at {sorted(schedule)}")
-    written_at = schedule if writes is None else set(writes)
+    schedule, written_at = _checked_schedule(cfg, limit_s, stop_at, writes)
     started = time.perf_counter()
     device = resolve_device(device)
     problem = engine_problem(engine, cfg, device)
     if problem is not None:
         raise ValueError(problem)
     model, optimizer, train_gen, eval_gen = init_training(cfg, device, trained=trained, engine=engine)
-    targets = attention_targets(cfg.data.n_rows, cfg.data.n_cols, tc.attention_diagonal).to(device)
-    rows: list[dict] = []
-    start, elapsed = 0, 0.0
-
-    resume = folder.read_resume()  # its checkpoints checked before (``run.written_problem``, by the store)
-    written: dict[int, str] = dict(resume["checkpoint_sha256"]) if resume is not None else {}  # step -> SHA-256
-    folder.remove_unwritten(written)
-    if resume is not None:
-        model.load_state_dict(resume["model"])
-        optimizer.load_state_dict(resume["optimizer"])
-        train_gen.set_state(resume["train_gen"])
-        eval_gen.set_state(resume["eval_gen"])
-        start, elapsed = int(resume["step"]), float(resume["elapsed"])
-        rows = folder.read_metrics().query("step <= @start").to_dict("records")
-    else:
-        folder.write_config(cfg)
-        if 0 in written_at:
-            written[0] = folder.write_checkpoint(0, model.state_dict(), cfg)
-
+    targets = attention_targets(cfg.data.n_rows, cfg.data.n_cols, cfg.train.attention_diagonal).to(device)
+    resumed, start, elapsed, rows, written = _resume(folder, cfg, model, optimizer, train_gen, eval_gen, written_at)
     pending: list[torch.Tensor] = []  # per-step metrics kept on the device until the next checkpoint
     evals: dict[int, torch.Tensor] = {}
-    text = progress == "text"
-    bar = (text_bar if text else tqdm)(total=tc.steps, initial=start, disable=not progress, desc=cfg.run_id,
-                                       unit="step", mininterval=30.0 if text else 1.0,
-                                       file=sys.stdout if text else None)
+    bar = _progress_bar(cfg, progress, start)
     t0 = time.perf_counter() - elapsed
-    level = second_moment(cfg.data)  # the copying level: a run that starts below half of it has no plateau
-
-    def stopped() -> bool:
-        return bool(tc.stop_after_drop) and drop_settled(pd.DataFrame(rows), tc.stop_after_drop, level)
-
-    end = start if resume is not None and stopped() else tc.steps  # a crash after the stopping checkpoint
+    stopped = _drop_settled(cfg, rows)
+    end = start if resumed and stopped() else cfg.train.steps  # a crash after the stopping checkpoint
     paused = None
-    with matmuls(tc.precision):
+    with matmuls(cfg.train.precision):
         step_once = stepper(engine, model, optimizer, cfg, train_gen, device)
         for step in range(start + 1, end + 1):
-            hooks = recipe_hooks(cast(MatrixBert, model), tc, step, targets)
-            with hooks or contextlib.nullcontext():
+            with recipe_hooks(cast(MatrixBert, model), cfg.train, step, targets) or contextlib.nullcontext():
                 latest = step_once()
             pending.append(latest)
-
-            if step % tc.eval_every == 0:
-                evals[step] = evaluate(model, cfg, eval_gen, tc.eval_batch, device)
+            if step % cfg.train.eval_every == 0:
+                evals[step] = evaluate(model, cfg, eval_gen, cfg.train.eval_batch, device)
             if step in schedule:
                 rows += _rows(start_step=step - len(pending) + 1, pending=pending, evals=evals,
                               elapsed=time.perf_counter() - t0, metrics=model.metrics, eval_columns=eval_columns(cfg))
                 finite = bool(torch.isfinite(torch.stack(pending)).all())
                 pending, evals = [], {}
                 early = stopped() or not finite  # a diverged run is not sealed: see the store
-                if not early and step < end and (step == stop_at or (
-                        limit_s is not None and _out_of_time(step, start, schedule, end, started, limit_s))):
-                    paused = Paused(cfg.run_id, step, tc.steps, time.perf_counter() - started)
+                paused = None if early else _pause_at(cfg, step, (start, end), schedule, stop_at, limit_s, started)
                 last = early or step == end or paused is not None
                 if last or step in written_at:
                     _save(folder, cfg, model, optimizer, train_gen, eval_gen, step, rows, written,
                           whole=resumable or last)
                 if early or paused is not None:
                     break  # the last step is now this checkpoint's
-            if progress and step % DISPLAY_EVERY == 0:
-                bar.set_postfix({k: f"{v:.3g}" for k, v in zip(model.metrics, latest.tolist())}, refresh=False)
-            bar.update(1)
+            _show(bar, step, model.metrics, latest, progress)
     bar.close()
     if paused is not None:
         raise paused
     return pd.DataFrame(rows, columns=columns(cfg))
+
+
+def _checked_schedule(cfg: RunConfig, limit_s: float | None, stop_at: int | None,
+                      writes: Collection[int] | None) -> tuple[set[int], set[int]]:
+    """The run's checkpoint steps and those ``train`` writes, once its arguments are checked against them."""
+    if limit_s is not None and not (isinstance(limit_s, (int, float)) and limit_s >= 0):
+        raise ValueError(f"limit_s must be a number of seconds >= 0 or None; got {limit_s!r}")
+    schedule = set(cfg.train.checkpoint_schedule)
+    if stop_at is not None and (stop_at not in schedule or stop_at == 0):
+        raise ValueError(f"stop_at must be one of the run's checkpoints after step 0; got {stop_at!r}, and "
+                         f"{cfg.run_id} checkpoints at {sorted(schedule)[1:]}")
+    if writes is not None and not set(writes) <= schedule:
+        raise ValueError(f"writes must be checkpoints of the run; {sorted(set(writes) - schedule)} are not, and "
+                         f"{cfg.run_id} checkpoints at {sorted(schedule)}")
+    return schedule, schedule if writes is None else set(writes)
+
+
+def _resume(folder: RunFolder, cfg: RunConfig, model: Model, optimizer: torch.optim.Optimizer,
+            train_gen: torch.Generator, eval_gen: torch.Generator,
+            written_at: set[int]) -> tuple[bool, int, float, list[dict], dict[int, str]]:
+    """Load the state of ``folder``'s ``resume.pt`` into the model, optimiser and generators, or, without one, start
+    the run (its config, and checkpoint 0 if it is written): whether it resumed, the step and elapsed seconds it
+    starts from, the metrics rows so far and the checkpoints written (step -> SHA-256)."""
+    resume = folder.read_resume()  # its checkpoints checked before (``run.written_problem``, by the store)
+    written: dict[int, str] = dict(resume["checkpoint_sha256"]) if resume is not None else {}
+    folder.remove_unwritten(written)
+    if resume is None:
+        folder.write_config(cfg)
+        if 0 in written_at:
+            written[0] = folder.write_checkpoint(0, model.state_dict(), cfg)
+        return False, 0, 0.0, [], written
+    model.load_state_dict(resume["model"])
+    optimizer.load_state_dict(resume["optimizer"])
+    train_gen.set_state(resume["train_gen"])
+    eval_gen.set_state(resume["eval_gen"])
+    start = int(resume["step"])
+    rows = folder.read_metrics().query("step <= @start").to_dict("records")
+    return True, start, float(resume["elapsed"]), rows, written
+
+
+def _progress_bar(cfg: RunConfig, progress: bool | str, start: int):
+    """The run's progress bar from step ``start``: tqdm's, or with ``progress`` "text" a plain one on stdout every
+    30 s; disabled without ``progress``."""
+    text = progress == "text"
+    return (text_bar if text else tqdm)(total=cfg.train.steps, initial=start, disable=not progress, desc=cfg.run_id,
+                                        unit="step", mininterval=30.0 if text else 1.0,
+                                        file=sys.stdout if text else None)
+
+
+def _drop_settled(cfg: RunConfig, rows: list[dict]) -> Callable[[], bool]:
+    """Whether the run has trained ``train.stop_after_drop`` steps past its drop, read from ``rows`` as they grow
+    (against its copying level: a run that starts below half of it has no plateau)."""
+    level = second_moment(cfg.data)
+    return lambda: bool(cfg.train.stop_after_drop) and drop_settled(pd.DataFrame(rows), cfg.train.stop_after_drop,
+                                                                    level)
+
+
+def _pause_at(cfg: RunConfig, step: int, steps: tuple[int, int], schedule: set[int], stop_at: int | None,
+              limit_s: float | None, started: float) -> Paused | None:
+    """``Paused`` at checkpoint ``step`` of this call's ``steps`` (from, to) where it is ``stop_at`` or the next one
+    lies beyond ``limit_s`` (``_out_of_time``); None at the last step or to go on."""
+    start, end = steps
+    if step < end and (step == stop_at or (
+            limit_s is not None and _out_of_time(step, start, schedule, end, started, limit_s))):
+        return Paused(cfg.run_id, step, cfg.train.steps, time.perf_counter() - started)
+    return None
+
+
+def _show(bar, step: int, metrics: tuple[str, ...], latest: torch.Tensor, progress: bool | str) -> None:
+    """One step on the progress bar, with the latest losses every ``DISPLAY_EVERY`` steps."""
+    if progress and step % DISPLAY_EVERY == 0:
+        bar.set_postfix({k: f"{v:.3g}" for k, v in zip(metrics, latest.tolist())}, refresh=False)
+    bar.update(1)
 
 
 def _out_of_time(step: int, start: int, schedule: set[int], end: int, started: float, limit_s: float) -> bool:

@@ -8,17 +8,28 @@ own. What several chapters share stays in ``matcomp.book`` (the chapter's openin
 from __future__ import annotations
 
 import importlib
+from pathlib import Path, PurePosixPath
+
+import yaml
 
 from matcomp.analysis.seeds import seed_configs, seeds_from
 from matcomp.book.chapter import chapter_config, one_model_configs, shipped_paper_scale
 from matcomp.book.spec import ChapterSpec
 from matcomp.config import RunConfig
+from matcomp.runs.shipped import REPO
 from matcomp.sizes import chapter_sizes
 
-# the chapters in the book's order (``_toc.yml``; ``tests/test_book.py`` holds the two together)
-CHAPTERS = ("intro", "task", "sudden_drop", "copying_phase", "nuclear_norm", "observed_entries", "attention_patching",
-            "head_taxonomy", "embeddings", "probing", "components", "progress", "shortening", "gpt", "width_depth",
-            "sizes_ranks", "ood")
+
+def toc_chapters(root: Path = REPO) -> tuple[str, ...]:
+    """The notebooks of the book's table of contents (``_toc.yml`` under ``root``: its root page, then each part's
+    chapters) in its order: the chapters, read from the one list the build reads, so that a chapter added, moved
+    or dropped there is so here too. A page of prose (``book/status.md``) is no chapter."""
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    files = [toc["root"], *(entry["file"] for part in toc["parts"] for entry in part["chapters"])]
+    return tuple(PurePosixPath(file).name for file in files if (root / f"{file}.ipynb").exists())
+
+
+CHAPTERS = toc_chapters()  # the chapters in the book's order, each with its module here
 
 
 def chapter_spec(chapter: str) -> ChapterSpec:

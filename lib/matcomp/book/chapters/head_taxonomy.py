@@ -8,9 +8,7 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from matcomp.analysis.heads import (
-    NO_FAMILY,
-)
+from matcomp.analysis.heads import NO_FAMILY
 from matcomp.analysis.key_numbers import LAST_LAYER_IDENTITY, SEPARATED, TAXONOMY_FAMILIES, read_taxonomy
 from matcomp.analysis.phases import Phases
 from matcomp.book.chapter import model_preset, open_chapter
