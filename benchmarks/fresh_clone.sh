@@ -37,7 +37,7 @@ pip install -q --disable-pip-version-check -r requirements.txt > "$work/pip.log"
 pip_s=$((SECONDS - start))
 
 start=$SECONDS
-jupyter-book build -W --keep-going . > "$work/build.log" 2>&1
+jupyter-book build -W --keep-going . > "$work/build.log" 2>&1 || echo "build failed: $work/build.log"
 build_s=$((SECONDS - start))
 
 start=$SECONDS
@@ -49,7 +49,7 @@ echo "| phase | seconds |"
 echo "|---|---|"
 echo "| pip install -r requirements.txt | $pip_s |"
 echo "| jupyter-book build -W --keep-going . | $build_s |"
-echo "| python -m pytest ($(tail -1 "$work/pytest.log" | sed 's/=//g; s/^ *//; s/ *$//')) | $pytest_s |"
+echo "| python -m pytest ($(grep -E '[0-9]+ (passed|failed)' "$work/pytest.log" | tail -1 | sed 's/=//g; s/^ *//; s/ *$//')) | $pytest_s |"
 echo "| the two commands | $((pip_s + build_s + pytest_s)) |"
 echo
 echo "each chapter's execution in the build, from its cache (seconds; several at a time: matcomp.book.parallel_build):"
