@@ -330,9 +330,18 @@ def _single(label: str, run: Run, step: int) -> str:
 
 
 def _one_seed(run: Run) -> str:
-    """A single run's column in the verdict table: its task and preset, whichever machine trained it."""
-    d = run.config.data
-    return f"{d.n_rows}×{d.n_cols} rank {d.rank} ({run.config.name}), one seed"
+    """A single run's column in the verdict table: its task and preset, whichever machine trained it, and where
+    it stopped if that is short of its budget (a clock stopped it), since its loss-dependent numbers are then read
+    before the end.
+
+    >>> from types import SimpleNamespace as N
+    >>> cfg = N(data=N(n_rows=7, n_cols=7, rank=2), name="paper", train=N(steps=50_000))
+    >>> _one_seed(N(config=cfg, last_step=29_000)), _one_seed(N(config=cfg, last_step=50_000))
+    ('7×7 rank 2 (paper), one seed, stopped at step 29,000 of 50,000', '7×7 rank 2 (paper), one seed')
+    """
+    d, budget = run.config.data, run.config.train.steps
+    stopped = f", stopped at step {run.last_step:,} of {budget:,}" if run.last_step < budget else ""
+    return f"{d.n_rows}×{d.n_cols} rank {d.rank} ({run.config.name}), one seed{stopped}"
 
 
 def drop_claims() -> dict[str, Claim]:
