@@ -56,12 +56,14 @@ class Claim:
     the effect (``reference``: 1 for a ratio, 0 for a difference; None where there is none), or a direction
     only (a ``Side``, whose bound is the value without the effect). ``ours``: the bound is the book's
     choice where the paper states the claim in words alone ("correlate quite strongly"), so the tables label
-    it ours, never the paper's."""
+    it ours, never the paper's. ``at_most``: the paper's value bounds a one-sided claim from above ("stays small",
+    said of its own model's value): any value below it holds, as does one within ``tolerance`` above it."""
 
     paper: float | Side
     reference: float | None = None
     tolerance: float = TOLERANCE
     ours: bool = False
+    at_most: bool = False
 
     @property
     def no_effect(self) -> float | None:
@@ -71,7 +73,7 @@ class Claim:
 
     def text(self) -> str:
         """The claim's value as the tables print it, a bound of the book's labelled so: "≥ 0.1 (ours)"."""
-        return number_text(self.paper) + " (ours)" * self.ours
+        return "≤ " * self.at_most + number_text(self.paper) + " (ours)" * self.ours
 
     def mark(self, value: float, se: float = float("nan")) -> str:
         """One seed's number judged: ``NOISE`` where it is an estimate (its standard error ``se``) within
@@ -86,6 +88,8 @@ class Claim:
         ('matches', 'against', 'against')
         >>> Claim(Side(1, above=False, strict=True)).mark(0.915, se=0.14), Claim(2.6, 1).mark(1.9, se=0.2)
         ('cannot tell', 'direction only')
+        >>> [Claim(40.2, at_most=True).mark(v) for v in (3.06, 49.0, 300.0)], Claim(40.2, at_most=True).text()
+        (['matches', 'matches', 'against'], '≤ 40.2')
         """
         if pd.isna(value):
             return AGAINST
@@ -93,6 +97,8 @@ class Claim:
             return NOISE
         if isinstance(self.paper, Side):
             return MATCHES if self.paper.holds(value) else AGAINST
+        if self.at_most and value <= self.paper:
+            return MATCHES
         if _distance(value, self.paper) <= self.tolerance:
             return MATCHES
         if self.reference is not None and (value - self.reference) * (self.paper - self.reference) > 0:

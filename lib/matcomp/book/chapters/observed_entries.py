@@ -21,13 +21,19 @@ class Parameters(OneModelParameters):
     eval_seed: int = 0  # seed of the evaluation matrices
 
 
-# the L_obs ratios have no direction (any ablation raises L_obs): the claim is that each stays near the paper's
+def stays_small(intervention: str) -> Claim:
+    """L_obs under ``intervention`` over L_obs without it "stays small" (NeurIPS §3.2.1), one-sided: a rise no
+    larger than the paper's own model's, which it calls small, holds (``Claim.at_most``); a smaller rise is the
+    paper's split more strongly, not a miss."""
+    return Claim(reported_ratio(POST_SHIFT, intervention), at_most=True)
+
+
 KEY_NUMBERS = KeyNumbers(read_observed, {
-    "uniform attention, post-shift: L_obs ×": Claim(reported_ratio(POST_SHIFT, "all heads uniform")),
+    "uniform attention, post-shift: L_obs ×": stays_small("all heads uniform"),
     "uniform attention, post-shift: L_mask / E[X²]":  # back to the plateau (§3.2.1)
         Claim(reported(POST_SHIFT, "all heads uniform", 1) / SUDDEN_DROP["L_mask on the plateau"]),
-    "Q, K, V from pre-shift: L_obs ×": Claim(reported_ratio(POST_SHIFT, "Q, K, V from pre-shift")),
-    "positions permuted: L_obs ×": Claim(reported_ratio(POST_SHIFT, "positions permuted")),
+    "Q, K, V from pre-shift: L_obs ×": stays_small("Q, K, V from pre-shift"),
+    "positions permuted: L_obs ×": stays_small("positions permuted"),
     "positions permuted: L_mask / E[X²]":
         Claim(reported(POST_SHIFT, "positions permuted", 1) / SUDDEN_DROP["L_mask on the plateau"], 1.0)})
 
