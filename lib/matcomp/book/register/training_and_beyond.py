@@ -40,7 +40,8 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'Unlike the token embeddings, the positional embeddings do not evolve continually: the column '
                'clustering appears only after the sudden drop.',
                'embeddings',
-               ('position silhouette by column, pre-shift',)),
+               # clustered after the drop, and not before (a check alone: untrained embeddings pass it too)
+               ('position silhouette by column', 'position silhouette by column, pre-shift')),
     PaperClaim('position_norm_dip',
                'WS §4, App. F, Fig. 8 (the workshop version alone)',
                'The ℓ2 norm of the positional embeddings is nearly constant across positions except for a drop at'
