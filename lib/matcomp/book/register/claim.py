@@ -8,9 +8,9 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class PaperClaim:
     """One claim of the paper: ``key`` (a short name), ``where`` (its section, figure or table), ``claim`` (one
-    sentence, as the paper states it, every part of it), ``chapter`` (the notebook that tests it; None where
-    none does), ``tested_by`` (the key numbers of that chapter's ladder that judge it) and ``untested`` (why a
-    part, or the whole, is not judged here)."""
+    sentence, as the paper states it, every part of it; in quotation marks where it is the paper's own words),
+    ``chapter`` (the notebook that tests it; None where none does), ``tested_by`` (the key numbers of that
+    chapter's ladder that judge it) and ``untested`` (why a part, or the whole, is not judged here)."""
 
     key: str
     where: str

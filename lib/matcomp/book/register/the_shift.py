@@ -13,13 +13,19 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'to low error: the 4-layer, 8-head model on 7×7 rank-2 matrices converges to a total MSE of about '
                '4e-3, near-optimal.',
                'sudden_drop',
-               ('× below the plateau',)),
+               ('× below the plateau',),
+               'the total MSE ≈ 4e-3 is not judged itself: "× below the plateau" judges how far below its plateau a '
+               'run ends against 16.8, a ratio the book derives from it (0.2236 × 0.3 / 0.004; the paper prints '
+               'none), since our tasks differ from the paper\'s in size and rank'),
     PaperClaim('plateau_then_sudden_drop',
                'NeurIPS Abstract, §1, Fig. 1(B) (WS Abstract, §1)',
                'The training loss plateaus early in training and then drops suddenly and sharply to near-optimal '
                'values, with no change in the training procedure or hyper-parameters.',
                'sudden_drop',
-               ('plateau / E[X²]', 'drop step', '× below the plateau')),
+               ('plateau / E[X²]', 'drop step', '× below the plateau'),
+               'the sharpness half ("suddenly (and sharply)") is not judged: no key number measures how sharp the '
+               'drop is; they judge the plateau\'s level (a check of the method), the drop step and how far below '
+               'its plateau a run ends'),
     PaperClaim('algorithmic_transition',
                'NeurIPS Abstract (a), §1, Fig. 1(B) (WS Abstract (i), §1)',
                'The point of the sudden drop coincides with an algorithmic transition: the pre-transition model '
@@ -45,6 +51,15 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'task',
                (),
                'a statement of method, not a finding'),
+    PaperClaim('compute_resources',
+               "NeurIPS §2.2 'Compute Resources'",
+               '"For […] matrices (training and testing), we used a single {V100 / A100 / L40S} GPU. A single {A40 / '
+               'A100 / L40S} GPU was used for matrices of order […]." (the sizes, set as mathematics, are lost from '
+               'the text quoted)',
+               None,
+               (),
+               'not tested: a statement of the resources used, not a finding; the pages that read a run say where '
+               'it was trained (two CPU cores, or a lent GPU for the paper\'s model and some 7×7 seeds)'),
     PaperClaim('tokenization_online',
                'NeurIPS App. D (WS App. B)',
                'Values in [-10, 10] are discretised in steps of 0.01 to token ids from 1 (MASK = id 0), so the '
@@ -53,6 +68,17 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'task',
                (),
                'a statement of method, not a finding'),
+    PaperClaim('twelve_layer_recipe',
+               "WS App. B 'Training' (the workshop version alone)",
+               '"Using a 12-layer, 12-heads per layer BERT model with a linear read-out layer, the train loss is '
+               'optimized using Adam with constant step size 5e-5 for 50000 epochs (without weight decay or warmup).'
+               ' Data at each step is obtained by sampling 256 train and 64 test matrices."',
+               None,
+               (),
+               'not tested: a statement of method, not a finding; the `paper12` preset (lib/matcomp/presets.py) '
+               'holds it (a linear read-out, Adam at 5e-5, 256 training and 64 evaluation matrices a step, the '
+               '"epochs" read as steps), and no chapter trains it: the probing chapter\'s 12-layer model is the CPU '
+               "scale's"),
     PaperClaim('plateau_level',
                'NeurIPS §3, §3.1.2, Fig. 2 (WS §3, §3.1.2, Fig. 2)',
                'On the plateau the model predicts ~0 at masked entries, so L_mask sits at about 0.2236 (pre-shift'
@@ -66,14 +92,15 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'sudden_drop',
                ('drop step',)),
     PaperClaim('drop_driven_by_lmask',
-               "WS §3, Fig. 2 (NeurIPS Fig. 2 shows L, L_obs, L_mask; the sentence is the workshop's)",
+               'NeurIPS §3.1, Fig. 2 (WS §3, Fig. 2)',
                'The decrease in total loss is driven almost exclusively by L_mask, since L_obs is very close to 0'
-               ' both before and after the drop.',
+               ' both before and after the drop (WS §3; NeurIPS §3.1: L_obs "remains quite low in the first phase '
+               'of model training (Fig. 2)").',
                'sudden_drop',
                (),
                'shown as a figure (the three losses), not judged'),
     PaperClaim('drop_not_metric_artifact',
-               'WS §3 only',
+               'WS §3 (the workshop version alone)',
                'The sudden drop is in the (continuous) MSE loss, not in a discontinuous metric like accuracy, so '
                'emergence as an artifact of discontinuous metrics is unlikely to explain it.',
                'sudden_drop',
@@ -185,7 +212,25 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'on -X gives, at missing entries, MSE ≈ 0.014 to X (comparable to the optimal L_mask) against '
                '0.8066 to -X over 256 samples: attention heads are causally relevant to the missing entries.',
                'attention_patching',
-               ('restored, all layers', 'restored, last layer')),
+               ('restored, all layers', 'restored, last layer'),
+               'the text patches every head, "restored, all layers", which holds by construction in any model (a '
+               'check of the method, as the page shows); "restored, last layer" patches the last layer\'s heads '
+               "alone, a variant in the authors' released scripts, not the text's claim: the text's claim is judged "
+               'only as a check'),
+    PaperClaim('uniform_ablation_caveat',
+               "NeurIPS App. F (WS App. J 'Causal Interventions')",
+               '"In the uniform ablation setup, it is possible that setting the softmax probabilities to a given value'
+               ' might change the distribution of resultant hidden states, and consequently degrade model '
+               'performance." Patching with −X instead: "Importantly, this change does not affect properties like '
+               'rank of the input, and hence the hidden states obtained are from the same distribution as those for '
+               'input X."',
+               None,
+               (),
+               'not tested: no chapter measures how far uniform attention moves the hidden states off their '
+               'distribution, and the caveat bears on every uniform-ablation verdict here (the copying-phase and '
+               'observed-entries pages\' "uniform attention" numbers, the head taxonomy\'s ablations of its '
+               'unclaimed heads and of each family): each reads a loss under an intervention that may leave the '
+               "model's distribution. −X is drawn as X is (U ↦ −U), and the attention-patching page patches with it"),
     PaperClaim('row_and_column_heads',
                "NeurIPS §3.2.2 'Structure in Attention Heads', Fig. 4 (WS §3.2.2, Fig. 3)",
                'Post-shift heads (maps averaged over matrices and masks) group by the region they attend to: row '
@@ -197,7 +242,10 @@ CLAIMS: tuple[PaperClaim, ...] = (
                "NeurIPS §3.2.2 'Structure in Attention Heads', Fig. 4 (WS §3.2.2, Fig. 3)",
                'Identity heads attend to the query element itself, diagonal patterns in the last layer, e.g. (4,3).',
                'head_taxonomy',
-               ('identity heads: share in the last layer',)),
+               ('identity heads: share in the last layer',),
+               'the share\'s bound, 1 (ours), asks more than the statement, which names one last-layer identity head'
+               ' beside last-layer heads of no family ((4,2), (4,5–7)): it asks only that identity heads sit in the '
+               'last layer'),
     PaperClaim('uninterpretable_heads_inconsequential',
                'NeurIPS §3.2.2 (WS §3.2.2; the layer-1 exceptions are (1,3), (1,4) in NeurIPS, (1,2), (1,3) in WS)',
                'Some heads fit no family (all of layer 1 but two, (3,3), (4,2), (4,5-7)), and uniformly ablating '
@@ -212,7 +260,10 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'With one structured mask shared by the batch, heads (2,1), (3,4) and (4,8) are active mainly at '
                'the masked rows and there attend to the only observed position in those rows.',
                'head_taxonomy',
-               ('masked-row heads', 'masked-row heads, separating mask')),
+               ('masked-row heads', 'masked-row heads, separating mask'),
+               "the paper's claim is about its structured mask (Fig. 5), which the page classifies (scaled to our "
+               'size) but does not judge: the key numbers count the family on random masks and on a separating '
+               "mask of the book's"),
     PaperClaim('observed_copy_heads',
                "NeurIPS §3.2.2 'Structured Masking', Fig. 5 (WS App. E item 2, Fig. 6: 'identity-map' heads)",
                'Heads (4,3) and (4,4) are roughly an identity map, deviating in the masked rows where their '
@@ -233,7 +284,10 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'Heads (2,5), (2,7), (2,8) respond systematically to the mask: for each row they attend to the '
                'longest contiguous unmasked column (the 6th column for mask (a), the 2nd for mask (b)).',
                'head_taxonomy',
-               ('longest-contiguous-column heads', 'longest-contiguous-column heads, separating mask')),
+               ('longest-contiguous-column heads', 'longest-contiguous-column heads, separating mask'),
+               "the paper's claim is about its structured masks (a) and (b) (Fig. 24), which the page classifies "
+               '(scaled to our size) but does not judge: the key numbers count the family on random masks and on a'
+               " separating mask of the book's"),
     PaperClaim('input_processing_heads',
                "NeurIPS §3.2.2 'Structured Masking', Figs. 4-5 (WS App. E item 5, Figs. 3, 6)",
                'Heads (1,1-2), (1,5-8) fit no category, are mostly static across mask and input variations and '
@@ -265,7 +319,9 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'element with depth (linear probing).',
                'probing',
                ('element probe at missing entries: layers that lower its MSE',
-                'element probe at missing entries: first / last layer MSE')),
+                'element probe at missing entries: first / last layer MSE'),
+               '"first / last layer MSE" is a check of the method (it holds in any model that dropped); "gradually"'
+               ' is judged by the layers that lower the MSE'),
     PaperClaim('probe_singular_vectors_inconclusive',
                "NeurIPS §3.2.2 'Probing', App. K",
                'Linear probes could not conclusively extract the singular vectors of the ground-truth matrix from'

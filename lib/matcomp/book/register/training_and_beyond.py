@@ -1,6 +1,6 @@
 """The register's claims of the paper's §3.3 to §6 and its appendices (``matcomp.book.register``): how training
-gets to the shift (embeddings, components, the GPT), the model's sizes and inputs, and the paper's open questions
-and scope, in the paper's order."""
+gets to the shift (embeddings, components, the GPT), the model's sizes and inputs, the related work's remarks and
+open questions (§5, App. E) and the paper's scope, in the paper's order."""
 
 from __future__ import annotations
 
@@ -40,8 +40,20 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'Unlike the token embeddings, the positional embeddings do not evolve continually: the column '
                'clustering appears only after the sudden drop.',
                'embeddings',
-               # clustered after the drop, and not before (a check alone: untrained embeddings pass it too)
-               ('position silhouette by column', 'position silhouette by column, pre-shift')),
+               ('position silhouette by column', 'position silhouette by column, pre-shift'),
+               'both halves judged: clustered after the drop, and not before, the latter a check of the method '
+               '(untrained embeddings pass it too, −0.04 to −0.06); that the clustering does not evolve '
+               'continually is shown as the silhouettes at every checkpoint, not judged'),
+    PaperClaim('pre_shift_copies_without_attention_or_positions',
+               "NeurIPS §3.3 'Positional Embeddings' (not in the workshop version)",
+               '"This along with the evolution of attention heads (Sec. 3.1, 3.2) aligns with how the pre–shift model '
+               'copies observed entries with little effect from ablating attention heads or positional embeddings '
+               '(Sec. 3.2.1)."',
+               'copying_phase',
+               ('uniform attention, pre-shift: L_obs ×',),
+               'the attention half is judged by the pre-shift uniform ablation; the positional-embeddings half is '
+               'not: positions are permuted only in the post-shift model (the observed-entries page), which is '
+               'what the cited §3.2.1 ablates'),
     PaperClaim('position_norm_dip',
                'WS §4, App. F, Fig. 8 (the workshop version alone)',
                'The ℓ2 norm of the positional embeddings is nearly constant across positions except for a drop at'
@@ -105,6 +117,14 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'gpt',
                (),
                'shown as maps and a table of attention shares, not judged'),
+    PaperClaim('gpt_could_match_bert',
+               'NeurIPS App. G, Fig. 11 caption',
+               '"While we could not achieve performance comparable to BERT for missing entries, we believe it should '
+               'be possible with some modifications to the training setup."',
+               'gpt',
+               (),
+               "a belief, not tested: the page sets the GPT's missing entries beside BERT's on the paper's training "
+               'setup and tries no modification of it'),
     PaperClaim('width_effect',
                'NeurIPS §4, App. H, Fig. 13',
                'On 7×7 rank-2 inputs (MLP width 4d), width d = 64 is too small for accurate completion and d = '
@@ -173,6 +193,44 @@ CLAIMS: tuple[PaperClaim, ...] = (
                None,
                (),
                'needs 12-layer models on larger inputs; no chapter'),
+    PaperClaim('novelty_interpretability',
+               'NeurIPS §5, App. E (WS App. K: the first sentence)',
+               'Of transformers trained on linear-algebra tasks: "to the best of our knowledge, interpretability '
+               'studies for such tasks have not been conducted before"; of the sudden jumps in accuracy such '
+               'training shows: "they do not analyze why such a sudden jump occurs during optimization."',
+               None,
+               (),
+               'not tested: a statement about the literature, not a finding about the model'),
+    PaperClaim('online_setting_distinct',
+               'NeurIPS §5, App. E (WS App. K: the first sentence)',
+               'Of earlier work on sudden drops in MLM: "We also note that their work is not in the online training '
+               'setting; our setup is online in the sense of sampling new data at every step of training." Of '
+               'learning addition as matrix completion: "ours is a completely different setup, where the sudden drop'
+               ' happens with the number of training steps with each step consisting of 256 low-rank matrices, each '
+               'with a fixed fraction of observed entries."',
+               'task',
+               (),
+               'a statement of the setting, not a finding: every run of the book draws fresh matrices at each step, '
+               'as the task page builds them, and its drops come with training steps'),
+    PaperClaim('implicit_optimisation_open',
+               'NeurIPS §5, App. E (WS App. K: the first sentence)',
+               '"Whether our model learns to implicitly ‘implement’ an optimization procedure as shown in some of '
+               'these is an open question." "However, whether the framework of layer-wise in-context gradient '
+               'descent can also be used in our setup is a plausible and open direction for future work."',
+               None,
+               (),
+               'an open question, not tested: no chapter looks for an optimisation procedure carried out layer by '
+               'layer; the nuclear-norm page rules out two objectives only (§3.2), and the probing page reads what '
+               'each layer holds, not how one layer updates it'),
+    PaperClaim('plateau_length_not_suddenness',
+               'NeurIPS App. E (not in the workshop version)',
+               'Of Hoffmann et al., who "claim that the softmax function in Attention leads to longer training loss '
+               'plateaus – however, reducing the length of plateau does not explain why the drop in loss is sudden '
+               'and sharp when it occurs."',
+               'shortening',
+               (),
+               'a remark on related work, not tested; the shortening chapter, which shortens the plateau, goes '
+               'beyond the paper'),
     PaperClaim('why_sudden_open',
                'NeurIPS §6 (WS §5)',
                'Why the shift occurs suddenly rather than gradually, and a mathematical characterisation of the '
@@ -180,14 +238,6 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'progress',
                (),
                'an open question; the progress chapter goes beyond the paper'),
-    PaperClaim('plateau_length_not_suddenness',
-               'NeurIPS App. E (WS App. K)',
-               "Related work: softmax attention is said to lengthen loss plateaus, but reducing the plateau's "
-               'length does not explain why the drop is sudden; here the drop comes with training steps, not with'
-               ' dataset size.',
-               'shortening',
-               (),
-               'a remark on related work; the shortening chapter goes beyond the paper'),
     PaperClaim('scope_small_matrices',
                'NeurIPS §6',
                'All experiments use small matrices (the largest 15×15), the method would likely need '
