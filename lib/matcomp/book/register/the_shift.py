@@ -58,7 +58,7 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'the text quoted)',
                None,
                (),
-               'not tested: a statement of the resources used, not a finding; the pages that read a run say where '
+               'a statement of the resources used, not a finding; the pages that read a run say where '
                'it was trained (two CPU cores, or a lent GPU for the paper\'s model and some 7×7 seeds)'),
     PaperClaim('tokenization_online',
                'NeurIPS App. D (WS App. B)',
@@ -75,7 +75,7 @@ CLAIMS: tuple[PaperClaim, ...] = (
                ' Data at each step is obtained by sampling 256 train and 64 test matrices."',
                None,
                (),
-               'not tested: a statement of method, not a finding; the `paper12` preset (lib/matcomp/presets.py) '
+               'a statement of method, not a finding; the `paper12` preset (lib/matcomp/presets.py) '
                'holds it (a linear read-out, Adam at 5e-5, 256 training and 64 evaluation matrices a step, the '
                '"epochs" read as steps), and no chapter trains it: the probing chapter\'s 12-layer model is the CPU '
                "scale's"),
@@ -226,7 +226,7 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'input X."',
                None,
                (),
-               'not tested: no chapter measures how far uniform attention moves the hidden states off their '
+               'no chapter measures how far uniform attention moves the hidden states off their '
                'distribution, and the caveat bears on every uniform-ablation verdict here (the copying-phase and '
                'observed-entries pages\' "uniform attention" numbers, the head taxonomy\'s ablations of its '
                'unclaimed heads and of each family): each reads a loss under an intervention that may leave the '
@@ -243,9 +243,9 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'Identity heads attend to the query element itself, diagonal patterns in the last layer, e.g. (4,3).',
                'head_taxonomy',
                ('identity heads: share in the last layer',),
-               'the share\'s bound, 1 (ours), asks more than the statement, which names one last-layer identity head'
-               ' beside last-layer heads of no family ((4,2), (4,5–7)): it asks only that identity heads sit in the '
-               'last layer'),
+               'judged by a bound of the book\'s, a share of 1 (ours), which asks more than the statement: that '
+               'names one last-layer identity head, (4,3), beside last-layer heads of no family ((4,2), (4,5–7)), '
+               'and asks only that identity heads sit in the last layer'),
     PaperClaim('uninterpretable_heads_inconsequential',
                'NeurIPS §3.2.2 (WS §3.2.2; the layer-1 exceptions are (1,3), (1,4) in NeurIPS, (1,2), (1,3) in WS)',
                'Some heads fit no family (all of layer 1 but two, (3,3), (4,2), (4,5-7)), and uniformly ablating '
@@ -261,9 +261,9 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'the masked rows and there attend to the only observed position in those rows.',
                'head_taxonomy',
                ('masked-row heads', 'masked-row heads, separating mask'),
-               "the paper's claim is about its structured mask (Fig. 5), which the page classifies (scaled to our "
-               'size) but does not judge: the key numbers count the family on random masks and on a separating '
-               "mask of the book's"),
+               "the paper's claim, on its structured mask (Fig. 5), is not judged: the page classifies the heads there "
+               '(the mask scaled to our size); the key numbers count the family on random masks and on a '
+               "separating mask of the book's"),
     PaperClaim('observed_copy_heads',
                "NeurIPS §3.2.2 'Structured Masking', Fig. 5 (WS App. E item 2, Fig. 6: 'identity-map' heads)",
                'Heads (4,3) and (4,4) are roughly an identity map, deviating in the masked rows where their '
@@ -285,9 +285,9 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'longest contiguous unmasked column (the 6th column for mask (a), the 2nd for mask (b)).',
                'head_taxonomy',
                ('longest-contiguous-column heads', 'longest-contiguous-column heads, separating mask'),
-               "the paper's claim is about its structured masks (a) and (b) (Fig. 24), which the page classifies "
-               '(scaled to our size) but does not judge: the key numbers count the family on random masks and on a'
-               " separating mask of the book's"),
+               "the paper's claim, on its structured masks (a) and (b) (Fig. 24), is not judged: the page classifies "
+               'the heads there (the masks scaled to our size); the key numbers count the family on random masks '
+               "and on a separating mask of the book's"),
     PaperClaim('input_processing_heads',
                "NeurIPS §3.2.2 'Structured Masking', Figs. 4-5 (WS App. E item 5, Figs. 3, 6)",
                'Heads (1,1-2), (1,5-8) fit no category, are mostly static across mask and input variations and '

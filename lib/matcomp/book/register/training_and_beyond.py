@@ -123,7 +123,7 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'be possible with some modifications to the training setup."',
                'gpt',
                (),
-               "a belief, not tested: the page sets the GPT's missing entries beside BERT's on the paper's training "
+               "a belief: the page sets the GPT's missing entries beside BERT's on the paper's training "
                'setup and tries no modification of it'),
     PaperClaim('width_effect',
                'NeurIPS §4, App. H, Fig. 13',
@@ -194,15 +194,15 @@ CLAIMS: tuple[PaperClaim, ...] = (
                (),
                'needs 12-layer models on larger inputs; no chapter'),
     PaperClaim('novelty_interpretability',
-               'NeurIPS §5, App. E (WS App. K: the first sentence)',
+               'NeurIPS §5, App. E (WS App. K: the first quotation)',
                'Of transformers trained on linear-algebra tasks: "to the best of our knowledge, interpretability '
                'studies for such tasks have not been conducted before"; of the sudden jumps in accuracy such '
                'training shows: "they do not analyze why such a sudden jump occurs during optimization."',
                None,
                (),
-               'not tested: a statement about the literature, not a finding about the model'),
+               'a statement about the literature, not a finding about the model'),
     PaperClaim('online_setting_distinct',
-               'NeurIPS §5, App. E (WS App. K: the first sentence)',
+               'NeurIPS §5, App. E (WS App. K: the first quotation)',
                'Of earlier work on sudden drops in MLM: "We also note that their work is not in the online training '
                'setting; our setup is online in the sense of sampling new data at every step of training." Of '
                'learning addition as matrix completion: "ours is a completely different setup, where the sudden drop'
@@ -213,13 +213,13 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'a statement of the setting, not a finding: every run of the book draws fresh matrices at each step, '
                'as the task page builds them, and its drops come with training steps'),
     PaperClaim('implicit_optimisation_open',
-               'NeurIPS §5, App. E (WS App. K: the first sentence)',
+               'NeurIPS §5, App. E (WS App. K: the first quotation)',
                '"Whether our model learns to implicitly ‘implement’ an optimization procedure as shown in some of '
                'these is an open question." "However, whether the framework of layer-wise in-context gradient '
                'descent can also be used in our setup is a plausible and open direction for future work."',
                None,
                (),
-               'an open question, not tested: no chapter looks for an optimisation procedure carried out layer by '
+               'an open question: no chapter looks for an optimisation procedure carried out layer by '
                'layer; the nuclear-norm page rules out two objectives only (§3.2), and the probing page reads what '
                'each layer holds, not how one layer updates it'),
     PaperClaim('plateau_length_not_suddenness',
@@ -229,7 +229,7 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'and sharp when it occurs."',
                'shortening',
                (),
-               'a remark on related work, not tested; the shortening chapter, which shortens the plateau, goes '
+               'a remark on related work; the shortening chapter, which shortens the plateau, goes '
                'beyond the paper'),
     PaperClaim('why_sudden_open',
                'NeurIPS §6 (WS §5)',
