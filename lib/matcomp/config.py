@@ -172,7 +172,10 @@ class TrainConfig:
     end (the follow-up's intervention, Gopalani & Hu 2025); ``attention_diagonal`` False leaves each
     position's own pair out of both; ``component`` other than
     "all" trains only that group of parameters, starting from the final weights of the run
-    ``init_from`` (a run id) with the group (``matcomp.models.recipe``) re-initialised.
+    ``init_from`` (a run id) with the group (``matcomp.models.recipe``) re-initialised. ``init_nudge`` k > 0
+    moves the k-th scalar of the initial weights (counting from 1 over the model's parameters in order) up by
+    one unit in the last place: a change at the level of floating-point rounding, to measure how far one seed's
+    drop step moves under it (``matcomp.analysis.drop_spread``).
 
     ``precision``: "fp32"; "bf16" runs the forward pass under bf16 autocast; "tf32" keeps fp32 weights,
     Adam and losses but lets CUDA matrix products round their inputs to TF32 on the tensor cores (what
@@ -199,6 +202,7 @@ class TrainConfig:
     attention_diagonal: bool = True
     component: str = "all"
     init_from: str = ""
+    init_nudge: int = 0
 
     def __post_init__(self):
         _check_types(self, "train")
@@ -238,6 +242,7 @@ class TrainConfig:
         _require(self.component in COMPONENTS, "train.component", f"one of {COMPONENTS}", self.component)
         _require((self.component == "all") == (self.init_from == ""), "train.init_from",
                  "a run id exactly when train.component is not 'all'", self.init_from)
+        _require(self.init_nudge >= 0, "train.init_nudge", ">= 0 (0: no weight moved)", self.init_nudge)
 
     @property
     def checkpoint_schedule(self) -> tuple[int, ...]:
@@ -355,7 +360,7 @@ LATER: dict[str, tuple[type, tuple[str, ...]]] = {
     "data": (DataConfig, ("sizes",)), "model": (ModelConfig, ("arch",)),
     "train": (TrainConfig, ("position_init", "attention_bias", "attention_bias_steps", "attention_bias_schedule",
                             "attention_scale", "attention_scale_from", "attention_diagonal", "component", "init_from",
-                            "stop_after_drop"))}
+                            "stop_after_drop", "init_nudge"))}
 LATER_FIELDS: dict[str, dict[str, object]] = {  # their defaults, as the dataclasses declare them
     part: {name: {f.name: f.default for f in dataclasses.fields(kind)}[name] for name in names}
     for part, (kind, names) in LATER.items()}

@@ -6,6 +6,8 @@ default (the training-dynamics chapters):
   other parameter is copied from a trained run and frozen (``freeze_all_but``). The token group carries
   the embedding LayerNorm with it, as the authors' ``train_embed.py`` does; the read-out and the
   (zero) token-type row stay frozen in every variant.
+- a **nudge** (``train.init_nudge`` k): the k-th initial weight moved by one unit in the last place
+  (``nudge_weight``), the smallest change a float32 weight can take.
 - **grid positions** (``train.position_init = "grid"``): position (i, j) of an m × n matrix starts at
   (r_i + c_j) / √2, with r_i and c_j drawn like BERT's own initialisation (normal, std 0.02), so
   positions in one row or one column share a direction from step 0.
@@ -84,6 +86,20 @@ def same_row_or_column(n_rows: int, n_cols: int) -> torch.Tensor:
 
 
 @torch.no_grad()
+def nudge_weight(model: torch.nn.Module, k: int) -> str:
+    """Move the ``k``-th scalar (from 1, over ``model.parameters()`` in order) up by one unit in the last place, in
+    place; returns where it sits ("name[index]"). A ``k`` past the last scalar is a ValueError naming the count."""
+    start = 0
+    for name, p in model.named_parameters():
+        if k <= start + p.numel():
+            flat = p.data.view(-1)
+            i = k - start - 1
+            flat[i] = torch.nextafter(flat[i], torch.tensor(math.inf, dtype=p.dtype))
+            return f"{name}[{i}]"
+        start += p.numel()
+    raise ValueError(f"train.init_nudge must be at most the model's {start:,} weights; got {k:,}")
+
+
 def grid_positions(model: MatrixBert, n_rows: int, n_cols: int, seed: int) -> None:
     """Overwrite the first m·n position embeddings with (r_i + c_j) / √2 (see the module docstring)."""
     weight = model.bert.embeddings.position_embeddings.weight

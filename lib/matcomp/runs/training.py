@@ -42,7 +42,7 @@ from matcomp.data import Batch, sample_batch, second_moment
 from matcomp.drop import drop_settled
 from matcomp.models.bert import MatrixBert
 from matcomp.models.factory import Model, build_model, metric_names, trainable_parameters
-from matcomp.models.recipe import attention_targets, freeze_all_but, grid_positions, recipe_hooks
+from matcomp.models.recipe import attention_targets, freeze_all_but, grid_positions, nudge_weight, recipe_hooks
 from matcomp.runs.engines import Engine, GraphStep, adam, as_engine, engine_problem, pinned, prepare
 from matcomp.runs.folder import RunFolder
 from matcomp.seeding import EVAL, TRAIN, stream
@@ -126,6 +126,8 @@ def init_training(cfg: RunConfig, device: torch.device, attention: str | None = 
             if trained is None:
                 raise ValueError(f"train.component {tc.component!r} needs the weights of run {tc.init_from!r}")
             freeze_all_but(model, trained, tc.component)
+    if tc.init_nudge:
+        nudge_weight(model, tc.init_nudge)
     prepare(model, engine)
     optimizer = adam(trainable_parameters(model), tc.lr, engine)
     return model, optimizer, stream(tc.seed, TRAIN), stream(tc.seed, EVAL)
