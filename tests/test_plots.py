@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from matcomp.book.plots.comparisons import ood_panels
-from matcomp.book.plots.curves import curves_together, drop_step_strip, loss_curves
+from matcomp.book.plots.curves import curves_together, drop_step_strip, loss_curves, relative_strip
 from matcomp.drop import detect_drop
 
 
@@ -302,3 +302,13 @@ def test_plateau_panels_draw_each_run_on_the_three_measures_of_leaving_a_plateau
     assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["flat", "drops"]
     assert list(fig.axes[2].lines[1].get_ydata()) == [0.99, 0.8, 0.7]
     plt.close(fig)
+
+
+def test_relative_strip_draws_a_row_per_group_with_its_range_and_leaves_out_runs_without_a_drop():
+    rows = {"seeds ÷ their median": pd.Series([0.8, 1.0, 2.4]),
+            "seed 0, nudged ÷ its own run": pd.Series([1.0014, 1.0024, None], dtype="Float64")}
+    ax = relative_strip(rows)
+    assert [t.get_text() for t in ax.get_yticklabels()] == list(rows) and ax.get_xscale() == "log"
+    assert list(ax.lines[0].get_xdata()) == [0.8, 1.0, 2.4] and list(ax.lines[1].get_ydata()) == [-1, -1]
+    assert [t.get_text() for t in ax.texts] == ["0.800–2.400", "1.001–1.002"]
+    plt.close(ax.figure)

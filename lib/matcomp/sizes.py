@@ -41,6 +41,8 @@ class ChapterSizes:
     # on these cores, then the paper's run trained on a lent GPU (shipped with its metrics alone)
     paper_scale: tuple[str, str] | None = None  # (preset, overrides): the run of the paper's scale that the one-model
     # chapters read as their top rung where it is shipped with checkpoints (trained on a lent GPU, matcomp.remote)
+    nudged: int = 0  # weights nudged one at a time (``train.init_nudge``) on each of the first two drop seeds: how far
+    # rounding moves one seed's drop step (sudden_drop; ``analysis.drop_spread``); 0: not measured at this scale
     gpt: str | None = None  # the GPT preset the gpt chapter trains at this scale (None: "<preset>_gpt")
 
     def steps(self, field: str, cfg: RunConfig) -> int:
@@ -66,7 +68,7 @@ CHAPTER_SIZES: dict[str, ChapterSizes] = {
     "cpu": ChapterSizes(seeds=3, drop_seeds=8, component_steps=None, widths=(32, 64, 128), depths=(2, 4, 6),
                         shape_steps=None, shape_seeds=3, mixture_sizes=(3, 4, 5), ranks=(1, 2),
                         size_steps=10000, gaussian_steps=None, completion_samples=512, lambda_samples=256,
-                        probe_layers=12, one_model="cpu7x7", one_model_seeds=tuple(range(7)),
+                        probe_layers=12, one_model="cpu7x7", one_model_seeds=tuple(range(7)), nudged=8,
                         ladder=("cpu5x5", "cpu7x7"),
                         rank_search=tuple(("cpu", "data.n_rows=6,data.n_cols=6,data.rank=2,train.checkpoint_every=1000,"
                                                   f"train.stop_after_drop=12000,{recipe}") for recipe in (

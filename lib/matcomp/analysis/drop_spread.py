@@ -42,16 +42,29 @@ def nudged_configs(cfg: RunConfig, seeds, count: int) -> dict[tuple[int, str], R
             for seed in seeds for name, k in nudge_indices(cfg, count).items()}
 
 
-def drop_spread(base: dict[int, Run], nudged: dict[tuple[int, str], Run]) -> pd.DataFrame:
-    """One row a seed: its own drop step (``base``, seed -> run), the drop steps of its nudged runs (``nudged``,
-    (seed, tensor) -> run), and their spread: lowest, highest, range and the range over the seed's own drop step.
-    A run with no drop within its budget has none (NaN) and is left out of the spread, counted in ``no drop``."""
+def nudged_steps(nudged: dict[tuple[int, str], Run]) -> pd.DataFrame:
+    """The drop step of each nudged run ((seed, tensor) -> run), indexed by seed and the nudge's number (1, 2, ...
+    in ``NUDGED``'s order), with the tensor nudged beside it; NaN where a run has no drop within its budget."""
+    rows = [(seed, NUDGED.index(name) + 1, name, run.drop.half_step) for (seed, name), run in nudged.items()]
+    table = pd.DataFrame(rows, columns=["seed", "nudge", "tensor", "drop step"]).set_index(["seed", "nudge"])
+    return table.astype({"drop step": "Float64"})
+
+
+def spread_table(steps: pd.DataFrame, own: pd.Series) -> pd.DataFrame:
+    """One row a seed: its own drop step (``own``, seed -> step), how many nudged runs it has and how many of them
+    have no drop, and the spread of the drops of its nudged runs (``nudged_steps``): lowest, median, highest, their
+    range, and the range over the seed's own drop step.
+
+    >>> steps = pd.DataFrame({"drop step": [5067.0, 5072.0, None]}, index=pd.MultiIndex.from_tuples(
+    ...     [(0, 1), (0, 2), (0, 3)], names=["seed", "nudge"]))
+    >>> spread_table(steps, pd.Series({0: 5060})).loc[0, ["nudged runs", "no drop", "range", "range / own"]].tolist()
+    [3.0, 1.0, 5.0, 0.000988...]
+    """
     rows = {}
-    for seed, run in base.items():
-        steps = pd.Series({name: r.drop.half_step for (s, name), r in nudged.items() if s == seed}, dtype="Float64")
-        drops = steps.dropna()
-        own = run.drop.half_step
-        rows[seed] = {"own drop step": own, "nudged runs": len(steps), "no drop": int(steps.isna().sum()),
+    for seed, own_step in own.items():
+        part = steps.xs(seed, level="seed")["drop step"].astype(float)
+        drops = part.dropna()
+        rows[seed] = {"own drop step": own_step, "nudged runs": len(part), "no drop": int(part.isna().sum()),
                       "lowest": drops.min(), "median": drops.median(), "highest": drops.max(),
-                      "range": drops.max() - drops.min(), "range / own": (drops.max() - drops.min()) / own}
+                      "range": drops.max() - drops.min(), "range / own": (drops.max() - drops.min()) / own_step}
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("seed")

@@ -8,8 +8,9 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from matcomp.analysis.seeds import trained_on
-from matcomp.book.chapter import chapter_config, model_preset, trained_run
+from matcomp.analysis import drop_spread
+from matcomp.analysis.seeds import seed_configs, seeds_from, trained_on
+from matcomp.book.chapter import chapter_config, model_preset, paper_task_runs, trained_run, trained_runs
 from matcomp.book.chapters import model_runs, seed_runs
 from matcomp.book.spec import ChapterSpec, OneModelParameters
 from matcomp.config import RunConfig
@@ -30,8 +31,79 @@ class Parameters(OneModelParameters):
 
 
 def runs_read(preset: str) -> list[RunConfig]:
-    """The one-model runs (the chapter's model and its ladder), then the scale's drop-step seeds."""
-    return model_runs(preset) + seed_runs(preset, "drop_seeds")
+    """The one-model runs (the chapter's model and its ladder), the scale's drop-step seeds, then their first seeds
+    with one weight nudged (where the scale measures it)."""
+    nudged = nudged_configs(chapter_config(preset), preset)
+    return model_runs(preset) + seed_runs(preset, "drop_seeds") + list(nudged.values())
+
+
+def nudged_configs(seed_cfg: RunConfig, preset: str | None) -> dict[tuple[int, str], RunConfig]:
+    """The runs of the drop step's spread under rounding: the first ``drop_spread.SEEDS`` seeds of ``seed_cfg``,
+    each with each of the scale's ``ChapterSizes.nudged`` weights nudged (none where it is 0)."""
+    count = chapter_sizes(preset).nudged
+    return drop_spread.nudged_configs(seed_cfg, seeds_from(seed_cfg, drop_spread.SEEDS), count) if count else {}
+
+
+class Nudged(NamedTuple):
+    """The drop step's spread under rounding: each nudged run's drop step (``drop_spread.nudged_steps``), its
+    seed's own drop step, and the two as a table a seed a row (``drop_spread.spread_table``)."""
+
+    steps: pd.DataFrame
+    own: pd.Series
+    table: pd.DataFrame
+
+
+def nudged_spread(seed_cfg: RunConfig, preset: str | None) -> Nudged | None:
+    """The nudged runs of ``seed_cfg`` (opened, or trained) beside their seeds' own runs; None where the scale
+    does not measure the spread."""
+    nudged = nudged_configs(seed_cfg, preset)
+    if not nudged:
+        return None
+    own_runs = trained_runs(seed_configs(seed_cfg, seeds_from(seed_cfg, drop_spread.SEEDS)), preset)
+    steps = drop_spread.nudged_steps(trained_runs(nudged, preset))
+    own = pd.Series({seed: run.drop.half_step for seed, run in own_runs.items()}, dtype="Float64")
+    return Nudged(steps, own, drop_spread.spread_table(steps, own))
+
+
+def paper_seed_runs(preset: str | None) -> list[Run]:
+    """The shipped runs of the ``paper`` preset at its own seed: the paper's model trained more than once (on lent
+    GPUs, by different engines), each one draw of its drop step."""
+    seed = named_preset("paper").train.seed
+    return [run for _, run in paper_task_runs(preset) if run.config.name == "paper" and run.config.train.seed == seed]
+
+
+def spread_sentences(nudged: Nudged | None, paper_runs: list[Run]) -> list[str]:
+    """What the nudged runs say of one run's drop step, a sentence a seed, and the drop steps of the paper's seed
+    trained more than once (``paper_seed_runs``)."""
+    said = [] if nudged is not None else [
+        "This scale does not measure the drop step's spread under rounding (the `cpu` scale does, on 16 runs)."]
+    for seed, row in (nudged.table.iterrows() if nudged is not None else []):
+        said.append(f"Seed {seed} (its own drop step {row['own drop step']:,.0f}): its {row['nudged runs']:.0f} nudged "
+                    f"runs drop between step {row['lowest']:,.0f} and {row['highest']:,.0f}, a range of "
+                    f"{row['range']:,.0f} steps ({row['range / own']:.1%} of its drop step)"
+                    + (f"; {row['no drop']:.0f} do not drop within the budget." if row["no drop"] else "."))
+    drops = sorted(run.drop.half_step for run in paper_runs if run.drop.dropped)
+    if len(drops) > 1:
+        said.append(f"The paper's 7×7 rank-2 model, seed {paper_runs[0].config.train.seed}, trained {len(drops)} times "
+                    f"on a GPU from the same initial weights and batches, its steps computed by different engines "
+                    f"(differences at the level of rounding): it dropped at steps "
+                    f"{', '.join(f'{d:,}' for d in drops)}, {drops[-1] / drops[0]:.2f}× apart.")
+    return said
+
+
+def spread_rows(by_seed: pd.DataFrame, nudged: Nudged | None, paper_runs: list[Run]) -> dict[str, pd.Series]:
+    """The drop steps the spread figure compares, each row as multiples of its reference: the scale's seeds beside
+    their median, each nudged seed's runs beside its own run, and the paper's seed trained more than once beside
+    its first drop."""
+    steps = by_seed["drop step"].dropna().astype(float)
+    rows = {f"seeds {min(steps.index)}–{max(steps.index)} ÷ their median": steps / steps.median()} if len(steps) else {}
+    for seed, own in (nudged.own.items() if nudged is not None else []):
+        rows[f"seed {seed}, nudged ÷ its own run"] = nudged.steps.xs(seed, level="seed")["drop step"] / own
+    drops = pd.Series(sorted(run.drop.half_step for run in paper_runs if run.drop.dropped), dtype=float)
+    if len(drops) > 1:
+        label = f"paper 7×7, seed {paper_runs[0].config.train.seed}, {len(drops)} trainings ÷ the first"
+        rows[label] = drops / drops[0]
+    return rows
 
 
 class Opening(NamedTuple):

@@ -207,6 +207,23 @@ def drop_step_strip(by_seed: pd.DataFrame, budget: int, ax: plt.Axes | None = No
     return ax
 
 
+def relative_strip(rows: dict[str, pd.Series], ax: plt.Axes | None = None) -> plt.Axes:
+    """Drop steps as multiples of a reference, a row of dots per group (``rows``: label -> the group's ratios), on a
+    log axis around 1: how far apart draws of one configuration fall, whatever its scale (seeds beside their
+    median, one seed's nudged runs beside its own run). Each row's range is written at its right."""
+    ax = ax or plt.subplots(figsize=(8, 0.9 + 0.55 * len(rows)), layout="constrained")[1]
+    for y, (label, ratios) in enumerate(rows.items()):
+        ratios = ratios.dropna().astype(float)
+        ax.plot(ratios, [-y] * len(ratios), "o", ms=5, alpha=0.7, color=f"C{y}")
+        ax.annotate(f"{ratios.min():.3f}–{ratios.max():.3f}", (ratios.max(), -y), textcoords="offset points",
+                    xytext=(8, -3), fontsize=8)
+    ax.axvline(1, color="gray", ls=":", lw=1)
+    ax.set_xscale("log")
+    ax.set(yticks=[-y for y in range(len(rows))], yticklabels=list(rows), ylim=(-len(rows) + 0.5, 0.5),
+           xlabel="drop step ÷ the row's reference")
+    return ax
+
+
 def plateau_panels(readings: dict[str, pd.DataFrame]) -> plt.Figure:
     """Three panels over training for each run of ``readings`` (label -> ``analysis.progress.against_uniform``
     table): the best row head over uniform attention, L_mask over its plateau, and the collapse of the
