@@ -7,7 +7,7 @@ from matcomp.book.chapters import chapter_specs
 from matcomp.book.ladder import OWN_RECIPE
 from matcomp.book.register import REGISTER
 from matcomp.book.summary import categories_table, chapter_ladders, linked, unregistered, verdict_table
-from matcomp.book.verdicts import CATEGORIES, CHECK, Claim, verdict
+from matcomp.book.verdicts import CATEGORIES, CHECK, FALLS, GROWS, Claim, verdict
 from matcomp.paper import Side
 
 
@@ -59,6 +59,52 @@ def test_a_seed_within_two_standard_errors_of_no_effect_cannot_tell():
     assert Claim(1.004).mark(1.3, se=0.01) == "against"  # a claim of no effect has no reference to hide in
 
 
+def test_a_run_a_clock_stopped_is_judged_as_far_as_it_was_trained():
+    """The paper's model, stopped by a clock at step 29,000 of 50,000: its numbers that training still moves, short
+    of the paper's that way, cannot tell yet, never "does not"; one already as the paper's counts; the same numbers
+    on a run that trained its budget, or one the book's rule stopped after its drop, are judged as they are."""
+    at = "stopped at step 29,000 of 50,000 (6.53× below its plateau)"
+    depth, share = Claim(16.8, 2.0, training=GROWS), Claim(1.0, ours=True, training=GROWS)
+    probe = Claim(Side(0.5, above=False), ours=True, training=FALLS)
+    for claim, value in ((depth, 6.53), (share, 0.273), (Claim(3.03, 1.0, training=GROWS), 1.20), (probe, 0.633)):
+        stopped = verdict({"paper": value}, claim, stopped={"paper": at})
+        assert stopped.marks == {"paper": "stopped short"} and stopped.category == "cannot tell"
+        assert str(stopped) == stopped.brief() == f"cannot tell: {at}"
+        assert verdict({"paper": value}, claim).category in ("direction only", "does not")  # finished: as it is
+    assert verdict({"paper": 0.84}, Claim(Side(1, above=False, strict=True), training=FALLS),
+                   stopped={"paper": at}).category == "consistent with"  # already as the paper's
+    assert verdict({"paper": 30.0}, depth, stopped={"paper": at}).category == "direction only"  # past it: as it is
+    assert Claim(16.8, 2.0).mark(6.53, stopped=True) == "direction only"  # a number training does not move one way
+    # the 7x7 depths: seeds 4 and 5, stopped by a clock on their plateau, cannot tell; the others are judged
+    seven = verdict({0: 23.9, 1: 1.63, 2: 1.02, 3: 4.29, 4: 1.34, 5: 1.0, 6: 5.0}, depth,
+                    stopped={4: "stopped at step 18,000 of 60,000 (1.34× below its plateau)",
+                             5: "stopped at step 18,000 of 60,000 (1× below its plateau)"})
+    assert seven.category == "mixed" and seven.count("against") == 2 and seven.count("stopped short") == 2
+    assert seven.brief() == "mixed (0 of 7; 2 stopped short)"
+    assert verdict({4: 1.34, 5: 1.0}, depth, stopped={4: "here", 5: "here"}).named == "cannot tell: seeds 4, 5: here"
+
+
+def test_one_runs_drop_step_cannot_tell_and_several_are_judged_by_their_range():
+    """The paper's seed 0 dropped at 22,973 on one engine and 15,783 on another: one run's drop step is one draw,
+    as the paper's ~15,000 is. Several seeds are judged together: the paper's step within their range, widened by
+    the tolerance (x/÷ 1.28), is as theirs; outside it, against."""
+    step = Claim(15000.0, drawn=True)
+    for one in (22973.0, 15783.0, float("nan")):
+        v = verdict({0: one}, step)
+        assert v.marks == {0: "one draw"} and v.category == "cannot tell" and v.brief() == "cannot tell: one draw"
+    seven = verdict({0: 12542.0, 1: float("nan"), 3: 15305.0, 6: 8946.0}, step)  # seed 1: no drop by its budget
+    assert seven.category == "reproduces" and set(seven.marks.values()) == {"one draw"}
+    assert str(seven) == ("reproduces: the paper's 15,000 lies within the range of the 4 draws, 8,946 and later, "
+                          "widened by the tolerance")
+    assert seven.brief() == "reproduces (the paper's within the range of 4 draws)"
+    four = verdict({0: 5060.0, 1: 4100.0, 2: 6900.0}, step)  # 6,900 x 1.28 = 8,860: short of 15,000
+    assert four.category == "does not" and four.brief() == "does not (the paper's outside the range of 3 draws)"
+    assert verdict({0: 11800.0, 1: 11000.0}, step).category == "reproduces"  # 11,800 x 1.28 = 15,152
+    assert verdict({0: 15000.0, 1: float("nan")}, step, {1: "kept with its metrics alone"}).category == "cannot tell"
+    with pytest.raises(ValueError, match="judged with its other draws"):
+        step.mark(15000.0)
+
+
 def test_the_categories_are_defined_once_and_the_rule_gives_only_them():
     assert categories_table().index.tolist() == list(CATEGORIES)
     seen = {verdict(values, Claim(2.0, 1.0), unread, errors).category for values, unread, errors in [
@@ -92,11 +138,25 @@ def test_the_first_pages_table_is_the_registers_every_judged_key_number_with_che
     assert copying.endswith("of 7)")  # a pre-shift finding: every 7×7 seed read, the four that never dropped too
     assert seven.loc[("attention_patching", "restored, last layer")] == "does not (0 of 7; 4 cannot be read)"
     paper = [c for c in table.columns if "paper scale" in c or "rank 2" in c]
-    # the paper's model (seed 0, shipped with its checkpoints): its drop at 22,973 is not the paper's ~15,000,
-    # and every finding is read on it, so no row of its column is empty
-    assert table.loc[("sudden_drop", "drop step"), paper[0]] == "does not (0 of 1)"  # the paper's recipe: judged
+    # the paper's model (seed 0, shipped with its checkpoints): its drop at 22,973 is one draw, as the paper's
+    # ~15,000 is, and every finding is read on it, so no row of its column is empty
+    assert paper[0] == "7×7 rank 2 (paper), one seed, stopped at step 29,000 of 50,000"
+    assert table.loc[("sudden_drop", "drop step"), paper[0]] == "cannot tell: one draw"  # the paper's recipe
     checks = table[paper[0]].str.startswith(("a check", "check of the method"))
-    assert checks.sum() == 4 and table[paper[0]][~checks].str.endswith("of 1)").all()  # every finding judged on it
+    judged = table[paper[0]][~checks]
+    assert checks.sum() == 4 and (judged.str.endswith("of 1)") | judged.str.startswith("cannot tell: ")).all()
+    # a clock stopped it 6.53x below its plateau: the numbers training still moves, short of the paper's, cannot
+    # tell yet (its depth 6.53 against 16.8, BERT ahead at 0.273 of the rates, regularised / BERT 1.20 against
+    # 3.03, the masked-row probe 0.633 against <= 0.5); BERT / NN, 0.84 < 1, is already as the paper's
+    stopped = "cannot tell: stopped at step 29,000 of 50,000 (6.53× below its plateau)"
+    assert judged[judged.str.startswith("cannot tell: stopped")].index.tolist() == [
+        ("sudden_drop", "× below the plateau"),
+        ("nuclear_norm", "masking rates where BERT beats nuclear norm min beyond 2 s.e.: share"),
+        ("nuclear_norm", "L: regularised / BERT"), ("probing", "masked-row probe: best layer's MSE / answering 0's")]
+    assert (judged[judged.str.startswith("cannot tell: stopped")] == stopped).all()
+    assert table.loc[("nuclear_norm", "L: BERT / nuclear norm min"), paper[0]] == "consistent with (1 of 1)"
+    # the 7x7 seeds 4 and 5, stopped by a clock at step 18,000 on their plateau, cannot tell on the depth either
+    assert seven.loc[("sudden_drop", "× below the plateau")] == "mixed (0 of 7; 2 stopped short)"
     pre_shift = ("embeddings", "position silhouette by column, pre-shift")  # untrained embeddings pass it too
     assert table.loc[pre_shift, paper[0]] == seven.loc[pre_shift] == CHECK
     assert '<a href="sudden_drop.html">The sudden drop</a>' in linked(table).index.get_level_values(0)

@@ -22,9 +22,12 @@ from matcomp.book.verdicts import (
     AGAINST,
     CHECK,
     DIRECTION,
+    DRAW,
+    GROWS,
     MARKS,
     MATCHES,
     NOISE,
+    SHORT,
     UNREAD,
     Claim,
     Verdict,
@@ -60,6 +63,24 @@ def unread_reason(run: Run, phases: Phases | None) -> str | None:
     return "kept with its metrics alone" if phases is None else None
 
 
+def stopped_short(run: Run) -> str | None:
+    """Where a clock stopped ``run`` before its budget, and how far below its plateau it was then: "stopped at step
+    29,000 of 50,000 (6.53× below its plateau)"; None where it trained its budget, or where the book's rule ended it
+    after its drop (``train.stop_after_drop``, which stops a run deliberately). Its numbers that training still
+    moves are judged as far as it was trained (``Claim.mark``).
+
+    >>> from types import SimpleNamespace as N
+    >>> train = N(steps=60_000, stop_after_drop=12_000)
+    >>> stopped_short(N(config=N(train=train), last_step=18_000, drop=N(half_step=None, factor=1.342)))
+    'stopped at step 18,000 of 60,000 (1.34× below its plateau)'
+    >>> stopped_short(N(config=N(train=train), last_step=25_000, drop=N(half_step=12_542, factor=23.9)))
+    """
+    train = run.config.train
+    if run.last_step >= train.steps or (train.stop_after_drop and run.drop.half_step is not None):
+        return None
+    return f"stopped at step {run.last_step:,} of {train.steps:,} ({number_text(run.drop.factor)}× below its plateau)"
+
+
 def _spread(values: pd.Series) -> str:
     """The mean and range of the seeds read, as the seed table writes them; no mean where a seed has no value
     (a seed without a drop has no drop step), since a mean of the others would hide it.
@@ -87,7 +108,8 @@ class Ladder:
     a check of the method, which holds by construction, or how finished each run is, judged once, on the
     sudden drop's page); ``recipe``: key numbers that depend on the training recipe (a drop step), shown apart
     on the ladder's tasks, which train by another, and judged on the runs above it, which train by the
-    paper's."""
+    paper's; ``stopped`` and ``beyond_stopped``: the judged task's seeds and the runs above that a clock stopped
+    before their budget, with where (``stopped_short``), judged as far as they were trained."""
 
     what: str
     claims: dict[str, Claim]
@@ -105,6 +127,8 @@ class Ladder:
     recipe: dict[str, str] = field(default_factory=dict)  # shown apart on the ladder, judged on the runs above it
     machines: dict[str, str] = field(default_factory=dict)  # each run of the ladder ("4×4 (cpu) seed 0") -> its machine
     columns: dict[str, str] = field(default_factory=dict)  # each single run above -> its column in the verdict table
+    stopped: dict[int, str] = field(default_factory=dict)  # seed -> where a clock stopped it (``stopped_short``)
+    beyond_stopped: dict[str, str] = field(default_factory=dict)  # single run above -> where a clock stopped it
 
     def unread_on(self, key: str) -> dict[int, str]:
         """The seeds on which ``key`` cannot be read, with why."""
@@ -116,14 +140,15 @@ class Ladder:
 
     def verdicts(self) -> dict[str, Verdict]:
         """Each key number's verdict over every seed of the judged task (those ``apart`` too, for their marks)."""
-        return {key: verdict(self.seeds[key].to_dict(), claim, self.unread_on(key), self.errors[key].to_dict())
-                for key, claim in self.claims.items()}
+        return {key: verdict(self.seeds[key].to_dict(), claim, self.unread_on(key), self.errors[key].to_dict(),
+                             self.stopped) for key, claim in self.claims.items()}
 
     def beyond_verdicts(self) -> dict[str, dict[str, Verdict]]:
         """Each single run above the ladder (label -> key number -> verdict), judged as one seed."""
         return {label: {key: verdict({label: row[key]}, claim,
                                      {label: why} if (why := self.beyond_unread.get(label, {}).get(key)) else None,
-                                     {label: self.beyond_errors.loc[label, key]})
+                                     {label: self.beyond_errors.loc[label, key]},
+                                     {label: at} if (at := self.beyond_stopped.get(label)) else None)
                         for key, claim in self.claims.items()} for label, row in self.beyond.iterrows()}
 
     def column(self, where: str) -> str:
@@ -168,7 +193,7 @@ class Ladder:
             key: _spread(self.seeds.loc[[s for s in self.read_on(key) if s not in nowhere], key])
             for key in self.claims}
         columns["the paper"] = {key: claim.text() for key, claim in self.claims.items()}
-        columns["verdict"] = {key: self.apart.get(key) or self.recipe.get(key) or verdicts[key].category
+        columns["verdict"] = {key: self.apart.get(key) or self.recipe.get(key) or verdicts[key].named
                               for key in self.claims}
         return pd.DataFrame(columns)
 
@@ -211,7 +236,7 @@ class Ladder:
             text = f"{key}, {self.task}: {judged} ({values}; the paper: {claim.text()})."
             for label, by_key in beyond.items():
                 shown = self.beyond_unread.get(label, {}).get(key) or number_text(self.beyond.loc[label, key])
-                text += f" {label}, one seed: {by_key[key].category} ({shown})."
+                text += f" {label}, one seed: {by_key[key].named} ({shown})."
             sentences.append(text)
         if self.machines:
             sentences.append("Trained on: " + "; ".join(f"{run}: {at}" for run, at in self.machines.items()) + ".")
@@ -224,14 +249,18 @@ class Ladder:
         for where, verdicts in self.judged().items():
             lines.append(f"- {where}:")
             for key, v in verdicts.items():
-                count = f"as the paper on {v.count(MATCHES)} of {len(v.marks)}"
+                if v.untold and len(v.marks) == 1:  # one run that cannot tell: its reason says it all
+                    lines.append(f"  - {key}: **{v.named}**")
+                    continue
+                count = f"as the paper on {v.count(MATCHES)} of {len(v.marks)}" if v.spread is None else str(v.spread)
                 if where.startswith(self.task) and self.dropped != tuple(self.seeds.index):
                     count += f", read on {self.read_text(key)}"
-                if where.startswith(self.task) and v.unread:
-                    reasons = "; ".join(f"{seed_list(seeds)}: {why}" for why, seeds in by_reason(v.unread).items())
-                    count += f"; cannot be read on {reasons}"
-                elif v.unread:
-                    count += f"; {len(v.unread)} cannot be read"
+                for reasons, what in ((v.untold, "cannot tell yet"), (v.unread, "cannot be read")):
+                    if reasons and where.startswith(self.task):
+                        count += f"; {what} on " + "; ".join(f"{seed_list(seeds)}: {why}"
+                                                             for why, seeds in by_reason(reasons).items())
+                    elif reasons:
+                        count += f"; {len(reasons)} {what}"
                 lines.append(f"  - {key}: **{v.category}** ({count})")
         return Markdown("\n".join(lines))
 
@@ -241,10 +270,11 @@ def _ladder(what: str, claims: dict[str, Claim], rows: dict[str, dict[int, dict[
             beyond: dict[str, dict[str, float]], beyond_unread: dict[str, dict[str, str]],
             apart: dict[str, str] | None = None,
             runs: Mapping[str, Mapping[int, Run]] | None = None, recipe: dict[str, str] | None = None,
-            columns: dict[str, str] | None = None) -> Ladder:
+            singles: Mapping[str, Run] | None = None) -> Ladder:
     """A ``Ladder`` from each task's numbers seed by seed (``rows``: task -> seed -> key number -> value, and
     its standard error under ``<key> s.e.``; smallest task first; the largest is judged), their steps and the
-    numbers each seed cannot read (task -> key number -> seed -> why)."""
+    numbers each seed cannot read (task -> key number -> seed -> why); ``runs`` (task -> seed -> run) and
+    ``singles`` (each run above the ladder by its label in ``beyond``) say where each trained and stopped."""
     tasks = {}
     for label, seeds in rows.items():
         table = pd.DataFrame.from_dict(seeds, orient="index").reindex(columns=list(claims)).astype(float)
@@ -259,13 +289,16 @@ def _ladder(what: str, claims: dict[str, Claim], rows: dict[str, dict[int, dict[
     task = list(rows)[-1]
     seeds = pd.DataFrame.from_dict(rows[task], orient="index").reindex(columns=list(claims)).astype(float)
     errors = _error_table(rows[task], claims)
-    dropped = tuple(seed for seed, run in (runs or {}).get(task, {}).items() if run.drop.half_step is not None)
+    judged_runs, singles = (runs or {}).get(task, {}), singles or {}
+    dropped = tuple(seed for seed, run in judged_runs.items() if run.drop.half_step is not None)
     beyond_table = pd.DataFrame.from_dict(beyond, orient="index")
     return Ladder(what, claims, pd.DataFrame(tasks).T, task, seeds, steps[task], unread[task], errors, dropped,
                   beyond_table.reindex(columns=list(claims)).astype(float), beyond_unread,
                   _error_table(beyond, claims), apart or {}, recipe or {},
                   {f"{label} seed {seed}": trained_on(run.summary) for label, seeds in (runs or {}).items()
-                   for seed, run in seeds.items()}, columns or {})
+                   for seed, run in seeds.items()}, {place: _one_seed(run) for place, run in singles.items()},
+                  {seed: at for seed, run in judged_runs.items() if (at := stopped_short(run))},
+                  {place: at for place, run in singles.items() if (at := stopped_short(run))})
 
 
 def _read_on_none(seeds, unread: Mapping[str, Mapping[int, str]], keys: list[str]) -> list[int]:
@@ -321,7 +354,7 @@ def finding_ladders(chapter: ChapterSpec, runs: Mapping[str, Mapping[int, tuple[
                    {label: whys for label, (_, whys) in above.items() if whys},
                    {DEPTH: FINISHED, **{key: CHECK for key in spec.checks}},
                    {label: {seed: run for seed, (run, _) in seeds.items()} for label, seeds in runs.items()},
-                   columns={place: _one_seed(run) for place, (run, _) in singles.items()})
+                   singles={place: run for place, (run, _) in singles.items()})
 
 
 def _single(label: str, run: Run, step: int) -> str:
@@ -348,8 +381,8 @@ def drop_claims() -> dict[str, Claim]:
     """The sudden drop's key numbers as the paper gives them (NeurIPS §3, Fig. 2): its plateau against the
     copying level E[X²], its drop step and how far below its plateau it ends."""
     return {"plateau / E[X²]": Claim(SUDDEN_DROP["L_mask on the plateau"] / second_moment(preset("paper").data)),
-            "drop step": Claim(float(SUDDEN_DROP["drop step"])),
-            DEPTH: Claim(paper_depth(), 2.0)}  # a run that ends below half its plateau has dropped
+            "drop step": Claim(float(SUDDEN_DROP["drop step"]), drawn=True),  # one draw, as the paper's is
+            DEPTH: Claim(paper_depth(), 2.0, training=GROWS)}  # a run that ends below half its plateau has dropped
 
 
 def _drop_numbers(run: Run) -> dict[str, float]:
@@ -367,7 +400,7 @@ def drop_ladders(runs: Mapping[str, Mapping[int, Run]], beyond: Mapping[str, Run
     singles = {_single(label, run, run.last_step): run for label, run in (beyond or {}).items()}
     return _ladder("the sudden drop", drop_claims(), rows, steps, {label: {} for label in runs},
                    {place: _drop_numbers(run) for place, run in singles.items()}, {}, {"plateau / E[X²]": COPYING},
-                   runs, {"drop step": OWN_RECIPE}, {place: _one_seed(run) for place, run in singles.items()})
+                   runs, {"drop step": OWN_RECIPE}, singles)
 
 
 def show_ladder(ladder: Ladder, chapter: str) -> None:
@@ -378,7 +411,9 @@ def show_ladder(ladder: Ladder, chapter: str) -> None:
     (``Ladder.headline``) are quoted as ``<chapter>_verdicts`` for the top of the page, and how to read the ladder
     as ``ladder_reading``."""
     legend = (f"{MARKS[MATCHES]} as the paper, {MARKS[DIRECTION]} its direction only, {MARKS[AGAINST]} neither, "
-              f"{MARKS[NOISE]} cannot tell (within two standard errors of no effect), {MARKS[UNREAD]} cannot be read")
+              f"{MARKS[NOISE]} cannot tell (within two standard errors of no effect), {MARKS[SHORT]} cannot tell yet "
+              f"(a clock stopped its run short of the paper's), {MARKS[DRAW]} one draw (a drop step, judged only "
+              f"with other seeds'), {MARKS[UNREAD]} cannot be read")
     seeds = ladder.seed_table()
     if seeds.shape[1] > seeds.shape[0] + 3:  # many seeds and few key numbers: one seed a row, so it fits the page
         seeds = seeds.T

@@ -59,9 +59,9 @@ class KeyNumbers:
     (``matcomp.analysis.key_numbers``; its keywords name the chapter's parameters it reads), each estimated with
     its standard error under ``<number> s.e.``, which enters the verdict where the claim has a value without the
     effect; ``claims``: the paper's claim on each (``Claim``: a value or a direction, the value without the
-    effect, whether the bound is the book's); ``pre_shift``: the numbers read on the pre-shift model alone,
-    which a seed that never dropped still has; ``checks``: the numbers that hold by construction in any model
-    (or any that dropped), which check the method and are never judged as findings."""
+    effect, whether the bound is the book's, which way training still moves it); ``pre_shift``: the numbers read
+    on the pre-shift model alone, which a seed that never dropped still has; ``checks``: the numbers that hold by
+    construction in any model (or any that dropped), which check the method and are never judged as findings."""
 
     read: reading.Reader
     claims: dict[str, Claim]

@@ -14,7 +14,7 @@ from matcomp.book.chapters import chapter_specs
 from matcomp.book.ladder import FINISHED, Ladder, drop_ladders, finding_ladders, show_ladder
 from matcomp.book.register import REGISTER
 from matcomp.book.spec import ChapterSpec
-from matcomp.book.verdicts import CATEGORIES, MATCHES
+from matcomp.book.verdicts import CATEGORIES
 from matcomp.presets import preset_name
 from matcomp.runs.shipped import REPO
 
@@ -53,8 +53,9 @@ def verdict_table(ladders: dict[str, Ladder]) -> pd.DataFrame:
     """One row per key number that judges a claim of the register (``REGISTER``, in the paper's order; chapter,
     key number): the paper's places it tests and number, then its verdict where each ladder judges it, with the
     count of seeds on which it is as the paper's and of those that cannot be read ("reproduces (3 of 7; 4 cannot
-    be read)"), or what it is where a ladder shows it apart (a check of the method; "—" where a ladder has no such
-    place). Every number a ladder judges is in the register (``unregistered`` says which are not)."""
+    be read)"), or why one run cannot tell (``Verdict.brief``: "cannot tell: one draw"), or what it is where a
+    ladder shows it apart (a check of the method; "—" where a ladder has no such place). Every number a ladder
+    judges is in the register (``unregistered`` says which are not)."""
     rows: dict[tuple[str, str], dict[str, str]] = {}
     for claim in REGISTER:
         for key in claim.tested_by:
@@ -65,9 +66,7 @@ def verdict_table(ladders: dict[str, Ladder]) -> pd.DataFrame:
             places = ladder.judged()
             for where, verdicts in places.items():
                 if key in verdicts:
-                    v = verdicts[key]
-                    unread = f"; {len(v.unread)} cannot be read" if v.unread else ""
-                    row[ladder.column(where)] = f"{v.category} ({v.count(MATCHES)} of {len(v.marks)}{unread})"
+                    row[ladder.column(where)] = verdicts[key].brief()
                 elif key in ladder.apart or key in ladder.recipe:  # a check anywhere; another recipe's on the ladder
                     row[ladder.column(where)] = ladder.apart.get(key) or ladder.recipe[key]
     table = pd.DataFrame.from_dict(rows, orient="index").fillna("—")

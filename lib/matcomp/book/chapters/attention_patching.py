@@ -51,6 +51,7 @@ def paper_restored() -> float:
     return 1 - (PATCHING["all layers"]["L_mask(X)"] - clean) / (corrupted - clean)
 
 
+# the share of the answer patching restores: a structure of the model, which training does not move one way
 KEY_NUMBERS = KeyNumbers(read_patching, {"restored, all layers": Claim(paper_restored(), 0.5),
                                          "restored, last layer": Claim(paper_restored(), 0.5)},
                          checks=("restored, all layers",))  # every site patched: the clean run itself, in any model

@@ -21,7 +21,8 @@ class Parameters(OneModelParameters):
     eval_seed: int = 0  # seed of the evaluation matrices
 
 
-# the paper's claim: neither moves the pre-shift model (ratios near 1, NeurIPS §3.1)
+# the paper's claim: neither moves the pre-shift model (ratios near 1, NeurIPS §3.1); read on the pre-shift model
+# (with the post-shift Q, K, V for the third), which training after the drop does not move one way
 KEY_NUMBERS = KeyNumbers(read_copying, {
     "uniform attention, pre-shift: L_obs ×": Claim(reported_ratio(PRE_SHIFT, "all heads uniform")),
     "uniform attention, pre-shift: L_mask ×": Claim(reported_ratio(PRE_SHIFT, "all heads uniform", 1)),

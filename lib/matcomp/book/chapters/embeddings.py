@@ -124,7 +124,8 @@ def closing_findings(values, norms, correlations: pd.DataFrame, scores: pd.DataF
 
 
 # positions cluster by column (Fig. 7c), only after the drop (Fig. 10), and their norms dip at the middle row
-# (WS Fig. 8): the silhouette's 0.1 and the dip's 2 sd are the book's bounds
+# (WS Fig. 8): the silhouette's 0.1 and the dip's 2 sd are the book's bounds. The clusters form at the drop; the
+# paper shows no way training moves them after it, so none declares a direction (``Claim.training``)
 KEY_NUMBERS = KeyNumbers(read_embeddings, {
     "position silhouette by column": Claim(Side(0.1), ours=True),
     "by column − by row": Claim(Side(0, strict=True)),

@@ -136,6 +136,7 @@ def leftover_text(ablation: pd.DataFrame) -> str:
             f"is left unexplained in each model, on this one seed; it is not a verdict on the paper's claim.")
 
 
+# head counts and the identity heads' share: a structure of the model, which training does not move one way
 KEY_NUMBERS = KeyNumbers(read_taxonomy, {
     **{f"{family} heads": Claim(Side(1)) for family in TAXONOMY_FAMILIES},
     **{f"{family} heads, separating mask": Claim(Side(1)) for family in SEPARATED},

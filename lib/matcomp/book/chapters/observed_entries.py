@@ -28,6 +28,8 @@ def stays_small(intervention: str) -> Claim:
     return Claim(reported_ratio(POST_SHIFT, intervention), at_most=True)
 
 
+# Each sets the model's loss under an intervention against its own without it or against the plateau: training moves
+# both sides, in no known direction, so none declares one (``Claim.training``) and a stopped run is read as it is.
 KEY_NUMBERS = KeyNumbers(read_observed, {
     "uniform attention, post-shift: L_obs ×": stays_small("all heads uniform"),
     "uniform attention, post-shift: L_mask / E[X²]":  # back to the plateau (§3.2.1)
