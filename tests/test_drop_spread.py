@@ -51,3 +51,24 @@ def test_each_nudge_is_the_first_weight_of_a_tensor_every_pass_reads():
     assert configs[1, NUDGED[2]].train.seed == 1 and configs[1, NUDGED[2]].train.init_nudge == indices[NUDGED[2]]
     with pytest.raises(ValueError, match="at most the 8 tensors"):
         nudge_indices(cfg, 9)
+
+
+def test_the_shipped_nudged_runs_give_each_seed_its_spread_beside_the_paper_seed_trained_twice():
+    from matcomp.book.chapter import chapter_config, trained_run
+    from matcomp.book.chapters.sudden_drop import nudged_spread, paper_seed_runs, spread_sentences
+
+    cfg = chapter_config("cpu")
+    nudged = nudged_spread(cfg, "cpu")  # shipped with their metrics alone: nothing trains
+    assert list(nudged.table.index) == [0, 1] and (nudged.table["nudged runs"] == 8).all()
+    for seed in (0, 1):
+        own = trained_run(cfg.override({"train.seed": seed}), "cpu").drop.half_step
+        steps = nudged.steps.xs(seed, level="seed")["drop step"].astype(float)
+        row = nudged.table.loc[seed]
+        assert row["own drop step"] == own and row["no drop"] == 0 and len(set(steps)) > 1
+        assert (row["lowest"], row["highest"]) == (steps.min(), steps.max())
+    paper = paper_seed_runs("cpu")
+    said = spread_sentences(nudged, paper)
+    assert len(paper) == 2 and {r.config.train.seed for r in paper} == {0}
+    assert said[0].startswith(f"Seed 0 (its own drop step {nudged.table.loc[0, 'own drop step']:,.0f})")
+    assert "twice" in said[-1] and f"{sorted(r.drop.half_step for r in paper)[-1]:,}" in said[-1]
+    assert spread_sentences(None, [])[0].startswith("This scale does not measure")

@@ -151,7 +151,7 @@ def test_the_ladder_reads_every_7x7_seed_trained_and_the_shipped_ones_at_their_o
             if unread_reason(run, shift)} == UNREAD
     assert {seed: stopped_short(run) for seed, (run, _) in runs[SEVEN].items() if stopped_short(run)} == {
         4: "stopped at step 18,000 of 60,000 (1.34× below its plateau)",  # a clock, on their plateaus; seeds 0, 3
-        5: "stopped at step 18,000 of 60,000 (1× below its plateau)"}  # and 6 the book's rule, after their drops
+        5: "stopped at step 18,000 of 60,000 (1.00× below its plateau)"}  # and 6 the book's rule, after their drops
 
 
 def test_a_findings_key_numbers_are_the_chapters_analysis_on_each_run(runs, tmp_path):

@@ -78,7 +78,7 @@ def test_a_run_a_clock_stopped_is_judged_as_far_as_it_was_trained():
     # the 7x7 depths: seeds 4 and 5, stopped by a clock on their plateau, cannot tell; the others are judged
     seven = verdict({0: 23.9, 1: 1.63, 2: 1.02, 3: 4.29, 4: 1.34, 5: 1.0, 6: 5.0}, depth,
                     stopped={4: "stopped at step 18,000 of 60,000 (1.34× below its plateau)",
-                             5: "stopped at step 18,000 of 60,000 (1× below its plateau)"})
+                             5: "stopped at step 18,000 of 60,000 (1.00× below its plateau)"})
     assert seven.category == "mixed" and seven.count("against") == 2 and seven.count("stopped short") == 2
     assert seven.brief() == "mixed (0 of 7; 2 stopped short)"
     assert verdict({4: 1.34, 5: 1.0}, depth, stopped={4: "here", 5: "here"}).named == "cannot tell: seeds 4, 5: here"

@@ -78,7 +78,7 @@ def stopped_short(run: Run) -> str | None:
     train = run.config.train
     if run.last_step >= train.steps or (train.stop_after_drop and run.drop.half_step is not None):
         return None
-    return f"stopped at step {run.last_step:,} of {train.steps:,} ({number_text(run.drop.factor)}× below its plateau)"
+    return f"stopped at step {run.last_step:,} of {train.steps:,} ({run.drop.factor:.2f}× below its plateau)"
 
 
 def _spread(values: pd.Series) -> str:
@@ -236,7 +236,8 @@ class Ladder:
             text = f"{key}, {self.task}: {judged} ({values}; the paper: {claim.text()})."
             for label, by_key in beyond.items():
                 shown = self.beyond_unread.get(label, {}).get(key) or number_text(self.beyond.loc[label, key])
-                text += f" {label}, one seed: {by_key[key].named} ({shown})."
+                named = by_key[key].named
+                text += f" {label}, one seed: {named}" + (f" ({shown})." if shown not in named else ".")  # once
             sentences.append(text)
         if self.machines:
             sentences.append("Trained on: " + "; ".join(f"{run}: {at}" for run, at in self.machines.items()) + ".")

@@ -84,10 +84,11 @@ def spread_sentences(nudged: Nudged | None, paper_runs: list[Run]) -> list[str]:
                     + (f"; {row['no drop']:.0f} do not drop within the budget." if row["no drop"] else "."))
     drops = sorted(run.drop.half_step for run in paper_runs if run.drop.dropped)
     if len(drops) > 1:
-        said.append(f"The paper's 7×7 rank-2 model, seed {paper_runs[0].config.train.seed}, trained {len(drops)} times "
-                    f"on a GPU from the same initial weights and batches, its steps computed by different engines "
-                    f"(differences at the level of rounding): it dropped at steps "
-                    f"{', '.join(f'{d:,}' for d in drops)}, {drops[-1] / drops[0]:.2f}× apart.")
+        times = {2: "twice", 3: "three times"}.get(len(drops), f"{len(drops)} times")
+        said.append(f"The paper's 7×7 rank-2 model, seed {paper_runs[0].config.train.seed}, trained {times} on a GPU "
+                    f"from the same initial weights and batches, its steps computed by different engines (differences "
+                    f"at the level of rounding), dropped at steps {', '.join(f'{d:,}' for d in drops[:-1])} and "
+                    f"{drops[-1]:,}: {drops[-1] / drops[0]:.2f}× apart.")
     return said
 
 
