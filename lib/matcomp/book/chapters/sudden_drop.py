@@ -97,7 +97,7 @@ def spread_rows(by_seed: pd.DataFrame, nudged: Nudged | None, paper_runs: list[R
     their median, each nudged seed's runs beside its own run, and the paper's seed trained more than once beside
     its first drop."""
     steps = by_seed["drop step"].dropna().astype(float)
-    rows = {f"seeds {min(steps.index)}–{max(steps.index)} ÷ their median": steps / steps.median()} if len(steps) else {}
+    rows = {f"the {len(steps)} seeds that drop ÷ their median": steps / steps.median()} if len(steps) else {}
     for seed, own in (nudged.own.items() if nudged is not None else []):
         rows[f"seed {seed}, nudged ÷ its own run"] = nudged.steps.xs(seed, level="seed")["drop step"] / own
     drops = pd.Series(sorted(run.drop.half_step for run in paper_runs if run.drop.dropped), dtype=float)

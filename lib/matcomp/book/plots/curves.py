@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import pandas as pd
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import FormatStrFormatter, MaxNLocator
 
 from matcomp.drop import SMOOTHING, Drop, centred_mean
 
@@ -219,6 +219,10 @@ def relative_strip(rows: dict[str, pd.Series], ax: plt.Axes | None = None) -> pl
                     xytext=(8, -3), fontsize=8)
     ax.axvline(1, color="gray", ls=":", lw=1)
     ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
+    ax.xaxis.set_minor_formatter(FormatStrFormatter("%g"))
+    low, high = ax.get_xlim()
+    ax.set_xlim(low, high * (high / low) ** 0.2)  # room for the ranges written at the right
     ax.set(yticks=[-y for y in range(len(rows))], yticklabels=list(rows), ylim=(-len(rows) + 0.5, 0.5),
            xlabel="drop step ÷ the row's reference")
     return ax
