@@ -43,14 +43,15 @@ def test_a_quote_never_replaces_a_chapter_variable_nor_takes_a_name_eval_cannot_
             glue_quoted({bad: 1})
 
 
-def book(root: Path, markdown: str, code: str, figure: str | None = None) -> subprocess.CompletedProcess:
+def book(root: Path, markdown: str, code: str, figure: str | None = None,
+         caption: str = "a figure") -> subprocess.CompletedProcess:
     """Build a one-page book with the quoted-value extension, as ``_config.yml`` does, warnings as errors."""
     (root / "_config.yml").write_text("title: t\nexecute:\n  execute_notebooks: cache\n"
                                       "sphinx:\n  extra_extensions: [matcomp.book.markup]\n")
     (root / "_toc.yml").write_text("format: jb-book\nroot: page\n")
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(markdown), nbformat.v4.new_code_cell(code)])
     if figure:
-        nb.cells[1].metadata["mystnb"] = {"figure": {"name": figure, "caption": "a figure"}}
+        nb.cells[1].metadata["mystnb"] = {"figure": {"name": figure, "caption": caption}}
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, (root / "page").with_suffix(".ipynb"))  # the page _toc.yml names
     command = shutil.which("jupyter-book", path=Path(sys.executable).parent) or shutil.which("jupyter-book")
@@ -80,3 +81,14 @@ def test_the_book_names_an_eval_it_cannot_read(tmp_path):
     out = done.stdout + done.stderr
     assert done.returncode != 0
     assert "'window + 1' is not a name" in out
+
+
+@pytest.mark.slow
+def test_a_figure_caption_quotes_a_value_the_chapter_glued(tmp_path):
+    """The paper's model's figures say in their caption where its run stopped, a value computed by the chapter."""
+    code = CODE + "\nimport matplotlib.pyplot as plt\nplt.plot([0, 1]);"
+    done = book(tmp_path, "# Page\n\nA figure ([figure](#fig-code)).", code, figure="fig-code",
+                caption="Smoothed over {eval}`window` steps.")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    html = (tmp_path / "_build/html/page.html").read_text()
+    assert 'Smoothed over <span class="pasted-text">25</span> steps.' in html.split("<figcaption>")[1]

@@ -312,3 +312,41 @@ def test_relative_strip_draws_a_row_per_group_with_its_range_and_leaves_out_runs
     assert list(ax.lines[0].get_xdata()) == [0.8, 1.0, 2.4] and list(ax.lines[1].get_ydata()) == [-1, -1]
     assert [t.get_text() for t in ax.texts] == ["0.800–2.400", "1.001–1.002"]
     plt.close(ax.figure)
+
+
+def test_loss_curve_panels_draw_each_run_on_shared_axes_with_its_own_drop():
+    from matcomp.book.plots.curves import loss_curve_panels
+
+    step = np.arange(1, 3001)
+    runs = {}
+    for name, at in (("early", 1000), ("late", 2000)):
+        l_mask = np.where(step < at, 0.11, 0.01)
+        metrics = pd.DataFrame({"step": step, "L_mask": l_mask, "L_obs": np.full(3000, 1e-4), "L": 0.3 * l_mask})
+        runs[name] = (metrics, detect_drop(metrics))
+    fig = loss_curve_panels(runs, plateau=1 / 9, title="two runs")
+    early, late = fig.axes
+    assert [early.get_title(), late.get_title()] == ["early", "late"] and fig._suptitle.get_text() == "two runs"
+    drops = [[line.get_label() for line in ax.get_lines() if line.get_label().startswith("drop")] for ax in fig.axes]
+    assert drops == [[f"drop (step {runs['early'][1].half_step})"], [f"drop (step {runs['late'][1].half_step})"]]
+    assert runs["early"][1].half_step < 1100 < 1900 < runs["late"][1].half_step
+    assert early.get_shared_y_axes().joined(early, late) and early.get_shared_x_axes().joined(early, late)
+    assert all(any(line.get_label().startswith("predict 0") for line in ax.get_lines()) for ax in fig.axes)
+    plt.close(fig)
+    with pytest.raises(ValueError, match="at least one run"):
+        loss_curve_panels({})
+
+
+def test_position_panel_rows_draw_one_titled_row_of_panels_per_checkpoint():
+    from matcomp.book.plots.representations import position_panel_rows
+
+    layout = np.arange(8.0).reshape(4, 2)
+    panels = {"step 10 (pre-shift)": (layout, [1.0, 1.0, 1.0, 1.0]),
+              "step 90 (post-shift)": (layout[::-1], [1, 2, 3, 4])}
+    fig = position_panel_rows(panels, rows=[0, 0, 1, 1], cols=[0, 1, 0, 1], n_cols=2, title="the paper's model")
+    assert len(fig.axes) == 6 and fig._suptitle.get_text() == "the paper's model"
+    assert [sub._suptitle.get_text() for sub in fig.subfigs] == list(panels)
+    assert fig.subfigs[1].axes[0].collections[0].get_offsets().tolist() == layout[::-1].tolist()
+    assert list(fig.subfigs[1].axes[2].get_lines()[0].get_ydata()) == [1, 2, 3, 4]
+    plt.close(fig)
+    with pytest.raises(ValueError, match="at least one checkpoint"):
+        position_panel_rows({}, rows=[], cols=[], n_cols=2)

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import pandas as pd
+import torch
 
-from matcomp.analysis.heads import NO_FAMILY
+from matcomp.analysis.heads import NO_FAMILY, cached_scores, classify_heads, score_baselines
 from matcomp.analysis.key_numbers import LAST_LAYER_IDENTITY, SEPARATED, TAXONOMY_FAMILIES, read_taxonomy
 from matcomp.analysis.phases import Phases
 from matcomp.book.chapter import model_preset, open_chapter
@@ -19,6 +20,7 @@ from matcomp.book.verdicts import MATCHES, Claim
 from matcomp.config import DataConfig, RunConfig
 from matcomp.data import Batch, sample_batch
 from matcomp.models.bert import MatrixBert
+from matcomp.models.hooks import run_with_cache, stacked
 from matcomp.paper import UNINTERPRETABLE_ABLATION, UNINTERPRETABLE_HEADS, Side
 from matcomp.runs.run import Run
 from matcomp.seeding import analysis_generator
@@ -64,6 +66,14 @@ def setup(preset: str | None, model: str | None, seed: int | None, overrides: st
     batch = sample_batch(cfg.data, samples, analysis_generator(eval_seed))
     return Opening(cfg, cfg.data, run, phases, batch, run.bert(phases.post))
 
+
+def maps_and_families(model: MatrixBert, batch: Batch, **thresholds) -> tuple[torch.Tensor, pd.DataFrame]:
+    """``mean_maps`` and ``classify_model`` (``thresholds``: those of ``classify_heads``) of ``model`` on ``batch``
+    from one forward pass, not two: on the paper's model (hidden 768) a pass over 256 matrices takes seconds to
+    tens of seconds on a CPU."""
+    _, cache = run_with_cache(model, batch.ids, ["probs"])
+    families = classify_heads(cached_scores(cache, batch.observed), score_baselines(batch.observed), **thresholds)
+    return stacked(cache, "probs").mean(1), families
 
 
 def longest_column_verdict(margin: dict) -> str:

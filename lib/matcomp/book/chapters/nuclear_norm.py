@@ -20,7 +20,7 @@ from matcomp.analysis.baselines import (
 from matcomp.analysis.key_numbers import ACROSS_RATES, read_nuclear
 from matcomp.analysis.phases import Phases, phases
 from matcomp.analysis.solvers import SOLVER
-from matcomp.book.chapter import model_preset, open_chapter
+from matcomp.book.chapter import model_preset, open_chapter, shipped_paper_scale
 from matcomp.book.chapters import model_runs
 from matcomp.book.spec import ChapterSpec, KeyNumbers, OneModelParameters, listed
 from matcomp.book.verdicts import FALLS, GROWS, Claim
@@ -236,8 +236,23 @@ KEY_NUMBERS = KeyNumbers(read_nuclear, {
     "L: regularised / BERT": Claim(LAMBDA_TABLE[BEST_LAMBDA][2] / SUDDEN_DROP["final L"], 1.0, training=GROWS)})
 
 
+def paper_sweep_derivation(preset: str | None = None, parameters: Parameters | None = None) -> Derivation | None:
+    """The chapter's sweep (``sweep_derivation``, with ``parameters``, default the chapter's) on the paper's model,
+    its last checkpoint, where it is shipped with checkpoints (``shipped_paper_scale``), else None: its Fig. 3
+    beside the stand-in's. Named by the run, so that it never replaces the stand-in's sweep among the shipped
+    tables (those of one name share one file stem)."""
+    run = shipped_paper_scale(preset)
+    if run is None:
+        return None
+    p = parameters or Parameters()
+    samples, _ = p.counts(preset)
+    sweep = sweep_derivation(run, phases(run).post, p.p_masks, samples, p.lam, p.eval_seed, p.workers)
+    return replace(sweep, name=f"{sweep.name}_{run.path.name}")
+
+
 def derivations(preset: str) -> list[Derivation]:
-    """The chapter's sweep and λ tables at ``preset`` with its default parameters: shipped for the default build."""
+    """The chapter's sweep and λ tables at ``preset`` with its default parameters, and the sweep of the paper's model
+    where it is shipped: shipped for the default build."""
     p = Parameters()
     samples, lambda_samples = p.counts(preset)
     run = required_reference(named_preset(model_preset(preset, p.model)))
@@ -247,7 +262,8 @@ def derivations(preset: str) -> list[Derivation]:
             lambda_derivation(paper_data, p.lams, lambda_samples, seed, workers=workers),
             draws_derivation(paper_data, p.lam, lambda_samples, range(seed, seed + p.noise_seeds), workers),
             lambda_derivation(run.config.data, p.lams, lambda_samples, seed, run=run, step=post,
-                              label=f"BERT (step {post})", workers=workers)]
+                              label=f"BERT (step {post})", workers=workers),
+            *filter(None, [paper_sweep_derivation(preset, p)])]
 
 
 CHAPTER = ChapterSpec("nuclear_norm", Parameters, model_runs, opening=Opening, key_numbers=KEY_NUMBERS,

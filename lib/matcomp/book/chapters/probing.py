@@ -6,12 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from matcomp.analysis.key_numbers import read_probing
-from matcomp.book.chapter import probing_config
+from matcomp.analysis.phases import phases
+from matcomp.analysis.stored_probes import probes_derivation
+from matcomp.book.chapter import probing_config, shipped_paper_scale
 from matcomp.book.chapters import model_runs
 from matcomp.book.spec import ChapterSpec, KeyNumbers, OneModelParameters
 from matcomp.book.verdicts import FALLS, Claim
 from matcomp.config import RunConfig
 from matcomp.paper import Side
+from matcomp.runs.derived import Derivation
 
 
 @dataclass(frozen=True)
@@ -42,4 +45,18 @@ KEY_NUMBERS = KeyNumbers(read_probing, {
     checks=("element probe at missing entries: first / last layer MSE",))
 
 
-CHAPTER = ChapterSpec("probing", Parameters, runs_read, key_numbers=KEY_NUMBERS)
+def paper_probes_derivation(preset: str | None = None, train_matrices: int = Parameters.train_matrices,
+                            test_matrices: int = Parameters.test_matrices) -> Derivation | None:
+    """The chapter's three probes on the paper's model, its last checkpoint, where it is shipped with checkpoints
+    (``shipped_paper_scale``), else None: its Fig. 6 profile beside the stand-in's, minutes of forward passes on a
+    CPU, so shipped."""
+    run = shipped_paper_scale(preset)
+    return None if run is None else probes_derivation(run, phases(run).post, train_matrices, test_matrices)
+
+
+def derivations(preset: str) -> list[Derivation]:
+    """The paper's model's probe tables at ``preset`` with the chapter's default parameters, where it is shipped."""
+    return list(filter(None, [paper_probes_derivation(preset)]))
+
+
+CHAPTER = ChapterSpec("probing", Parameters, runs_read, key_numbers=KEY_NUMBERS, derivations=derivations)

@@ -33,6 +33,22 @@ def loss_curves(metrics: pd.DataFrame, drop: Drop | None = None, plateau: float 
     return ax
 
 
+def loss_curve_panels(runs: dict[str, tuple[pd.DataFrame, Drop | None]], plateau: float | None = None,
+                      title: str = "", window: int = SMOOTHING) -> plt.Figure:
+    """``loss_curves`` of several runs side by side (``runs``: panel title -> its metrics and drop), on shared
+    axes, so that their plateaus and drop steps read against each other."""
+    if not runs:
+        raise ValueError("runs must hold at least one run's metrics")
+    fig, axes = plt.subplots(1, len(runs), figsize=(6 * len(runs), 4), sharex=True, sharey=True, squeeze=False,
+                             layout="constrained")
+    for ax, (name, (metrics, drop)) in zip(axes[0], runs.items()):
+        loss_curves(metrics, drop=drop, plateau=plateau, window=window, ax=ax)
+        ax.set_title(name, fontsize=9)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
 def mask_value_curve(metrics: pd.DataFrame, drop: Drop | None = None, window: int = SMOOTHING,
                      ax: plt.Axes | None = None) -> plt.Axes:
     """Mean |prediction| at missing entries against step: ~0 while the model copies."""

@@ -75,10 +75,13 @@ def value_token_panels(values, norms, projections: np.ndarray, explained: np.nda
     return fig
 
 
-def position_panels(layout: np.ndarray, norms, rows, cols, n_cols: int) -> plt.Figure:
+def position_panels(layout: np.ndarray, norms, rows, cols, n_cols: int, title: str = "", fig=None) -> plt.Figure:
     """The position embeddings (the paper's Fig. 7c-d): a 2-D layout of them (t-SNE) coloured by
-    column and by row, each point labelled by its position, and their norm against the position."""
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4), layout="constrained")
+    column and by row, each point labelled by its position, and their norm against the position.
+    Draws on a new figure, or on ``fig`` (a figure or subfigure), titled ``title``, and returns it."""
+    if fig is None:
+        fig = plt.figure(figsize=(14, 4), layout="constrained")
+    axes = fig.subplots(1, 3)
     for ax, labels, name in ((axes[0], cols, "column"), (axes[1], rows, "row")):
         ax.scatter(layout[:, 0], layout[:, 1], c=labels, cmap="tab10", s=60)
         for p, (x, y) in enumerate(layout):
@@ -89,6 +92,23 @@ def position_panels(layout: np.ndarray, norms, rows, cols, n_cols: int) -> plt.F
         axes[2].axvline(boundary - 0.5, color="gray", lw=0.5)
     axes[2].set(xlabel="position (row-major; lines at row starts)", ylabel="embedding norm",
                 title="position-embedding norm")
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def position_panel_rows(panels: dict[str, tuple[np.ndarray, object]], rows, cols, n_cols: int,
+                        title: str = "") -> plt.Figure:
+    """``position_panels`` of several checkpoints in one figure, one row each (``panels``: its title -> its
+    layout and norms), so that a chapter shows the position embeddings before and after the drop as one figure."""
+    if not panels:
+        raise ValueError("panels must hold at least one checkpoint's layout and norms")
+    fig = plt.figure(figsize=(14, 4.3 * len(panels) + 0.4), layout="constrained")
+    subfigures = np.atleast_1d(np.asarray(fig.subfigures(len(panels), 1), dtype=object)).flat
+    for subfigure, (name, (layout, norms)) in zip(subfigures, panels.items()):
+        position_panels(layout, norms, rows, cols, n_cols, name, fig=subfigure)
+    if title:
+        fig.suptitle(title)
     return fig
 
 

@@ -1,0 +1,78 @@
+"""The paper's model in the one-model chapters' figures (``matcomp.book.paper_model``): which runs are read, what
+their captions say, and the computations its figures add (the head maps and families from one forward pass, the
+probe tables stored beside a run, the paper's model's p_mask sweep)."""
+
+import pandas as pd
+import pytest
+import torch
+
+from matcomp.analysis.heads import classify_model, mean_maps
+from matcomp.analysis.probing import probe_layers
+from matcomp.analysis.stored_probes import probes_derivation, stored_probes
+from matcomp.book.chapters.head_taxonomy import maps_and_families
+from matcomp.book.chapters.nuclear_norm import Parameters, paper_sweep_derivation
+from matcomp.book.chapters.probing import paper_probes_derivation
+from matcomp.book.paper_model import absent_text, described, described_runs, paper_model, paper_runs
+from matcomp.config import DataConfig, ModelConfig
+from matcomp.data import sample_batch
+from matcomp.models.factory import build_model
+from matcomp.runs.store import get_or_train
+from matcomp.seeding import analysis_generator
+
+
+def test_the_default_scale_reads_the_shipped_paper_model_and_both_runs_of_its_seed():
+    run, phases = paper_model("cpu")
+    assert (run.config.run_id, phases.pre, phases.post) == ("paper-d34517864a", 4000, 29000)
+    assert described(run) == ("the paper's model (7×7 rank 2, hidden 768, 4 layers, 8 heads; seed 0), run "
+                              "paper-d34517864a trained on NVIDIA H200, stopped at step 29,000 of the paper's 50,000")
+    runs = paper_runs("cpu")
+    assert [(r.config.run_id, r.last_step, r.drop.half_step) for r in runs] == [
+        ("paper-08fef206d2", 32000, 15783), ("paper-d34517864a", 29000, 22973)]
+    assert described_runs(runs).endswith("trained 2 times: run paper-08fef206d2 on NVIDIA H200, stopped at step "
+                                         "32,000 of the paper's 50,000; run paper-d34517864a on NVIDIA H200, stopped "
+                                         "at step 29,000 of the paper's 50,000")
+    with pytest.raises(ValueError, match="at least one run"):
+        described_runs([])
+
+
+def test_a_scale_without_the_paper_model_says_so_and_derives_nothing_for_it():
+    assert paper_model("smoke") is None and paper_runs("smoke") == []
+    assert absent_text("smoke").startswith("The paper's own model is not shipped with its checkpoints at the smoke "
+                                           "scale (it is at the default scale, cpu")
+    assert paper_probes_derivation("smoke") is None and paper_sweep_derivation("smoke") is None
+
+
+def test_the_paper_models_derived_tables_are_named_by_its_run_and_keep_the_chapters_parameters():
+    probes, sweep = paper_probes_derivation("cpu"), paper_sweep_derivation("cpu")
+    assert probes.name == "probe_layers_paper-d34517864a" and sweep.name == "completion_sweep_paper-d34517864a"
+    assert [(c["run"], c["step"]) for c in probes.inputs()["checkpoints"]] == [("paper-d34517864a", 29000)]
+    assert probes.params["train_matrices"] == 2048 and probes.params["test_matrices"] == 256
+    assert sweep.params["samples"] == 512 and sweep.params["data"]["rank"] == 2
+    fewer = paper_sweep_derivation("cpu", Parameters(samples=64, p_masks=[0.3]))
+    assert fewer.params["samples"] == 64 and fewer.params["p_masks"] == [0.3] and fewer.key() != sweep.key()
+
+
+def test_maps_and_families_equal_mean_maps_and_classify_model_from_one_pass():
+    data = DataConfig(n_rows=3, n_cols=4, rank=1)
+    model = build_model(ModelConfig(hidden=16, layers=2, heads=2), seed=0)
+    batch = sample_batch(data, 32, torch.Generator().manual_seed(0))
+    maps, families = maps_and_families(model, batch, mass=0.3, enrichment=1.5)
+    assert maps.shape == (2, 2, 12, 12)
+    torch.testing.assert_close(maps, mean_maps(model, batch))
+    pd.testing.assert_frame_equal(families, classify_model(model, batch, mass=0.3, enrichment=1.5))
+
+
+def test_stored_probes_are_the_chapters_probes_computed_once_and_read_back(micro, store):
+    run = get_or_train(micro, progress=False)
+    step = run.steps[-1]
+    tables = stored_probes(run, step, 64, 16, ("row", "element"))
+    train = sample_batch(micro.data, 64, analysis_generator(0))
+    test = sample_batch(micro.data, 16, analysis_generator(1))
+    assert list(tables) == ["row", "element"]
+    for target, table in tables.items():
+        pd.testing.assert_frame_equal(table, probe_layers(run.bert(step), train, test, target))
+    assert list((store / "derived").glob(f"probe_layers_{run.path.name}-*.json"))  # stored under its run's name
+    again = stored_probes(run, step, 64, 16, ("row", "element"))
+    pd.testing.assert_frame_equal(again["element"], tables["element"])
+    with pytest.raises(ValueError, match="targets must be some of"):
+        probes_derivation(run, step, 64, 16, ("column",))
