@@ -60,6 +60,14 @@ def test_the_drop_is_judged_on_every_seed_of_the_largest_task_and_its_steps_as_d
                                      f"the paper: 15,000).")
 
 
+def test_the_papers_depth_is_shown_as_the_books_derivation_with_its_arithmetic():
+    ladder = drop_ladders({"7×7": {0: run(7, 1 / 9, 12542, 1 / 9 / 23.9), 1: run(7, 1 / 9, 13000, 0.01, seed=1)}})
+    assert ladder.seed_table().loc[DEPTH, "the paper"] == "16.8 (derived)"  # the paper prints no such ratio
+    assert ladder.task_table().loc[DEPTH, "the paper"] == "16.8 (derived)"
+    assert ladder.sentences()[2].endswith("the paper: 16.8 (derived: plateau L_mask 0.2236 × p_mask 0.3 / final "
+                                          "total L 0.004; its post-shift L_mask, 0.0128, gives 17.5)).")
+
+
 def test_a_single_run_above_the_ladder_is_one_seed_and_its_drop_step_one_draw():
     seeds = {0: run(7, 1 / 9, 12000, 0.005), 1: run(7, 1 / 9, 16000, 0.01, seed=1)}
     gpu = run(7, 2 / 9, 15783, 0.0214, rank=2, last_step=32000, steps=32000)

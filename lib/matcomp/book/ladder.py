@@ -36,7 +36,7 @@ from matcomp.book.verdicts import (
     verdict,
 )
 from matcomp.data import second_moment
-from matcomp.paper import SUDDEN_DROP
+from matcomp.paper import POST_SHIFT, SUDDEN_DROP, reported
 from matcomp.presets import preset
 from matcomp.runs.run import Run
 from matcomp.runs.shipped import REPO
@@ -48,9 +48,22 @@ OWN_RECIPE = "the step of this scale's own recipe, not comparable with the paper
 
 
 def paper_depth() -> float:
-    """The paper's depth: its plateau over its final L read as L_mask (L / p_mask: its L_obs is near 0 by
-    then), about 17×."""
+    """The paper's depth, derived by the book: the paper prints no such ratio, so its plateau L_mask is set over
+    its final total L read as L_mask (L / p_mask: its L_obs is near 0 by then), 16.8×; its post-shift L_mask
+    (0.0128, §3.2.1) would give 17.5× (``depth_derivation`` says so wherever the number is shown)."""
     return SUDDEN_DROP["L_mask on the plateau"] * preset("paper").data.p_mask / SUDDEN_DROP["final L"]
+
+
+def depth_derivation() -> str:
+    """How ``paper_depth`` is derived from the paper's numbers (its plateau and final L, WS §3.1.2 and App. B),
+    as a sentence gives it beside the value, with what the paper's post-shift L_mask (§3.2.1) would give.
+
+    >>> depth_derivation()
+    'plateau L_mask 0.2236 × p_mask 0.3 / final total L 0.004; its post-shift L_mask, 0.0128, gives 17.5'
+    """
+    plateau, post = SUDDEN_DROP["L_mask on the plateau"], reported(POST_SHIFT, "no intervention", 1)
+    return (f"plateau L_mask {plateau:g} × p_mask {preset('paper').data.p_mask:g} / final total L "
+            f"{SUDDEN_DROP['final L']:g}; its post-shift L_mask, {post:g}, gives {plateau / post:.3g}")
 
 
 def unread_reason(run: Run, phases: Phases | None) -> str | None:
@@ -233,7 +246,7 @@ class Ladder:
                 sentences.append(f"{key}: {self.apart[key]}, not judged here ({values}).")
                 continue
             judged = self.recipe.get(key) or verdicts[key]
-            text = f"{key}, {self.task}: {judged} ({values}; the paper: {claim.text()})."
+            text = f"{key}, {self.task}: {judged} ({values}; the paper: {claim.text(how=True)})."
             for label, by_key in beyond.items():
                 shown = self.beyond_unread.get(label, {}).get(key) or number_text(self.beyond.loc[label, key])
                 named = by_key[key].named
@@ -383,7 +396,7 @@ def drop_claims() -> dict[str, Claim]:
     copying level E[X²], its drop step and how far below its plateau it ends."""
     return {"plateau / E[X²]": Claim(SUDDEN_DROP["L_mask on the plateau"] / second_moment(preset("paper").data)),
             "drop step": Claim(float(SUDDEN_DROP["drop step"]), drawn=True),  # one draw, as the paper's is
-            DEPTH: Claim(paper_depth(), 2.0, training=GROWS)}  # a run that ends below half its plateau has dropped
+            DEPTH: Claim(paper_depth(), 2.0, training=GROWS, derived=depth_derivation())}  # below half its plateau: dropped
 
 
 def _drop_numbers(run: Run) -> dict[str, float]:

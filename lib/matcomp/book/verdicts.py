@@ -73,7 +73,9 @@ class Claim:
     a ratio of two interventions): a run a clock stopped short of the paper's that way cannot tell yet.
     ``drawn``: the number is one draw of a wide distribution (a drop step: seed 0 of the paper's model dropped at
     15,783 on one engine and 22,973 on another), so one run cannot tell and several are judged by their range
-    (``Spread``)."""
+    (``Spread``).
+    ``derived``: how the book computes the paper's value from numbers the paper prints, where the paper prints
+    none itself (the depth of its drop); the tables label such a value derived, never the paper's."""
 
     paper: float | Side
     reference: float | None = None
@@ -82,6 +84,7 @@ class Claim:
     at_most: bool = False
     training: int = 0
     drawn: bool = False
+    derived: str = ""
 
     @property
     def no_effect(self) -> float | None:
@@ -89,9 +92,16 @@ class Claim:
         bound."""
         return self.paper.bound if isinstance(self.paper, Side) and self.reference is None else self.reference
 
-    def text(self) -> str:
-        """The claim's value as the tables print it, a bound of the book's labelled so: "≥ 0.1 (ours)"."""
-        return "≤ " * self.at_most + number_text(self.paper) + " (ours)" * self.ours
+    def text(self, how: bool = False) -> str:
+        """The claim's value as the tables print it, a bound of the book's labelled so: "≥ 0.1 (ours)", a value
+        the book derives "16.8 (derived)", or with ``how`` the derivation after it, as a sentence gives it.
+
+        >>> depth = Claim(16.8, derived="0.2236 × 0.3 / 0.004")
+        >>> depth.text(), depth.text(how=True)
+        ('16.8 (derived)', '16.8 (derived: 0.2236 × 0.3 / 0.004)')
+        """
+        derived = (f" (derived: {self.derived})" if how else " (derived)") if self.derived else ""
+        return "≤ " * self.at_most + number_text(self.paper) + " (ours)" * self.ours + derived
 
     def short(self, value: float) -> bool:
         """Whether ``value`` falls short of the paper's (a ``Side``'s bound) the way training still moves it.
