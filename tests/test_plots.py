@@ -299,7 +299,11 @@ def test_plateau_panels_draw_each_run_on_the_three_measures_of_leaving_a_plateau
                           "collapse (missing)": [0.99, 0.8, 0.7]}, index=steps)
     fig = plateau_panels({"flat": flat, "drops": drops})
     assert len(fig.axes) == 3 and fig.axes[1].get_yscale() == "log"
-    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["flat", "drops"]
+    legend, = fig.legends  # below the panels, so that no panel's curves or y label lie under the runs' labels
+    assert [t.get_text() for t in legend.get_texts()] == ["flat", "drops"] and fig.axes[0].get_legend() is None
+    fig.canvas.draw()
+    label, box = fig.axes[1].yaxis.label.get_window_extent(), legend.get_window_extent()
+    assert box.y1 < min(label.y0, fig.axes[1].get_window_extent().y0)  # under every panel, its axis labels included
     assert list(fig.axes[2].lines[1].get_ydata()) == [0.99, 0.8, 0.7]
     plt.close(fig)
 

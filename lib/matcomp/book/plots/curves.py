@@ -260,5 +260,6 @@ def plateau_panels(readings: dict[str, pd.DataFrame]) -> plt.Figure:
         ax.axhline(1, color="grey", linestyle=":", linewidth=1)
         ax.set(xlabel="training step", ylabel=what)
     axes[1].set_yscale("log")  # the untrained model's loss, several times the plateau, beside a drop's
-    axes[0].legend(fontsize=8)
+    # below the panels: the runs' long labels, inside one panel, would cover its curves and its y label
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=2, fontsize=8, frameon=False)
     return fig
