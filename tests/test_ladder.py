@@ -138,6 +138,9 @@ def test_a_seed_without_a_drop_is_read_on_its_pre_shift_numbers_and_the_headline
     assert "pre: **mixed** (as the paper on 2 of 3, read on 3: 1 that dropped and 2 on their plateau)" in headline
     assert ("post: **consistent with** (as the paper on 1 of 3, read on seed 0, which dropped; cannot be read on "
             "seed 1: no drop in 20,000 steps; seed 2: no drop by step 18,000, where it was stopped)") in headline
+    # the first page's table says it without the seeds: "(1 of 3; read on the 1 that dropped; 2 cannot be read)"
+    assert [ladder.read_text(key, named=False) for key in ("pre", "post")] == \
+        ["3: 1 that dropped and 2 on their plateau", "the 1 that dropped"]
 
 
 SEVEN = "7×7 (cpu7x7)"

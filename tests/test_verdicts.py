@@ -135,8 +135,10 @@ def test_the_first_pages_table_is_the_registers_every_judged_key_number_with_che
     assert seven.loc[("sudden_drop", "drop step")] == OWN_RECIPE  # another recipe's step: shown, not judged
     assert ("copying_phase", "× below the plateau") not in table.index  # judged once, on the sudden drop's row
     copying = seven.loc[("copying_phase", "uniform attention, pre-shift: L_obs ×")]
-    assert copying.endswith("of 7)")  # a pre-shift finding: every 7×7 seed read, the four that never dropped too
-    assert seven.loc[("attention_patching", "restored, last layer")] == "does not (0 of 7; 4 cannot be read)"
+    # a pre-shift finding: every 7×7 seed read, the four that never dropped too, and the cell says so
+    assert copying.endswith("of 7; read on 7: 3 that dropped and 4 on their plateau)")
+    assert seven.loc[("attention_patching", "restored, last layer")] == \
+        "does not (0 of 7; read on the 3 that dropped; 4 cannot be read)"  # which 3 of the 7 are read
     paper = [c for c in table.columns if "paper scale" in c or "rank 2" in c]
     # the paper's model (seed 0, shipped with its checkpoints): its drop at 22,973 is one draw, as the paper's
     # ~15,000 is, and every finding is read on it, so no row of its column is empty

@@ -222,14 +222,17 @@ class Ladder:
         columns["the paper"] = {key: claim.text() for key, claim in self.claims.items()}
         return pd.DataFrame(columns)
 
-    def read_text(self, key: str) -> str:
+    def read_text(self, key: str, named: bool = True) -> str:
         """Which seeds ``key`` is read on, and how many of them are the seeds that dropped: "the 3 that dropped
-        (seeds 0, 3, 6)", "7: the 3 that dropped and 4 on their plateau"."""
+        (seeds 0, 3, 6)" (without ``named``: "the 3 that dropped"), "7: the 3 that dropped and 4 on their
+        plateau"."""
         read = self.read_on(key)
         dropped = [seed for seed in read if seed in self.dropped]
         if not read:
             return "none"
         if len(dropped) == len(read):
+            if not named:
+                return f"the {len(read)} that dropped" if len(read) > 1 else "the 1 that dropped"
             return f"the {len(read)} that dropped ({seed_list(read)})" if len(read) > 1 else \
                 f"{seed_list(read)}, which dropped"
         return f"{len(read)}: {len(dropped)} that dropped and {len(read) - len(dropped)} on their plateau"
@@ -396,7 +399,7 @@ def drop_claims() -> dict[str, Claim]:
     copying level E[X²], its drop step and how far below its plateau it ends."""
     return {"plateau / E[X²]": Claim(SUDDEN_DROP["L_mask on the plateau"] / second_moment(preset("paper").data)),
             "drop step": Claim(float(SUDDEN_DROP["drop step"]), drawn=True),  # one draw, as the paper's is
-            DEPTH: Claim(paper_depth(), 2.0, training=GROWS, derived=depth_derivation())}  # below half its plateau: dropped
+            DEPTH: Claim(paper_depth(), 2.0, training=GROWS, derived=depth_derivation())}  # below half: dropped
 
 
 def _drop_numbers(run: Run) -> dict[str, float]:

@@ -52,10 +52,11 @@ def chapter_title(chapter: str) -> str:
 def verdict_table(ladders: dict[str, Ladder]) -> pd.DataFrame:
     """One row per key number that judges a claim of the register (``REGISTER``, in the paper's order; chapter,
     key number): the paper's places it tests and number, then its verdict where each ladder judges it, with the
-    count of seeds on which it is as the paper's and of those that cannot be read ("reproduces (3 of 7; 4 cannot
-    be read)"), or why one run cannot tell (``Verdict.brief``: "cannot tell: one draw"), or what it is where a
-    ladder shows it apart (a check of the method; "—" where a ladder has no such place). Every number a ladder
-    judges is in the register (``unregistered`` says which are not)."""
+    count of seeds on which it is as the paper's, which seeds it is read on where not every seed dropped, and how
+    many cannot be read ("reproduces (3 of 7; read on the 3 that dropped; 4 cannot be read)"), or why one run
+    cannot tell (``Verdict.brief``: "cannot tell: one draw"), or what it is where a ladder shows it apart (a check
+    of the method; "—" where a ladder has no such place). Every number a ladder judges is in the register
+    (``unregistered`` says which are not)."""
     rows: dict[tuple[str, str], dict[str, str]] = {}
     for claim in REGISTER:
         for key in claim.tested_by:
@@ -66,7 +67,9 @@ def verdict_table(ladders: dict[str, Ladder]) -> pd.DataFrame:
             places = ladder.judged()
             for where, verdicts in places.items():
                 if key in verdicts:
-                    row[ladder.column(where)] = verdicts[key].brief()
+                    read = (ladder.read_text(key, named=False) if where.startswith(ladder.task)
+                            and ladder.dropped != tuple(ladder.seeds.index) else "")  # as the page's headline says
+                    row[ladder.column(where)] = verdicts[key].brief(read)
                 elif key in ladder.apart or key in ladder.recipe:  # a check anywhere; another recipe's on the ladder
                     row[ladder.column(where)] = ladder.apart.get(key) or ladder.recipe[key]
     table = pd.DataFrame.from_dict(rows, orient="index").fillna("—")

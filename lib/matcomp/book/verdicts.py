@@ -240,9 +240,10 @@ class Verdict:
             return f"{category}: {next(iter(reasons))}"
         return f"{category}: " + "; ".join(f"{seed_list(seeds)}: {why}" for why, seeds in reasons.items())
 
-    def brief(self) -> str:
+    def brief(self, read: str = "") -> str:
         """The verdict as the first page's table writes it: its category and count, "mixed (0 of 7; 2 stopped
-        short; 4 cannot be read)"; one seed that cannot tell for a reason of its run, that reason alone.
+        short; 4 cannot be read)", with the seeds it is read on where given (``read``: "the 3 that dropped", as
+        ``Ladder.read_text`` says it); one seed that cannot tell for a reason of its run, that reason alone.
 
         >>> depth = Claim(16.8, 2.0, training=GROWS)
         >>> verdict({0: 6.53}, depth, stopped={0: "stopped at step 29,000 of 50,000"}).brief()
@@ -251,6 +252,8 @@ class Verdict:
         'mixed (0 of 4; 1 stopped short; 1 cannot be read)'
         >>> verdict({0: 22973.0}, Claim(15000.0, drawn=True)).brief()
         'cannot tell: one draw'
+        >>> verdict({0: 2.0, 3: 0.5}, Claim(2.0, 1.0), {1: "no drop", 2: "no drop"}).brief("the 2 that dropped")
+        'mixed (1 of 4; read on the 2 that dropped; 2 cannot be read)'
         """
         if self.spread is not None:
             where = "within" if self.spread.mark == MATCHES else "outside"
@@ -259,7 +262,8 @@ class Verdict:
             return self.named
         short = f"; {self.count(SHORT)} stopped short" if self.count(SHORT) else ""
         unread = f"; {len(self.unread)} cannot be read" if self.unread else ""
-        return f"{self.named} ({self.count(MATCHES)} of {len(self.marks)}{short}{unread})"
+        read = f"; read on {read}" if read else ""
+        return f"{self.named} ({self.count(MATCHES)} of {len(self.marks)}{read}{short}{unread})"
 
     def __str__(self) -> str:
         """The category and its count over every seed trained, e.g. "mixed: as the paper on 1 of 7 seeds, its
