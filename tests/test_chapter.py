@@ -6,7 +6,7 @@ import pytest
 
 from matcomp.analysis.phases import phases
 from matcomp.analysis.shortening import arm_summary, shortening_defaults
-from matcomp.book.chapter import chapter_config, model_preset
+from matcomp.book.chapter import chapter_config, model_preset, phase_note
 from matcomp.book.plan import plan
 from matcomp.overrides import parse_overrides
 from matcomp.presets import preset
@@ -89,6 +89,18 @@ def test_phases_follow_the_drop(tmp_path):
     # a run of the paper's preset: its own steps 4,000 and 1,000 / 4,000 / 14,000, whoever opens it
     assert paper.pre == 4000 and paper.copy_steps == (1000, 4000)
     assert "the paper's steps" in " ".join(paper.note.split())
+
+
+def test_a_pre_shift_checkpoint_far_from_its_target_is_said_so_with_what_it_reads(tmp_path):
+    l_mask = np.where(np.arange(1, 8001) < 4000, 0.11, 0.01)  # drop at 4,005: the pre-shift target 1,068
+    sparse = fake_run(tmp_path, l_mask, [0, 250, 2750, 4000, 8000])  # no checkpoint kept between 250 and 2,750
+    note = " ".join(phase_note(sparse, phases(sparse)).split())
+    assert note.startswith(" ".join(phases(sparse).note.split()))  # the phases' own note, then why step 250
+    assert "Step 250 lies 818 steps from step 1,068: the run kept no checkpoint between steps 250 and 2,750" in note
+    assert note.endswith("reads step 250, where its smoothed L_mask is 1.00× its plateau: a copying model, as a "
+                         "pre-shift one is.")
+    dense = fake_run(tmp_path / "dense", l_mask, [0, 250, 1000, 2750, 4000, 8000])
+    assert phase_note(dense, phases(dense)) == phases(dense).note  # step 1,000: near its target, nothing to add
 
 
 def test_phases_without_a_drop_say_so(tmp_path):

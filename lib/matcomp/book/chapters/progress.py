@@ -18,7 +18,7 @@ from matcomp.analysis.progress import (
     progress_table,
 )
 from matcomp.analysis.seeds import seeds_from, trained_on
-from matcomp.book.chapter import chapter_config, open_with_phases, trained_runs
+from matcomp.book.chapter import chapter_config, open_with_phases, phase_note, trained_runs
 from matcomp.book.spec import ChapterSpec, RunParameters, listed
 from matcomp.book.tables import seeds_text, span_text, steps_text
 from matcomp.config import RunConfig
@@ -71,7 +71,7 @@ def setup(preset: str | None, seed: int | None, overrides: str, samples: int, se
     seeds = seeds or size.progress_seeds
     configs = progress_configs(cfg, seeds_from(cfg, seeds), size.after_drop)
     run, phases = open_with_phases(configs[cfg.train.seed], preset)
-    print(phases.note)
+    print(phase_note(run, phases))
     table = progress_table(run, samples)
     spacing = configs[cfg.train.seed].train.checkpoint_every
     print(f"{len(table)} checkpoints measured, every {spacing} steps from step {table.index[0]} to {table.index[-1]}")
