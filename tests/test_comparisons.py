@@ -67,6 +67,7 @@ def test_lambda_findings_compare_with_the_paper_and_place_the_draw():
     draws = pd.DataFrame({"L": [1.5, 1.2, 1.8]}, index=pd.Index([0, 1, 2], name="seed"))
     text = lambda_findings(ours, theirs, draws, 0.001, seed=0, paper_L=1.5)
     assert "L_mask -20% to +0%" in text and "L +0% to +50%" in text
+    assert "L_obs +0% (s.e." in text  # a range whose ends print alike is printed once
     assert "within one s.e. of its best at λ = 0.001 and 2.0× its best at λ = 0.005" in text
     assert "has the 2nd lowest L of 3 draws" in text and "+0% from the paper's" in text
 

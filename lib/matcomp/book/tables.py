@@ -149,18 +149,21 @@ def variant_findings(summary: pd.DataFrame, budget: int, after_drop: int) -> lis
     return sentences
 
 
-def span_text(values, fmt: str = "{:,.0f}") -> str:
-    """The smallest and largest of ``values`` (missing ones left out) as "3,804–6,488", one value alone if
-    they are equal, "none" if there is none: a range a sentence quotes.
+def span_text(values, fmt: str = "{:,.0f}", between: str = "–") -> str:
+    """The smallest and largest of ``values`` (missing ones left out) as "3,804–6,488" (``between`` joins them:
+    " to " where a sign would sit beside the dash), one value alone if they print alike, "none" if there is none:
+    a range a sentence quotes.
 
     >>> span_text([6488, 3804, None, 4484]), span_text([0.11, 0.24], "{:.2f}"), span_text([5.0]), span_text([None])
     ('3,804–6,488', '0.11–0.24', '5', 'none')
+    >>> span_text([-0.2, 0.0], "{:+.0%}", " to "), span_text([-0.021, -0.018], "{:+.0%}", " to ")
+    ('-20% to +0%', '-2%')
     """
     present = [float(v) for v in values if not pd.isna(v)]
     if not present:
         return "none"
     lo, hi = fmt.format(min(present)), fmt.format(max(present))
-    return lo if lo == hi else f"{lo}–{hi}"
+    return lo if lo == hi else f"{lo}{between}{hi}"
 
 
 def and_text(items) -> str:

@@ -23,6 +23,7 @@ from matcomp.analysis.solvers import SOLVER
 from matcomp.book.chapter import model_preset, open_chapter, shipped_paper_scale
 from matcomp.book.chapters import model_runs
 from matcomp.book.spec import ChapterSpec, KeyNumbers, OneModelParameters, listed
+from matcomp.book.tables import span_text
 from matcomp.book.verdicts import FALLS, GROWS, Claim
 from matcomp.config import RunConfig
 from matcomp.metrics import PAPER_ORDER
@@ -178,7 +179,7 @@ def lambda_findings(ours: pd.DataFrame, theirs: pd.DataFrame, draws: pd.DataFram
     rank = int((draws["L"] < draws.loc[seed, "L"]).sum()) + 1 if seed in draws.index else None
     spreads = (draws["L"].mean() - paper_L) / draws["L"].std()
     return ("The 7x7 λ table against the paper's: "
-            + "; ".join(f"{m} {ratio[m].min():+.0%} to {ratio[m].max():+.0%} (s.e. ±{error[m]:.0%})" for m in metrics)
+            + "; ".join(f"{m} {span_text(ratio[m], '{:+.0%}', ' to ')} (s.e. ±{error[m]:.0%})" for m in metrics)
             + f". Our L is within one s.e. of its best at {', '.join(within)} and {ours['L'].max() / best:.1f}× "
             f"its best at {ours['L'].idxmax()}."
             + (f" The chapter's draw (seed {seed}) has the {'' if rank == 1 else _ordinal(rank) + ' '}lowest L of "
