@@ -52,7 +52,8 @@ def arm_summary(plain: pd.DataFrame, arms: dict[str, pd.DataFrame], budget: int)
     the seeds where both drop (``both dropped``: how many); and the outcome: "earlier on every seed", "later
     on every seed", "no seed tells them apart" (neither drops, or both at the same step) or "earlier on e, later
     on l of n seeds" (all n seeds one way is the strongest a sign test can see: p = 2/2ⁿ two-sided,
-    1/8 for four); not the book's verdict categories, which judge a number against the paper's."""
+    1/8 for four); plain training's own row says it is the reference ("—", "the reference of the others"), not
+    a missing value. Not the book's verdict categories, which judge a number against the paper's."""
     rows = {}
     plain_steps = plain["drop step"].astype("Float64")
     for name, table in ({"plain": plain} | arms).items():
@@ -64,7 +65,9 @@ def arm_summary(plain: pd.DataFrame, arms: dict[str, pd.DataFrame], budget: int)
         both = (steps - base).dropna().astype(float)
         row = {"dropped": f"{len(dropped)}/{len(steps)}", "mean": dropped.mean(), "sd": dropped.std(),
                "min": dropped.min(), "max": dropped.max()}
-        if name != "plain":
+        if name == "plain":  # the row every other arm is compared with: it has no comparison of its own
+            row |= {"earlier than plain": "—", "outcome": "the reference of the others"}
+        else:
             outcome = ("earlier on every seed" if earlier == len(steps) else
                        "later on every seed" if later == len(steps) else
                        "no seed tells them apart" if earlier + later == 0 else
