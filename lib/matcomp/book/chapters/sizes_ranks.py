@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from matcomp.analysis.progress import against_uniform, progress_table
+from matcomp.analysis.progress import L_MASK, against_uniform, lead_table, progress_table
 from matcomp.analysis.seeds import seed_configs, seeds_from
 from matcomp.analysis.variants import (
     mixture_orders,
@@ -19,7 +19,7 @@ from matcomp.analysis.variants import (
     variant_overrides,
     variant_table,
 )
-from matcomp.book.chapter import chapter_config, rank_search_configs, rank_search_drops, trained_runs
+from matcomp.book.chapter import chapter_config, rank_search_configs, rank_search_drops, trained_run, trained_runs
 from matcomp.book.spec import ChapterSpec, RunParameters
 from matcomp.book.tables import and_text, span_text
 from matcomp.config import RunConfig
@@ -143,7 +143,9 @@ def sizes_numbers(orders: pd.DataFrame, table: pd.DataFrame, cfg: RunConfig) -> 
 def rank_drop_numbers() -> dict[str, str]:
     """What the sizes_ranks chapter's prose quotes of the rank-2 search's run that drops, at the default
     preset (keys ``rank2_*``): its task, its drop step, where it ends against its plateau, and its best row
-    and column heads at its last checkpoint before the drop and its first after."""
+    and column heads at its last checkpoint before the drop and its first after; and how early the one-model
+    run, which drops, leaves its plateau (``rank1_moves``, ``early_move``), which the search's runs are read
+    against."""
     runs = list(rank_search_drops(DEFAULT_PRESET).values())
     if len(runs) != 1:
         raise ValueError(f"the rank-2 search at the {DEFAULT_PRESET} preset has {len(runs)} runs that drop; "
@@ -153,7 +155,12 @@ def rank_drop_numbers() -> dict[str, str]:
     before, after = table[table.index < drop.half_step].iloc[-1], table[table.index > drop.half_step].iloc[0]
     heads = "best row head / uniform", "best column head / uniform"
     data = run.config.data
-    return {"rank2_task": f"{data.n_rows}×{data.n_cols} rank {data.rank}", "rank2_drop": f"{drop.half_step:,}",
+    one_model = trained_run(chapter_config(chapter_sizes(DEFAULT_PRESET).one_model), DEFAULT_PRESET)
+    measures = progress_table(one_model)
+    drop_step = one_model.drop.half_step
+    moves = early_move(against_uniform(one_model, measures), lead_table(measures, drop_step), drop_step)
+    return {"rank1_moves": moves,
+            "rank2_task": f"{data.n_rows}×{data.n_cols} rank {data.rank}", "rank2_drop": f"{drop.half_step:,}",
             "rank2_below": f"{drop.factor:.1f}", "rank2_last": f"{run.last_step:,}",
             "rank2_before_step": f"{int(before.name):,}", "rank2_after_step": f"{int(after.name):,}",
             "rank2_heads_before": " and ".join(f"{before[h]:.2f}×" for h in heads),
@@ -161,6 +168,39 @@ def rank_drop_numbers() -> dict[str, str]:
 
 
 FLAT = 0.05  # L_mask within this share of its early value: on its plateau still
+
+
+def early_move(table: pd.DataFrame, leads: pd.DataFrame, drop_step: int) -> str:
+    """How early a run that drops leaves its plateau, as the sizes_ranks prose says it: the first checkpoint of
+    ``table`` (``against_uniform``) where its best row or column head is ``FLAT`` or more above uniform attention
+    while its L_mask is still within ``FLAT`` of its level at the first checkpoint after step 0, and where the
+    progress chapter's onset rule (``leads``: ``lead_table``) starts its heads and its loss.
+
+    >>> steps = [0, 1000, 2000, 3000, 4000]
+    >>> table = pd.DataFrame({"best row head / uniform": [1.0, 1.0, 1.07, 1.3, 6.0],
+    ...                       "best column head / uniform": [1.0, 1.01, 1.02, 1.2, 5.0],
+    ...                       "L_mask / E[X²]": [3.9, 0.98, 0.97, 0.9, 0.2]}, index=steps)
+    >>> leads = pd.DataFrame({"onset step": [3000, 3000, 4000]}, index=["row attention", "column attention", L_MASK])
+    >>> print(early_move(table, leads, 3500).replace(", while ", ",\\nwhile ").replace("; ", ";\\n"))
+    are already 1.07× and 1.02× uniform at step 2,000, 1,500 steps before its drop (step 3,500),
+    while its L_mask is still 0.97× E[X²];
+    by the onset rule of the progress chapter they start to move at step 3,000, its loss at step 4,000
+    """
+    heads = table[["best row head / uniform", "best column head / uniform"]]
+    level = table["L_mask / E[X²]"]
+    early = level[level.index > 0].iloc[0]
+    moved = (heads.max(axis=1) >= 1 + FLAT) & ((level / early - 1).abs() < FLAT) & (table.index < drop_step)
+    onsets = leads["onset step"]
+    heads_onset = onsets[["row attention", "column attention"]].dropna()
+    timing = (f"by the onset rule of the progress chapter they start to move at step {int(heads_onset.min()):,}, "
+              f"its loss at step {int(onsets[L_MASK]):,}" if len(heads_onset) and not pd.isna(onsets[L_MASK])
+              else "the progress chapter's onset rule places no onset on them")
+    if not moved.any():
+        return f"leave uniform attention only as its loss leaves its plateau; {timing}"
+    step = int(moved.idxmax())
+    row, column = heads.loc[step]
+    return (f"are already {row:.2f}× and {column:.2f}× uniform at step {step:,}, {drop_step - step:,} steps before its "
+            f"drop (step {drop_step:,}), while its L_mask is still {level[step]:.2f}× E[X²]; {timing}")
 
 
 def rank_search_findings(readings: dict[str, pd.DataFrame], count: pd.DataFrame, reference: str,
