@@ -38,6 +38,13 @@ def test_a_claim_judged_in_part_by_a_check_of_the_method_says_what_is_not_judged
         assert "check" in claim.untested, key
 
 
+def test_a_number_read_on_a_variant_of_the_released_code_is_attributed_to_the_code_not_the_text():
+    code = {(claim.key, key): claim.places(key) for claim in REGISTER for key in claim.from_code}
+    assert code == {("patching_steers_missing", "restored, last layer"):
+                    "NeurIPS §3.2.2, App. F: its number; the variant is the authors' released code's"}
+    assert all(set(claim.from_code) <= set(claim.tested_by) for claim in REGISTER)
+
+
 def test_the_register_holds_every_claim_found_in_the_paper_and_says_where_the_workshop_version_alone_has_it():
     assert tally()["claims"] == len(REGISTER) >= 70  # 70 claims found in the two versions of the paper
     assert tally()["no chapter"] == sum(claim.chapter is None for claim in REGISTER) == 7

@@ -63,7 +63,7 @@ def verdict_table(ladders: dict[str, Ladder]) -> pd.DataFrame:
             assert claim.chapter is not None  # a claim tested by key numbers names its chapter
             ladder = ladders[claim.chapter]
             row = rows.setdefault((claim.chapter, key), {"in the paper": "", "the paper": ladder.claims[key].text()})
-            row["in the paper"] = "; ".join(filter(None, (row["in the paper"], claim.where.split(" (")[0])))
+            row["in the paper"] = "; ".join(filter(None, (row["in the paper"], claim.places(key))))
             places = ladder.judged()
             for where, verdicts in places.items():
                 if key in verdicts:

@@ -216,7 +216,7 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'the text patches every head, "restored, all layers", which holds by construction in any model (a '
                'check of the method, as the page shows); "restored, last layer" patches the last layer\'s heads '
                "alone, a variant in the authors' released scripts, not the text's claim: the text's claim is judged "
-               'only as a check'),
+               'only as a check', from_code=('restored, last layer',)),
     PaperClaim('uniform_ablation_caveat',
                "NeurIPS App. F (WS App. J 'Causal Interventions')",
                '"In the uniform ablation setup, it is possible that setting the softmax probabilities to a given value'
