@@ -77,6 +77,11 @@ def test_a_single_run_above_the_ladder_is_one_seed_and_its_drop_step_one_draw():
     assert ladder.beyond_verdicts()[label]["drop step"].named == "cannot tell: one draw"
     assert ladder.verdicts()["drop step"].category == "reproduces"  # 15,000 within 12,000 to 16,000
     assert ladder.task_table().loc["drop step", label] == "15,783 ?"
+    numbers = ladder.paper_scale_numbers("sudden_drop")  # what the prose quotes of the run above, by name
+    assert numbers["sudden_drop_paper_scale_drop_step"] == "15,783"
+    assert numbers["sudden_drop_paper_scale_below_the_plateau"] == "10.4"  # 2/9 / 0.0214
+    alone = drop_ladders({"7×7": seeds}).paper_scale_numbers("sudden_drop")
+    assert set(alone) == set(numbers) and set(alone.values()) == {"—"}  # none above: the prose still has its names
     assert list(ladder.judged()) == ["7×7, 2 seeds", label]
     assert "7×7 rank 2 (GPU), seed 0, step 32,000, one seed: cannot tell: one draw (15,783)." in ladder.sentences()[1]
     assert "  - drop step: **cannot tell: one draw**" in ladder.headline().data.splitlines()

@@ -6,6 +6,7 @@ and a single paper-scale run is judged on its own, as one seed."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -64,6 +65,11 @@ def depth_derivation() -> str:
     plateau, post = SUDDEN_DROP["L_mask on the plateau"], reported(POST_SHIFT, "no intervention", 1)
     return (f"plateau L_mask {plateau:g} × p_mask {preset('paper').data.p_mask:g} / final total L "
             f"{SUDDEN_DROP['final L']:g}; its post-shift L_mask, {post:g}, gives {plateau / post:.3g}")
+
+
+def slug(key: str) -> str:
+    """A key number as part of a glued name: lower case, every run of other characters one underscore."""
+    return re.sub(r"[^a-z0-9]+", "_", key.lower()).strip("_")
 
 
 def unread_reason(run: Run, phases: Phases | None) -> str | None:
@@ -163,6 +169,20 @@ class Ladder:
                                      {label: self.beyond_errors.loc[label, key]},
                                      {label: at} if (at := self.beyond_stopped.get(label)) else None)
                         for key, claim in self.claims.items()} for label, row in self.beyond.iterrows()}
+
+    def paper_scale_numbers(self, chapter: str) -> dict[str, str]:
+        """The paper-scale run's key numbers as the chapter's prose quotes them (``{eval}`<chapter>_paper_scale_<key
+        as a name>```, glued by ``show_ladder``): the single run above the ladder (at the default scale the paper's
+        own model), each number as the tables print it, or why it cannot be read; "—" for each where no single run
+        (or more than one) stands above the ladder, so that the prose is never left without its value.
+
+        >>> slug("restored, last layer"), slug("masked-row probe: best layer's MSE / answering 0's")
+        ('restored_last_layer', 'masked_row_probe_best_layer_s_mse_answering_0_s')
+        """
+        one = len(self.beyond) == 1
+        return {f"{chapter}_paper_scale_{slug(key)}": (self.beyond_unread.get(self.beyond.index[0], {}).get(key)
+                                                       or number_text(self.beyond.iloc[0][key])) if one else "—"
+                for key in self.claims}
 
     def column(self, where: str) -> str:
         """The verdict table's column of a place ``judged`` reads: a single run above the ladder by its task and
@@ -425,8 +445,8 @@ def show_ladder(ladder: Ladder, chapter: str) -> None:
     those read, the paper's number and the verdict; then every task of the ladder; then one sentence per key
     number. One key number a row where they are many, so a finding reads across the seeds to its verdict, and
     one seed a row where the seeds outnumber them, so the table fits the page. The verdicts at a glance
-    (``Ladder.headline``) are quoted as ``<chapter>_verdicts`` for the top of the page, and how to read the ladder
-    as ``ladder_reading``."""
+    (``Ladder.headline``) are quoted as ``<chapter>_verdicts`` for the top of the page, how to read the ladder
+    as ``ladder_reading``, and the paper-scale run's numbers for the prose (``Ladder.paper_scale_numbers``)."""
     legend = (f"{MARKS[MATCHES]} as the paper, {MARKS[DIRECTION]} its direction only, {MARKS[AGAINST]} neither, "
               f"{MARKS[NOISE]} cannot tell (within two standard errors of no effect), {MARKS[SHORT]} cannot tell yet "
               f"(a clock stopped its run short of the paper's), {MARKS[DRAW]} one draw (a drop step, judged only "
@@ -438,7 +458,8 @@ def show_ladder(ladder: Ladder, chapter: str) -> None:
     display(styled(seeds, "{}", caption))
     display(styled(ladder.task_table(), "{}", f"{ladder.what}: each task of the ladder, and the paper's"))
     display(findings(*ladder.sentences()))
-    glue_quoted({f"{chapter}_verdicts": ladder.headline(), "ladder_reading": reading_guide()})
+    glue_quoted({f"{chapter}_verdicts": ladder.headline(), "ladder_reading": reading_guide(),
+                 **ladder.paper_scale_numbers(chapter)})
 
 
 def reading_guide() -> Markdown:
