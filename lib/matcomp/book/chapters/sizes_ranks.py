@@ -158,6 +158,9 @@ def rank_drop_numbers() -> dict[str, str]:
     one_model = trained_run(chapter_config(chapter_sizes(DEFAULT_PRESET).one_model), DEFAULT_PRESET)
     measures = progress_table(one_model)
     drop_step = one_model.drop.half_step
+    if drop_step is None:
+        raise ValueError(f"the {DEFAULT_PRESET} scale's one-model run {one_model.config.run_id} has no drop; its prose "
+                         "reads one that drops")
     moves = early_move(against_uniform(one_model, measures), lead_table(measures, drop_step), drop_step)
     return {"rank1_moves": moves,
             "rank2_task": f"{data.n_rows}×{data.n_cols} rank {data.rank}", "rank2_drop": f"{drop.half_step:,}",
