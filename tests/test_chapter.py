@@ -135,6 +135,7 @@ def test_arm_summary_counts_censored_seeds_as_later_and_keeps_them_out_of_the_sp
     assert summary.loc["plain", "dropped"] == "3/4" and summary.loc["plain", "max"] == 11000
     # the reference row says what it is where a comparison would stand, not "nan"
     assert summary.loc["plain", ["earlier than plain", "outcome"]].tolist() == ["—", "the reference of the others"]
+    assert list(summary.columns[-4:]) == ["earlier than plain", "mean change", "both dropped", "outcome"]
     faster_row = summary.loc["faster"]
     assert faster_row["earlier than plain"] == "4/4" and faster_row["outcome"] == "earlier on every seed"
     assert faster_row["mean change"] == pytest.approx(np.mean([-2000, -3000, -2000]))  # seeds where both drop

@@ -66,7 +66,8 @@ def arm_summary(plain: pd.DataFrame, arms: dict[str, pd.DataFrame], budget: int)
         row = {"dropped": f"{len(dropped)}/{len(steps)}", "mean": dropped.mean(), "sd": dropped.std(),
                "min": dropped.min(), "max": dropped.max()}
         if name == "plain":  # the row every other arm is compared with: it has no comparison of its own
-            row |= {"earlier than plain": "—", "outcome": "the reference of the others"}
+            row |= {"earlier than plain": "—", "mean change": float("nan"), "both dropped": float("nan"),
+                    "outcome": "the reference of the others"}
         else:
             outcome = ("earlier on every seed" if earlier == len(steps) else
                        "later on every seed" if later == len(steps) else
