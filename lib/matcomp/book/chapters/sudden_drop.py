@@ -82,7 +82,7 @@ def spread_sentences(nudged: Nudged | None, paper_runs: list[Run]) -> list[str]:
                     f"runs drop between step {row['lowest']:,.0f} and {row['highest']:,.0f}, a range of "
                     f"{row['range']:,.0f} steps ({row['range / own']:.1%} of its drop step)"
                     + (f"; {row['no drop']:.0f} do not drop within the budget." if row["no drop"] else "."))
-    drops = sorted(run.drop.half_step for run in paper_runs if run.drop.dropped)
+    drops = _drops(paper_runs)
     if len(drops) > 1:
         times = {2: "twice", 3: "three times"}.get(len(drops), f"{len(drops)} times")
         said.append(f"The paper's 7×7 rank-2 model, seed {paper_runs[0].config.train.seed}, trained {times} on a GPU "
@@ -92,15 +92,21 @@ def spread_sentences(nudged: Nudged | None, paper_runs: list[Run]) -> list[str]:
     return said
 
 
+def _drops(runs: list[Run]) -> list[int]:
+    """The drop steps of those of ``runs`` that drop, earliest first."""
+    return sorted(step for run in runs if (step := run.drop.half_step) is not None)
+
+
 def spread_rows(by_seed: pd.DataFrame, nudged: Nudged | None, paper_runs: list[Run]) -> dict[str, pd.Series]:
     """The drop steps the spread figure compares, each row as multiples of its reference: the scale's seeds beside
     their median, each nudged seed's runs beside its own run, and the paper's seed trained more than once beside
     its first drop."""
     steps = by_seed["drop step"].dropna().astype(float)
     rows = {f"the {len(steps)} seeds that drop ÷ their median": steps / steps.median()} if len(steps) else {}
-    for seed, own in (nudged.own.items() if nudged is not None else []):
-        rows[f"seed {seed}, nudged ÷ its own run"] = nudged.steps.xs(seed, level="seed")["drop step"] / own
-    drops = pd.Series(sorted(run.drop.half_step for run in paper_runs if run.drop.dropped), dtype=float)
+    if nudged is not None:
+        for seed, own in nudged.own.items():
+            rows[f"seed {seed}, nudged ÷ its own run"] = nudged.steps.xs(seed, level="seed")["drop step"] / own
+    drops = pd.Series(_drops(paper_runs), dtype=float)
     if len(drops) > 1:
         label = f"paper 7×7, seed {paper_runs[0].config.train.seed}, {len(drops)} trainings ÷ the first"
         rows[label] = drops / drops[0]
