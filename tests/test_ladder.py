@@ -10,16 +10,8 @@ from matcomp.analysis.interventions import attention_interventions
 from matcomp.book.chapter import ladder_runs
 from matcomp.book.chapters import chapter_spec
 from matcomp.book.chapters.nuclear_norm import BEST_LAMBDA
-from matcomp.book.ladder import (
-    COPYING,
-    DEPTH,
-    OWN_RECIPE,
-    _ladder,
-    drop_ladders,
-    finding_ladders,
-    stopped_short,
-    unread_reason,
-)
+from matcomp.book.ladder import COPYING, DEPTH, OWN_RECIPE, stopped_short, unread_reason
+from matcomp.book.ladder_readings import _ladder, drop_ladders, finding_ladders
 from matcomp.book.verdicts import Claim
 from matcomp.data import sample_batch
 from matcomp.paper import Side

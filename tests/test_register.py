@@ -5,7 +5,8 @@ import re
 from pathlib import Path
 
 from matcomp.book.chapters import chapter_specs
-from matcomp.book.ladder import DEPTH, drop_claims
+from matcomp.book.ladder import DEPTH
+from matcomp.book.ladder_readings import drop_claims
 from matcomp.book.register import REGISTER, tally, the_shift, training_and_beyond
 
 TOC = Path(__file__).resolve().parents[1] / "_toc.yml"

@@ -21,7 +21,7 @@ from matcomp.runs.derived import Derivation
 
 def ladder_derivations(preset: str = DEFAULT_PRESET) -> list[Derivation]:
     """The key numbers of every one-model chapter on each run of its size ladder at ``preset`` that reads them
-    (``matcomp.book.ladder.finding_ladders``: every finding on a seed that dropped, those with pre-shift numbers
+    (``ladder_readings.finding_ladders``: every finding on a seed that dropped, those with pre-shift numbers
     on a seed kept with its pre-shift checkpoint that did not) and on its paper-scale run where one is shipped
     with checkpoints (``chapter.paper_scale_runs``; recomputed here from its bf16 weights), with the chapter's
     default parameters, finding by finding."""

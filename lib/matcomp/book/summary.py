@@ -11,7 +11,8 @@ import pandas as pd
 from matcomp.analysis.key_numbers import reader_parameters
 from matcomp.book.chapter import ladder_runs, ladder_trained, larger_task_drops, paper_scale_runs
 from matcomp.book.chapters import chapter_specs
-from matcomp.book.ladder import FINISHED, Ladder, drop_ladders, finding_ladders, show_ladder
+from matcomp.book.ladder import FINISHED, Ladder, show_ladder
+from matcomp.book.ladder_readings import drop_ladders, finding_ladders
 from matcomp.book.register import REGISTER
 from matcomp.book.spec import ChapterSpec
 from matcomp.book.verdicts import CATEGORIES
