@@ -10,6 +10,7 @@ import pandas as pd
 
 from matcomp.analysis.components import component_config
 from matcomp.book.chapter import chapter_config, trained_run
+from matcomp.book.parameters import COUNT, STEP, STEPS, parameter
 from matcomp.book.spec import ChapterSpec, RunParameters
 from matcomp.book.tables import at_step
 from matcomp.config import RunConfig
@@ -23,10 +24,11 @@ from matcomp.sizes import chapter_sizes
 class Parameters(RunParameters):
     """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
 
-    steps: int | None = None  # budget of each component's run; None: the preset's
+    steps: int | None = parameter(None, STEPS)  # budget of each component's run; None: the preset's
     # steps a run trains past its drop (or past step 550 without a plateau; 0: its whole budget); None: the preset's
-    after_drop: int | None = None
-    min_plateau: int = 500  # a curve "has a plateau" if it sits at the copying level at least this many steps
+    after_drop: int | None = parameter(None, STEP)
+    # a curve "has a plateau" if it sits at the copying level at least this many steps
+    min_plateau: int = parameter(500, COUNT)
 
 
 def runs_read(preset: str) -> list[RunConfig]:

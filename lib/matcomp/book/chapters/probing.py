@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from matcomp.analysis.key_numbers import read_probing
 from matcomp.book.chapter import probing_config
 from matcomp.book.chapters import model_runs
+from matcomp.book.parameters import COUNT, parameter
 from matcomp.book.spec import ChapterSpec, KeyNumbers, OneModelParameters
 from matcomp.book.verdicts import Claim
 from matcomp.config import RunConfig
@@ -18,8 +19,8 @@ from matcomp.paper import Side
 class Parameters(OneModelParameters):
     """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
 
-    train_matrices: int = 2048  # matrices whose positions fit each probe (the paper: 2,048)
-    test_matrices: int = 256  # held-out matrices that score it (the paper: 256)
+    train_matrices: int = parameter(2048, COUNT)  # matrices whose positions fit each probe (the paper: 2,048)
+    test_matrices: int = parameter(256, COUNT)  # held-out matrices that score it (the paper: 256)
 
 
 def runs_read(preset: str) -> list[RunConfig]:

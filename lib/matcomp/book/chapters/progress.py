@@ -19,7 +19,8 @@ from matcomp.analysis.progress import (
 )
 from matcomp.analysis.seeds import seeds_from, trained_on
 from matcomp.book.chapter import chapter_config, open_with_phases, trained_runs
-from matcomp.book.spec import ChapterSpec, RunParameters, listed
+from matcomp.book.parameters import COUNT, COUNTS, parameter
+from matcomp.book.spec import ChapterSpec, RunParameters
 from matcomp.book.tables import seeds_text, span_text, steps_text
 from matcomp.config import RunConfig
 from matcomp.presets import DEFAULT_PRESET
@@ -32,12 +33,13 @@ from matcomp.sizes import ChapterSizes, chapter_sizes
 class Parameters(RunParameters):
     """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
 
-    samples: int = 256  # matrices every checkpoint is measured on
+    samples: int = parameter(256, COUNT)  # matrices every checkpoint is measured on
     # runs (seeds from `seed` on) whose leads are compared and the alarm was fitted on; None: the preset's (5)
-    seeds: int | None = None
-    held_out: int | None = None  # seeds after those on which the alarm is scored; None: the preset's (8)
+    seeds: int | None = parameter(None, COUNT)
+    # seeds after those on which the alarm is scored; None: the preset's (8)
+    held_out: int | None = parameter(None, COUNT)
     # smoothing windows (checkpoints, trailing mean) at which the leads are read
-    windows: list[int] = listed(1, 3, 5, 9)
+    windows: list[int] = parameter([1, 3, 5, 9], COUNTS)
 
 
 def runs_read(preset: str) -> list[RunConfig]:

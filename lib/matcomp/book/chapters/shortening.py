@@ -25,6 +25,7 @@ from matcomp.analysis.shortening import (
 )
 from matcomp.book.chapter import chapter_config, trained_run, trained_runs
 from matcomp.book.chapters import seed_runs
+from matcomp.book.parameters import COUNT, parameter
 from matcomp.book.spec import ChapterSpec, RunParameters
 from matcomp.book.tables import and_text, seeds_text, span_text
 from matcomp.book.verdicts import seed_list
@@ -40,7 +41,7 @@ from matcomp.sizes import chapter_sizes
 class Parameters(RunParameters):
     """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
 
-    seeds: int | None = None  # how many seeds, from `seed` on; None: the preset's (4)
+    seeds: int | None = parameter(None, COUNT)  # how many seeds, from `seed` on; None: the preset's (4)
     intervention: str = ''  # an extra change to compare (example above)
 
 

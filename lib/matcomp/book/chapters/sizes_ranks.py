@@ -20,6 +20,7 @@ from matcomp.analysis.variants import (
     variant_table,
 )
 from matcomp.book.chapter import chapter_config, rank_search_configs, rank_search_drops, trained_runs
+from matcomp.book.parameters import COUNT, COUNTS, STEPS, parameter
 from matcomp.book.spec import ChapterSpec, RunParameters
 from matcomp.book.tables import and_text, span_text
 from matcomp.config import RunConfig
@@ -34,12 +35,13 @@ from matcomp.sizes import ChapterSizes, chapter_sizes
 class Parameters(RunParameters):
     """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
 
-    seeds: int | None = None  # seeds of the mixture; None: the preset's (cpu: 3)
+    seeds: int | None = parameter(None, COUNT)  # seeds of the mixture; None: the preset's (cpu: 3)
     # square sizes of the mixture and of the separate runs; None: the preset's (cpu: 3, 4, 5; paper: 5, 7, 9)
-    sizes: list[int] | None = None
-    ranks: list[int] | None = None  # ranks of the separate runs; None: the preset's (cpu: 1, 2; paper: 1-4)
+    sizes: list[int] | None = parameter(None, COUNTS)
+    # ranks of the separate runs; None: the preset's (cpu: 1, 2; paper: 1-4)
+    ranks: list[int] | None = parameter(None, COUNTS)
     # steps of each separate run (sizes and ranks); None: 10,000 on the cpu preset, else the preset's own
-    steps: int | None = None
+    steps: int | None = parameter(None, STEPS)
 
 
 def runs_read(preset: str) -> list[RunConfig]:

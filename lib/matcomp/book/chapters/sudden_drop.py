@@ -11,6 +11,7 @@ import pandas as pd
 from matcomp.analysis.seeds import trained_on
 from matcomp.book.chapter import chapter_config, model_preset, trained_run
 from matcomp.book.chapters import model_runs, seed_runs
+from matcomp.book.parameters import COUNT, parameter
 from matcomp.book.spec import ChapterSpec, OneModelParameters
 from matcomp.config import RunConfig
 from matcomp.data import second_moment
@@ -26,7 +27,7 @@ class Parameters(OneModelParameters):
     """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
 
     # how many seeds (from `seed` on) of the scale's preset for the drop steps; None: the preset's (cpu: 8)
-    seeds: int | None = None
+    seeds: int | None = parameter(None, COUNT)
 
 
 def runs_read(preset: str) -> list[RunConfig]:

@@ -12,6 +12,7 @@ from matcomp.analysis.variants import (
     variant_overrides,
 )
 from matcomp.book.chapter import chapter_config, trained_runs
+from matcomp.book.parameters import COUNT, COUNTS, FOLDER, STEP, STEPS, parameter
 from matcomp.book.spec import ChapterSpec, RunParameters
 from matcomp.config import RunConfig
 from matcomp.presets import preset_name
@@ -23,14 +24,14 @@ from matcomp.sizes import chapter_sizes
 class Parameters(RunParameters):
     """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
 
-    widths: list[int] | None = None  # hidden sizes; None: the preset's list (cpu: 32, 64, 128)
-    depths: list[int] | None = None  # numbers of layers; None: the preset's list (cpu: 2, 4, 6)
-    seeds: int | None = None  # seeds per point, from `seed` on; None: the preset's
-    steps: int | None = None  # budget of every run; None: the preset's
+    widths: list[int] | None = parameter(None, COUNTS)  # hidden sizes; None: the preset's list (cpu: 32, 64, 128)
+    depths: list[int] | None = parameter(None, COUNTS)  # numbers of layers; None: the preset's list (cpu: 2, 4, 6)
+    seeds: int | None = parameter(None, COUNT)  # seeds per point, from `seed` on; None: the preset's
+    steps: int | None = parameter(None, STEPS)  # budget of every run; None: the preset's
     # steps a run trains past its drop before it stops (0: its whole budget); None: the preset's
-    after_drop: int | None = None
+    after_drop: int | None = parameter(None, STEP)
     # where the sweep of the last section writes its notebooks; None: <run store>/sweeps/depth
-    sweep_out: str | None = None
+    sweep_out: str | None = parameter(None, FOLDER)
 
 
 def runs_read(preset: str) -> list[RunConfig]:
