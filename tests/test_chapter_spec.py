@@ -4,6 +4,7 @@ papermill injects into, must say the same, and the declaration's check refuses w
 import dataclasses
 import inspect
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,20 @@ def test_a_rule_sits_on_its_field_and_a_list_default_is_each_instance_s_own():
     with pytest.raises(ValueError, match=r"progress chapter's parameter windows must be a non-empty list of "
                                          r"integers >= 1, e.g. \[2, 4\]; got None"):
         chapter_spec("progress").parameters_of({"windows": None})  # None stands for no scale's value here
+
+
+@pytest.mark.parametrize("chapter", [s.name for s in chapter_specs() if hasattr(inspect.getmodule(s.parameters),
+                                                                                 "setup")])
+def test_a_chapter_s_setup_takes_its_parameters_whole_as_its_first_cell_makes_them(chapter):
+    """One argument, the chapter's ``Parameters``: a parameter added to the declaration reaches ``setup`` without
+    a signature and a call to change in step."""
+    setup = inspect.getmodule(chapter_spec(chapter).parameters).setup
+    assert [(name, arg.annotation) for name, arg in inspect.signature(setup).parameters.items()] == [
+        ("p", "Parameters")]
+    sources = ["".join(c["source"]) for c in json.loads((BOOK / f"{chapter}.ipynb").read_text())["cells"]
+               if c["cell_type"] == "code"]
+    assert sum(s.count("p = chapter.CHAPTER.check(globals())") for s in sources) == 1
+    assert [call for s in sources for call in re.findall(r"chapter\.setup\([^)]*\)", s)] == ["chapter.setup(p)"]
 
 
 def test_a_chapter_s_values_at_a_scale_fill_what_its_none_stands_for():

@@ -48,17 +48,17 @@ class Opening(NamedTuple):
     runs: dict[str, Run]
 
 
-def setup(preset: str | None, seed: int | None, overrides: str, steps: int | None, after_drop: int | None) -> Opening:
-    """The chapter's config, its trained run, the budget of each group's run (``steps``, None: the preset's)
+def setup(p: Parameters) -> Opening:
+    """The chapter's config, its trained run, the budget of each group's run (``p.steps``, None: the preset's)
     and the group -> run of each group trained alone from the run's start, printed as it goes."""
-    cfg = chapter_config(preset, seed, overrides)
-    base = trained_run(cfg, preset)
-    steps = steps or chapter_sizes(preset).steps("component_steps", cfg)
-    after_drop = chapter_sizes(preset).after_drop if after_drop is None else after_drop
-    print(f"trained model: {base.config.run_id} ({preset_name(preset)} preset), final checkpoint step "
+    cfg = chapter_config(p.preset, p.seed, p.overrides)
+    base = trained_run(cfg, p.preset)
+    steps = p.steps or chapter_sizes(p.preset).steps("component_steps", cfg)
+    after_drop = chapter_sizes(p.preset).after_drop if p.after_drop is None else p.after_drop
+    print(f"trained model: {base.config.run_id} ({preset_name(p.preset)} preset), final checkpoint step "
           f"{base.steps[-1]}; its own drop: {base.drop}")
 
-    runs = {c: trained_run(component_config(cfg, c, base.config.run_id, steps, after_drop), preset)
+    runs = {c: trained_run(component_config(cfg, c, base.config.run_id, steps, after_drop), p.preset)
             for c in COMPONENT_PATTERNS}
     for c, run in runs.items():
         print(f"{c:>9} alone: run {run.config.run_id}, stopped at step {run.last_step:,} of {steps:,}")

@@ -61,16 +61,15 @@ class Opening(NamedTuple):
     seeds: int
 
 
-def setup(preset: str | None, model: str | None, seed: int | None, overrides: str, value_samples: int,
-          seeds: int | None) -> Opening:
+def setup(p: Parameters) -> Opening:
     """The chapter's config, run and phases, its post-shift model, every value token of the task, the
     positions grouped by row and by column, and the seeds of the several-seed part (None: the preset's)."""
-    cfg, run, phases = open_chapter(model_preset(preset, model), seed, overrides)
-    seeds = seeds or chapter_sizes(preset).seeds
+    cfg, run, phases = open_chapter(model_preset(p.preset, p.model), p.seed, p.overrides)
+    seeds = p.seeds or chapter_sizes(p.preset).seeds
     d = cfg.data
 
     S = d.n_rows * d.n_cols
-    values = task_values(d, value_samples)  # every value token the task uses
+    values = task_values(d, p.value_samples)  # every value token the task uses
     rows, cols = position_groups(d.n_rows, d.n_cols)
     post = run.checkpoint(phases.post)
     print(f"value tokens from {values[0]:.2f} to {values[-1]:.2f} ({len(values)} tokens); {S} positions")

@@ -59,12 +59,11 @@ class Opening(NamedTuple):
     post: MatrixBert
 
 
-def setup(preset: str | None, model: str | None, seed: int | None, overrides: str, samples: int,
-          eval_seed: int) -> Opening:
-    """The chapter's config, its task, its run and phases, ``samples`` evaluation matrices with random masks
-    (drawn from ``eval_seed``), and the post-shift model."""
-    cfg, run, phases = open_chapter(model_preset(preset, model), seed, overrides)
-    batch = sample_batch(cfg.data, samples, analysis_generator(eval_seed))
+def setup(p: Parameters) -> Opening:
+    """The chapter's config, its task, its run and phases, ``p.samples`` evaluation matrices with random masks
+    (drawn from ``p.eval_seed``), and the post-shift model."""
+    cfg, run, phases = open_chapter(model_preset(p.preset, p.model), p.seed, p.overrides)
+    batch = sample_batch(cfg.data, p.samples, analysis_generator(p.eval_seed))
     return Opening(cfg, cfg.data, run, phases, batch, run.bert(phases.post))
 
 

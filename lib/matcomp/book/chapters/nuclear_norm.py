@@ -77,12 +77,11 @@ class Opening(NamedTuple):
     lambda_samples: int
 
 
-def setup(preset: str | None, model: str | None, seed: int | None, overrides: str, samples: int | None,
-          lambda_samples: int | None) -> Opening:
+def setup(p: Parameters) -> Opening:
     """The chapter's config, run and phases, and its sample counts (None: the preset's, which are the
     paper's 512 per p_mask and 256 per λ table at the full scales)."""
-    cfg, run, phases = open_chapter(model_preset(preset, model), seed, overrides)
-    samples, lambda_samples = Parameters(samples=samples, lambda_samples=lambda_samples).counts(preset)
+    cfg, run, phases = open_chapter(model_preset(p.preset, p.model), p.seed, p.overrides)
+    samples, lambda_samples = p.counts(p.preset)
     print(f"{cfg.run_id}: {cfg.data.n_rows}x{cfg.data.n_cols} rank {cfg.data.rank}, BERT trained at "
           f"p_mask {cfg.data.p_mask}, post-shift step {phases.post}; {samples} matrices per p_mask, "
           f"{lambda_samples} per lambda table; solver {SOLVER}")

@@ -65,12 +65,12 @@ class Opening(NamedTuple):
     model: Model
 
 
-def setup(preset: str | None, seed: int | None, overrides: str, seeds: int | None, after_drop: int | None) -> Opening:
+def setup(p: Parameters) -> Opening:
     """The chapter's config, run and phases (at the scale's own preset), its sizes, the seeds and steps past
     the drop of its several-seed runs (None: the preset's), and the post-shift model."""
-    cfg, run, phases = open_chapter(preset, seed, overrides)
-    seeds, after_drop = Parameters(seeds=seeds, after_drop=after_drop).counts(preset)
-    return Opening(cfg, run, phases, chapter_sizes(preset), seeds, after_drop, run.checkpoint(phases.post))
+    cfg, run, phases = open_chapter(p.preset, p.seed, p.overrides)
+    seeds, after_drop = p.counts(p.preset)
+    return Opening(cfg, run, phases, chapter_sizes(p.preset), seeds, after_drop, run.checkpoint(phases.post))
 
 
 MISS = 0.5  # L_mask / E[X²] at or above this is a miss: the completion recovers less than half of E[X²]

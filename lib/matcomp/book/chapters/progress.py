@@ -65,16 +65,16 @@ class Opening(NamedTuple):
     size: ChapterSizes
 
 
-def setup(preset: str | None, seed: int | None, overrides: str, samples: int, seeds: int | None) -> Opening:
+def setup(p: Parameters) -> Opening:
     """The chapter's config, its progress run (``progress_configs``: dense checkpoints) and phases, the seeds
     of the several-seed part (None: the preset's), every seed's config, the run's progress measures on
-    ``samples`` matrices, its checkpoint spacing and the preset's sizes."""
-    cfg, size = chapter_config(preset, seed, overrides), chapter_sizes(preset)
-    seeds = seeds or size.progress_seeds
+    ``p.samples`` matrices, its checkpoint spacing and the preset's sizes."""
+    cfg, size = chapter_config(p.preset, p.seed, p.overrides), chapter_sizes(p.preset)
+    seeds = p.seeds or size.progress_seeds
     configs = progress_configs(cfg, seeds_from(cfg, seeds), size.after_drop)
-    run, phases = open_with_phases(configs[cfg.train.seed], preset)
+    run, phases = open_with_phases(configs[cfg.train.seed], p.preset)
     print(phases.note)
-    table = progress_table(run, samples)
+    table = progress_table(run, p.samples)
     spacing = configs[cfg.train.seed].train.checkpoint_every
     print(f"{len(table)} checkpoints measured, every {spacing} steps from step {table.index[0]} to {table.index[-1]}")
     return Opening(cfg, run, phases, seeds, configs, table, spacing, size)

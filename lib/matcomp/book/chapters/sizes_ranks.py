@@ -71,16 +71,15 @@ class Opening(NamedTuple):
     ranks: list[int]
 
 
-def setup(preset: str | None, seed: int | None, overrides: str, seeds: int | None, sizes: list | None,
-          ranks: list | None, steps: int | None) -> Opening:
+def setup(p: Parameters) -> Opening:
     """The chapter's config and sizes, the separate runs' budget, the mixture's config and its runs at the
     seeds, and the seeds, sizes and ranks (None: the preset's)."""
-    cfg = chapter_config(preset, seed, overrides)
-    size = chapter_sizes(preset)
-    seeds, sizes, ranks = seeds or size.seeds, sizes or list(size.mixture_sizes), ranks or list(size.ranks)
-    steps = steps or size.steps("size_steps", cfg)
+    cfg = chapter_config(p.preset, p.seed, p.overrides)
+    size = chapter_sizes(p.preset)
+    seeds, sizes, ranks = p.seeds or size.seeds, p.sizes or list(size.mixture_sizes), p.ranks or list(size.ranks)
+    steps = p.steps or size.steps("size_steps", cfg)
     mixture_cfg = cfg.override(mixture_overrides(sizes))
-    mixtures = trained_runs(seed_configs(mixture_cfg, seeds_from(cfg, seeds)), preset)
+    mixtures = trained_runs(seed_configs(mixture_cfg, seeds_from(cfg, seeds)), p.preset)
     print(f"mixture of sizes {sizes}, rank 1, {mixture_cfg.train.steps:,} steps: "
           + ", ".join(f"seed {s} {r.config.run_id}" for s, r in mixtures.items()))
     return Opening(cfg, size, steps, mixture_cfg, mixtures, seeds, sizes, ranks)
