@@ -2,7 +2,9 @@
 papermill injects into, must say the same, and the declaration's check refuses what the chapter would not use."""
 
 import dataclasses
+import inspect
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -42,11 +44,44 @@ def test_a_changed_default_or_name_in_the_cell_is_a_disagreement(tmp_path):
 
 def test_the_check_refuses_a_name_the_chapter_lacks_and_a_value_its_rule_refuses():
     probing = chapter_spec("probing")
-    probing.check({"preset": "smoke", "train_matrices": 64, "In": [], "_": 1, "chapter": object()})
+    p = probing.check({"preset": "smoke", "train_matrices": 64, "In": [], "_": 1, "chapter": object()})
+    assert p == probing.parameters(preset="smoke", train_matrices=64) and p.test_matrices == 256
     with pytest.raises(ValueError, match="the probing chapter has no parameter 'presett'"):
         probing.check({"presett": "smoke"})
     with pytest.raises(ValueError, match="probing chapter's parameter test_matrices must be an integer >= 1"):
         probing.check({"test_matrices": 0})
+
+
+def test_a_rule_sits_on_its_field_and_a_list_default_is_each_instance_s_own():
+    from matcomp.book.parameters import COUNTS, RULE
+
+    width_depth = chapter_spec("width_depth")
+    depths = next(f for f in dataclasses.fields(width_depth.parameters) if f.name == "depths")
+    assert depths.metadata[RULE] is COUNTS and depths.default is None
+    assert width_depth.parameters_of({"depths": [2, 4]}).depths == [2, 4]
+    with pytest.raises(ValueError, match=r"width_depth chapter's parameter depths must be a non-empty list of "
+                                         r"integers >= 1, e.g. \[2, 4\], or None for the scale's; got \[0\]"):
+        width_depth.parameters_of({"depths": [0]})
+    progress = chapter_spec("progress").parameters
+    first, second = progress(), progress()
+    assert first.windows == [1, 3, 5, 9] and first.windows is not second.windows
+    with pytest.raises(ValueError, match=r"progress chapter's parameter windows must be a non-empty list of "
+                                         r"integers >= 1, e.g. \[2, 4\]; got None"):
+        chapter_spec("progress").parameters_of({"windows": None})  # None stands for no scale's value here
+
+
+@pytest.mark.parametrize("chapter", [s.name for s in chapter_specs() if hasattr(inspect.getmodule(s.parameters),
+                                                                                 "setup")])
+def test_a_chapter_s_setup_takes_its_parameters_whole_as_its_first_cell_makes_them(chapter):
+    """One argument, the chapter's ``Parameters``: a parameter added to the declaration reaches ``setup`` without
+    a signature and a call to change in step."""
+    setup = inspect.getmodule(chapter_spec(chapter).parameters).setup
+    assert [(name, arg.annotation) for name, arg in inspect.signature(setup).parameters.items()] == [
+        ("p", "Parameters")]
+    sources = ["".join(c["source"]) for c in json.loads((BOOK / f"{chapter}.ipynb").read_text())["cells"]
+               if c["cell_type"] == "code"]
+    assert sum(s.count("p = chapter.CHAPTER.check(globals())") for s in sources) == 1
+    assert [call for s in sources for call in re.findall(r"chapter\.setup\([^)]*\)", s)] == ["chapter.setup(p)"]
 
 
 def test_a_chapter_s_values_at_a_scale_fill_what_its_none_stands_for():
@@ -73,7 +108,6 @@ def test_a_notebook_unpacks_its_chapter_s_opening_by_the_names_it_declares(chapt
     """``setup`` returns a typed ``Opening``; the notebook's unpacking names its fields in their order, so a field
     added or moved in one place and not the other fails here rather than binding a value to the wrong name."""
     import ast
-    import inspect
 
     declared = chapter_spec(chapter)
     module = inspect.getmodule(declared.parameters)

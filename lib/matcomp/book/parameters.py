@@ -1,10 +1,11 @@
-"""What each chapter parameter may hold, by name (one rule for every chapter that has it), checked where the
-parameter enters: the chapter's first cell (``ChapterSpec.check``) and a sweep's points before any
-runs (``sweep.check_points``). A bad value stops with one line naming the chapter, the parameter and what it
-may be, instead of a traceback from deep inside the analysis it would have reached.
+"""What a chapter parameter may hold: its rule sits on its field of the chapter's ``Parameters``
+(``parameter(default, rule)``), checked where the parameter enters: the chapter's first cell (``ChapterSpec.check``)
+and a sweep's points before any runs (``sweep.check_points``), both through the chapter's declaration. A bad value
+stops with one line naming the chapter, the parameter and what it may be, instead of a traceback from deep inside
+the analysis it would have reached.
 
-``seed`` and ``overrides`` are checked where the config is made (``chapter.chapter_config``); ``intervention`` by
-the shortening chapter. ``preset`` and ``model`` are checked here too, so that an empty one (an unset shell
+``seed`` and ``overrides`` carry no rule: they are checked where the config is made (``chapter.chapter_config``);
+``intervention`` by the shortening chapter. ``preset`` and ``model`` carry one, so that an empty one (an unset shell
 variable: ``-p preset "$P"``) stops rather than running the default scale.
 """
 
@@ -12,12 +13,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from matcomp.drop import PLATEAU_FROM
 from matcomp.presets import PRESETS
 from matcomp.seeding import MAX_ANALYSIS_SEED, MAX_TSNE_SEED
+
+RULE = "rule"  # the key of a parameter's rule in its field's metadata
 
 
 def _integer(value) -> bool:
@@ -55,32 +58,31 @@ STEP = Rule(lambda v: _integer(v) and v >= 0, "an integer >= 0 (a step)")
 FRACTION = Rule(lambda v: _number(v) and 0 < v <= 1, "a number in (0, 1]")
 MULTIPLE = Rule(lambda v: _number(v) and v > 0, "a number > 0")
 COUNTS = Rule(_list_of(lambda v: _integer(v) and v >= 1), "a non-empty list of integers >= 1, e.g. [2, 4]")
-
-RULES: dict[str, Rule] = {
-    **dict.fromkeys(("samples", "seeds", "lambda_samples", "held_out", "copy_samples",
-                     "ablation_samples", "value_samples", "moment_samples", "train_matrices", "test_matrices",
-                     "noise_seeds", "workers", "permutations", "min_plateau", "reach"), COUNT),
-    **dict.fromkeys(("eval_seed", "example_seed"), SEED),
-    "tsne_seed": TSNE_SEED,
-    **dict.fromkeys(("before", "after", "after_drop"), STEP),
-    **dict.fromkeys(("mass", "mask_ratio", "near"), FRACTION),
-    **dict.fromkeys(("enrichment", "identity_enrichment", "lam"), MULTIPLE),
-    **dict.fromkeys(("widths", "depths", "sizes", "ranks", "windows"), COUNTS),
-    "p_masks": Rule(_list_of(lambda v: _number(v) and 0 < v < 1), "a non-empty list of numbers in (0, 1)"),
-    "lams": Rule(_list_of(lambda v: _number(v) and v > 0), "a non-empty list of numbers > 0"),
-    **dict.fromkeys(("steps", "gaussian_steps"), Rule(lambda v: _integer(v) and v > PLATEAU_FROM, f"an integer > "
-                    f"{PLATEAU_FROM} (training steps: a run's plateau is read after step {PLATEAU_FROM})")),
-    "preset": Rule(lambda v: v in PRESETS, f"one of {sorted(PRESETS)}"),
-    "model": Rule(lambda v: v in BERT_PRESETS, f"a trained BERT's preset, one of {BERT_PRESETS}"),
-    "sweep_out": Rule(lambda v: isinstance(v, str) and bool(v.strip()), "a folder path"),
-}
+RATES = Rule(_list_of(lambda v: _number(v) and 0 < v < 1), "a non-empty list of numbers in (0, 1)")
+MULTIPLES = Rule(_list_of(lambda v: _number(v) and v > 0), "a non-empty list of numbers > 0")
+STEPS = Rule(lambda v: _integer(v) and v > PLATEAU_FROM, f"an integer > {PLATEAU_FROM} (training steps: a run's "
+             f"plateau is read after step {PLATEAU_FROM})")
+PRESET = Rule(lambda v: v in PRESETS, f"one of {sorted(PRESETS)}")
+MODEL = Rule(lambda v: v in BERT_PRESETS, f"a trained BERT's preset, one of {BERT_PRESETS}")
+FOLDER = Rule(lambda v: isinstance(v, str) and bool(v.strip()), "a folder path")
 
 
-def check_values(chapter: str, values: dict, defaults: dict) -> None:
-    """ValueError naming the first parameter of ``values`` (name -> value) that its rule refuses; None passes
-    where the chapter's default (``defaults``) is None."""
+def parameter(default: Any, rule: Rule) -> Any:
+    """A chapter parameter's dataclass field: its ``default`` (a list is copied for each instance, as a field's
+    default may not be a list itself) and the ``rule`` a value given it must pass (None passes where the default
+    is None: the chapter reads it as the scale's value)."""
+    metadata = {RULE: rule}
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def check_values(chapter: str, parameters: type, values: dict) -> None:
+    """ValueError naming the first parameter of ``values`` (name -> value) that the rule on its field of
+    ``parameters`` (a chapter's ``Parameters`` dataclass) refuses."""
+    declared = {f.name: f for f in fields(parameters)}
     for name, value in values.items():
-        rule = RULES.get(name)
-        problem = rule.problem(value, none=name in defaults and defaults[name] is None) if rule is not None else None
+        rule = declared[name].metadata.get(RULE) if name in declared else None
+        problem = rule.problem(value, none=declared[name].default is None) if rule is not None else None
         if problem is not None:
             raise ValueError(f"the {chapter} chapter's parameter {name} must be {problem}; got {value!r}")

@@ -1,35 +1,32 @@
 """A chapter declared once, in its own module (``matcomp.book.chapters.<chapter>.CHAPTER``): its parameters and
 their defaults, the runs it reads, the derived tables it ships, the key numbers its claims are judged on and
 the typed result of its opening. ``plan``, ``stored``, ``summary``, the ladder and the chapter's own first cell
-read this declaration; ``tests/test_chapter_spec.py`` fails where a notebook's ``parameters`` cell (what
-papermill injects into, and what a sweep checks its points against) disagrees with it.
+read this declaration; so does a sweep, which checks its points against it. ``tests/test_chapter_spec.py`` fails
+where a notebook's ``parameters`` cell (what papermill injects into) disagrees with it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 from matcomp.analysis import key_numbers as reading
 from matcomp.analysis.phases import Phases
 from matcomp.book.chapter import check_environment
-from matcomp.book.parameters import check_values
+from matcomp.book.parameters import MODEL, PRESET, check_values, parameter
 from matcomp.book.verdicts import MIN_SAMPLES, SAMPLE_COUNTS, Claim
 from matcomp.config import RunConfig
 from matcomp.runs.derived import Derivation
 from matcomp.runs.run import Run
 
 
-def listed(*values):
-    """A list-valued parameter's default (a dataclass field's default may not be a list itself)."""
-    return field(default_factory=lambda: list(values))
-
-
 @dataclass(frozen=True)
 class Parameters:
-    """What every chapter takes: its scale (``preset``; None: ``$MATCOMP_PRESET``, else ``cpu``)."""
+    """What every chapter takes: its scale (``preset``; None: ``$MATCOMP_PRESET``, else ``cpu``). A chapter's own
+    fields each carry their rule (``book.parameters.parameter``); its first cell makes them from its ``parameters``
+    cell (``ChapterSpec.check``) and hands them whole to its ``setup``."""
 
-    preset: str | None = None
+    preset: str | None = parameter(None, PRESET)
 
     def at_scale(self, preset: str) -> Parameters:
         """These parameters with each None that stands for the scale's value replaced by ``preset``'s, where the
@@ -50,7 +47,7 @@ class RunParameters(Parameters):
 class OneModelParameters(RunParameters):
     """A one-model chapter's: also the model analysed (a preset; None: the scale's one-model preset)."""
 
-    model: str | None = None
+    model: str | None = parameter(None, MODEL)
 
 
 @dataclass(frozen=True)
@@ -90,12 +87,12 @@ class ChapterSpec:
         values = self.parameters()
         return asdict(values.at_scale(preset) if preset is not None else values)
 
-    def check(self, namespace: dict) -> None:
-        """Refuse, by name, what the chapter was given and would not use: a name it has no parameter of
-        (papermill's ``-p presett smoke`` only warns, and the chapter would run at its default), and a value its
-        parameter's rule refuses (``check_values``), and what the environment gives wrongly
-        (``chapter.check_environment``). ``namespace``: the notebook's ``globals()``, holding its parameters and
-        papermill's injected ones."""
+    def check(self, namespace: dict) -> Parameters:
+        """The chapter's ``Parameters`` as its notebook holds them (``namespace``: its ``globals()``, holding its
+        parameters and papermill's injected ones), refusing by name what the chapter would not use: a name it has
+        no parameter of (papermill's ``-p presett smoke`` only warns, and the chapter would run at its default),
+        a value its field's rule refuses (``parameters_of``), and what the environment gives wrongly
+        (``chapter.check_environment``)."""
         known = self.defaults()
         literals = (type(None), bool, int, float, str, list, tuple, dict)
         given = {name: value for name, value in namespace.items() if not name.startswith("_")
@@ -104,22 +101,23 @@ class ChapterSpec:
         if unknown:
             raise ValueError(f"the {self.name} chapter has no parameter {', '.join(map(repr, unknown))}; its "
                              f"parameters: {', '.join(known)}")
-        values = {name: value for name, value in given.items() if name in known}
-        self.check_values(values)
-        preset = values.get("preset")  # a preset's name or None, as its rule has checked
-        check_environment(preset if isinstance(preset, str) else None)
+        p = self.parameters_of({name: value for name, value in given.items() if name in known})
+        check_environment(p.preset)
+        return p
 
-    def check_values(self, values: dict) -> None:
-        """Refuse, by name, a value of ``values`` (name -> value) its parameter's rule refuses (``book.parameters``),
-        and a sample count its key numbers' verdicts cannot rest on (``verdicts.MIN_SAMPLES``): what the first cell
+    def parameters_of(self, values: dict) -> Parameters:
+        """The chapter's ``Parameters`` holding ``values`` (name -> value, each a parameter of the chapter; the
+        others at their defaults), refusing by name a value its field's rule refuses (``book.parameters``) and a
+        sample count its key numbers' verdicts cannot rest on (``verdicts.MIN_SAMPLES``): what the first cell
         and a sweep's points are both held to."""
-        check_values(self.name, values, self.defaults())
+        check_values(self.name, self.parameters, values)
         read = () if self.key_numbers is None else reading.reader_parameters(self.key_numbers.read)
         for name in set(read) & set(SAMPLE_COUNTS):
             if isinstance(values.get(name), int) and values[name] < MIN_SAMPLES:
                 raise ValueError(f"the {self.name} chapter's parameter {name} = {values[name]} cannot carry its "
                                  f"verdicts: the paper's claims are judged on at least {MIN_SAMPLES} matrices "
                                  f"(matcomp.book.verdicts.MIN_SAMPLES)")
+        return self.parameters(**values)
 
     def disagreements(self, cell: dict) -> list[str]:
         """Where a notebook's ``parameters`` cell (name -> default, ``book.sweep.notebook_parameters``) and this

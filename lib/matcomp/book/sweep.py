@@ -91,23 +91,22 @@ def _assignments(cell: dict) -> dict[str, tuple[ast.expr | None, ast.expr]]:
 
 def check_points(notebook: Path, points: list[dict]) -> None:
     """Before any point runs, a ValueError naming a parameter the chapter does not have, or a point whose values
-    the chapter would refuse (``ChapterSpec.check_values``; a notebook not of the book: ``book.parameters``), or
-    whose preset, seed, overrides or model it would refuse (``matcomp.book.chapter``)."""
+    the chapter would refuse: a chapter of the book through its declaration (``ChapterSpec.parameters_of``: its
+    names and its fields' rules), another notebook by its ``parameters`` cell's names alone; and a point whose
+    preset, seed, overrides or model it would refuse (``matcomp.book.chapter``)."""
     from matcomp.book.chapter import chapter_config, model_preset
     from matcomp.book.chapters import CHAPTERS, chapter_spec
-    from matcomp.book.parameters import check_values
 
-    known = notebook_parameters(notebook)
+    spec = chapter_spec(notebook.stem) if notebook.stem in CHAPTERS else None
+    known = spec.defaults() if spec is not None else notebook_parameters(notebook)
     unknown = sorted({name for point in points for name in point} - set(known))
     if unknown:
         raise ValueError(f"{notebook.name} has no parameter {', '.join(map(repr, unknown))}; its parameters: "
                          f"{', '.join(known)}")
     for point in points:
         try:
-            if notebook.stem in CHAPTERS:  # a chapter's points are held to what its first cell checks
-                chapter_spec(notebook.stem).check_values(point)
-            else:
-                check_values(notebook.stem, point, known)
+            if spec is not None:  # a chapter's points are held to what its first cell checks
+                spec.parameters_of(point)
             chapter_config(point.get("preset"), point.get("seed"), point.get("overrides"))
             if "model" in known:
                 model_preset(point.get("preset"), point.get("model"))

@@ -1,7 +1,8 @@
 """One module per chapter of the book, named as its notebook, holding what belongs to that chapter only: its
 declaration ``CHAPTER`` (``matcomp.book.spec``: parameters, runs, key numbers, shipped tables), most a ``setup``
-that opens the chapter's runs and prints what they are, and the sentences and glued numbers only its chapter
-says. The notebook imports the library's functions from where they live; ``chapter.`` names only its module's
+that opens the chapter's runs from its ``Parameters``, whole (``p = chapter.CHAPTER.check(globals())`` in the
+first cell, then ``chapter.setup(p)``), and prints what they are, and the sentences and glued numbers only its
+chapter says. The notebook imports the library's functions from where they live; ``chapter.`` names only its module's
 own. What several chapters share stays in ``matcomp.book`` (the chapter's opening, tables, the ladder, plots).
 """
 

@@ -9,6 +9,7 @@ import pandas as pd
 
 from matcomp.analysis.key_numbers import read_patching
 from matcomp.book.chapters import model_runs
+from matcomp.book.parameters import COUNT, SEED, parameter
 from matcomp.book.spec import ChapterSpec, KeyNumbers, OneModelParameters
 from matcomp.book.verdicts import Claim
 from matcomp.data import second_moment
@@ -20,8 +21,8 @@ from matcomp.presets import preset as named_preset
 class Parameters(OneModelParameters):
     """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
 
-    samples: int = 256  # matrices (the paper: 256)
-    eval_seed: int = 0  # seed of the evaluation matrices
+    samples: int = parameter(256, COUNT)  # matrices (the paper: 256)
+    eval_seed: int = parameter(0, SEED)  # seed of the evaluation matrices
 
 
 def patching_findings(layers: pd.DataFrame, restored: pd.Series | None, n_layers: int) -> list[str]:

@@ -10,6 +10,7 @@ import pandas as pd
 
 from matcomp.analysis.components import component_config
 from matcomp.book.chapter import chapter_config, trained_run
+from matcomp.book.parameters import COUNT, STEP, STEPS, parameter
 from matcomp.book.spec import ChapterSpec, RunParameters
 from matcomp.book.tables import at_step
 from matcomp.config import RunConfig
@@ -23,10 +24,11 @@ from matcomp.sizes import chapter_sizes
 class Parameters(RunParameters):
     """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
 
-    steps: int | None = None  # budget of each component's run; None: the preset's
+    steps: int | None = parameter(None, STEPS)  # budget of each component's run; None: the preset's
     # steps a run trains past its drop (or past step 550 without a plateau; 0: its whole budget); None: the preset's
-    after_drop: int | None = None
-    min_plateau: int = 500  # a curve "has a plateau" if it sits at the copying level at least this many steps
+    after_drop: int | None = parameter(None, STEP)
+    # a curve "has a plateau" if it sits at the copying level at least this many steps
+    min_plateau: int = parameter(500, COUNT)
 
 
 def runs_read(preset: str) -> list[RunConfig]:
@@ -46,17 +48,17 @@ class Opening(NamedTuple):
     runs: dict[str, Run]
 
 
-def setup(preset: str | None, seed: int | None, overrides: str, steps: int | None, after_drop: int | None) -> Opening:
-    """The chapter's config, its trained run, the budget of each group's run (``steps``, None: the preset's)
+def setup(p: Parameters) -> Opening:
+    """The chapter's config, its trained run, the budget of each group's run (``p.steps``, None: the preset's)
     and the group -> run of each group trained alone from the run's start, printed as it goes."""
-    cfg = chapter_config(preset, seed, overrides)
-    base = trained_run(cfg, preset)
-    steps = steps or chapter_sizes(preset).steps("component_steps", cfg)
-    after_drop = chapter_sizes(preset).after_drop if after_drop is None else after_drop
-    print(f"trained model: {base.config.run_id} ({preset_name(preset)} preset), final checkpoint step "
+    cfg = chapter_config(p.preset, p.seed, p.overrides)
+    base = trained_run(cfg, p.preset)
+    steps = p.steps or chapter_sizes(p.preset).steps("component_steps", cfg)
+    after_drop = chapter_sizes(p.preset).after_drop if p.after_drop is None else p.after_drop
+    print(f"trained model: {base.config.run_id} ({preset_name(p.preset)} preset), final checkpoint step "
           f"{base.steps[-1]}; its own drop: {base.drop}")
 
-    runs = {c: trained_run(component_config(cfg, c, base.config.run_id, steps, after_drop), preset)
+    runs = {c: trained_run(component_config(cfg, c, base.config.run_id, steps, after_drop), p.preset)
             for c in COMPONENT_PATTERNS}
     for c, run in runs.items():
         print(f"{c:>9} alone: run {run.config.run_id}, stopped at step {run.last_step:,} of {steps:,}")

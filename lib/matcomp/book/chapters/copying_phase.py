@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from matcomp.analysis.key_numbers import read_copying
 from matcomp.book.chapters import model_runs
+from matcomp.book.parameters import COUNT, SEED, parameter
 from matcomp.book.spec import ChapterSpec, KeyNumbers, OneModelParameters
 from matcomp.book.verdicts import Claim
 from matcomp.paper import PRE_SHIFT, reported_ratio
@@ -16,9 +17,9 @@ from matcomp.paper import PRE_SHIFT, reported_ratio
 class Parameters(OneModelParameters):
     """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
 
-    copy_samples: int = 512  # matrices per cell of the copy table (the paper: 512)
-    ablation_samples: int = 256  # matrices for the ablation and switching tests (the paper: 256)
-    eval_seed: int = 0  # seed of the evaluation matrices
+    copy_samples: int = parameter(512, COUNT)  # matrices per cell of the copy table (the paper: 512)
+    ablation_samples: int = parameter(256, COUNT)  # matrices for the ablation and switching tests (the paper: 256)
+    eval_seed: int = parameter(0, SEED)  # seed of the evaluation matrices
 
 
 # the paper's claim: neither moves the pre-shift model (ratios near 1, NeurIPS §3.1); read on the pre-shift model

@@ -21,6 +21,7 @@ from matcomp.analysis.key_numbers import read_embeddings
 from matcomp.analysis.phases import Phases
 from matcomp.book.chapter import model_preset, open_chapter
 from matcomp.book.chapters import model_runs, seed_runs
+from matcomp.book.parameters import COUNT, TSNE_SEED, parameter
 from matcomp.book.spec import ChapterSpec, KeyNumbers, OneModelParameters
 from matcomp.book.tables import at_step
 from matcomp.book.verdicts import Claim
@@ -35,10 +36,10 @@ from matcomp.sizes import chapter_sizes
 class Parameters(OneModelParameters):
     """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
 
-    value_samples: int = 4096  # matrices sampled to find the range of values the model sees
-    tsne_seed: int = 0  # seed of the t-SNE layout
+    value_samples: int = parameter(4096, COUNT)  # matrices sampled to find the range of values the model sees
+    tsne_seed: int = parameter(0, TSNE_SEED)  # seed of the t-SNE layout
     # runs of the scale's preset (seeds from `seed` on) whose position embeddings are compared; None: the preset's (3)
-    seeds: int | None = None
+    seeds: int | None = parameter(None, COUNT)
 
 
 def runs_read(preset: str) -> list[RunConfig]:
@@ -60,16 +61,15 @@ class Opening(NamedTuple):
     seeds: int
 
 
-def setup(preset: str | None, model: str | None, seed: int | None, overrides: str, value_samples: int,
-          seeds: int | None) -> Opening:
+def setup(p: Parameters) -> Opening:
     """The chapter's config, run and phases, its post-shift model, every value token of the task, the
     positions grouped by row and by column, and the seeds of the several-seed part (None: the preset's)."""
-    cfg, run, phases = open_chapter(model_preset(preset, model), seed, overrides)
-    seeds = seeds or chapter_sizes(preset).seeds
+    cfg, run, phases = open_chapter(model_preset(p.preset, p.model), p.seed, p.overrides)
+    seeds = p.seeds or chapter_sizes(p.preset).seeds
     d = cfg.data
 
     S = d.n_rows * d.n_cols
-    values = task_values(d, value_samples)  # every value token the task uses
+    values = task_values(d, p.value_samples)  # every value token the task uses
     rows, cols = position_groups(d.n_rows, d.n_cols)
     post = run.checkpoint(phases.post)
     print(f"value tokens from {values[0]:.2f} to {values[-1]:.2f} ({len(values)} tokens); {S} positions")

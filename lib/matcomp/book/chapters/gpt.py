@@ -16,6 +16,7 @@ from matcomp.analysis.gpt import (
 )
 from matcomp.analysis.seeds import trained_on
 from matcomp.book.chapter import chapter_config, trained_run
+from matcomp.book.parameters import COUNT, STEP, parameter
 from matcomp.book.spec import ChapterSpec, RunParameters
 from matcomp.book.tables import at_step, span_text
 from matcomp.config import RunConfig
@@ -32,9 +33,10 @@ from matcomp.seeding import analysis_generator
 class Parameters(RunParameters):
     """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
 
-    samples: int = 256  # matrices for the attention maps and the comparison with BERT
-    before: int | None = None  # checkpoint step on the plateau for the attention maps; None: half the copying step
-    after: int | None = None  # checkpoint step after the drop; None: twice the copying step
+    samples: int = parameter(256, COUNT)  # matrices for the attention maps and the comparison with BERT
+    # checkpoint step on the plateau for the attention maps; None: half the copying step
+    before: int | None = parameter(None, STEP)
+    after: int | None = parameter(None, STEP)  # checkpoint step after the drop; None: twice the copying step
 
 
 def map_steps(run: Run, onset: int | None, before: int | None, after: int | None) -> tuple[int, int]:

@@ -14,6 +14,7 @@ from matcomp.analysis.key_numbers import LAST_LAYER_IDENTITY, SEPARATED, TAXONOM
 from matcomp.analysis.phases import Phases
 from matcomp.book.chapter import model_preset, open_chapter
 from matcomp.book.chapters import model_runs, seed_runs
+from matcomp.book.parameters import COUNT, FRACTION, MULTIPLE, SEED, parameter
 from matcomp.book.spec import ChapterSpec, KeyNumbers, OneModelParameters
 from matcomp.book.tables import span_text
 from matcomp.book.verdicts import MATCHES, Claim
@@ -31,14 +32,16 @@ class Parameters(OneModelParameters):
     """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
 
     # runs of the scale's preset (seeds from `seed` on) classified side by side; None: the preset's (3)
-    seeds: int | None = None
-    samples: int = 256  # matrices per averaged map (the paper: 256)
-    eval_seed: int = 0  # seed of the evaluation matrices
-    mass: float = 0.5  # a family's score must reach this attention mass...
-    enrichment: float = 2.0  # ...and this multiple of its uniform baseline
-    identity_enrichment: float = 5.0  # identity: attention on itself at observed queries, as a multiple of uniform
-    mask_ratio: float = 0.25  # a head ignores MASK if its mass on MASK keys is below this fraction of uniform
-    near: float = 0.8  # a near miss reaches this fraction of every threshold of a family
+    seeds: int | None = parameter(None, COUNT)
+    samples: int = parameter(256, COUNT)  # matrices per averaged map (the paper: 256)
+    eval_seed: int = parameter(0, SEED)  # seed of the evaluation matrices
+    mass: float = parameter(0.5, FRACTION)  # a family's score must reach this attention mass...
+    enrichment: float = parameter(2.0, MULTIPLE)  # ...and this multiple of its uniform baseline
+    # identity: attention on itself at observed queries, as a multiple of uniform
+    identity_enrichment: float = parameter(5.0, MULTIPLE)
+    # a head ignores MASK if its mass on MASK keys is below this fraction of uniform
+    mask_ratio: float = parameter(0.25, FRACTION)
+    near: float = parameter(0.8, FRACTION)  # a near miss reaches this fraction of every threshold of a family
 
 
 def runs_read(preset: str) -> list[RunConfig]:
@@ -58,12 +61,11 @@ class Opening(NamedTuple):
     post: MatrixBert
 
 
-def setup(preset: str | None, model: str | None, seed: int | None, overrides: str, samples: int,
-          eval_seed: int) -> Opening:
-    """The chapter's config, its task, its run and phases, ``samples`` evaluation matrices with random masks
-    (drawn from ``eval_seed``), and the post-shift model."""
-    cfg, run, phases = open_chapter(model_preset(preset, model), seed, overrides)
-    batch = sample_batch(cfg.data, samples, analysis_generator(eval_seed))
+def setup(p: Parameters) -> Opening:
+    """The chapter's config, its task, its run and phases, ``p.samples`` evaluation matrices with random masks
+    (drawn from ``p.eval_seed``), and the post-shift model."""
+    cfg, run, phases = open_chapter(model_preset(p.preset, p.model), p.seed, p.overrides)
+    batch = sample_batch(cfg.data, p.samples, analysis_generator(p.eval_seed))
     return Opening(cfg, cfg.data, run, phases, batch, run.bert(phases.post))
 
 

@@ -22,7 +22,8 @@ from matcomp.analysis.phases import Phases, phases
 from matcomp.analysis.solvers import SOLVER
 from matcomp.book.chapter import model_preset, open_chapter, shipped_paper_scale
 from matcomp.book.chapters import model_runs
-from matcomp.book.spec import ChapterSpec, KeyNumbers, OneModelParameters, listed
+from matcomp.book.parameters import COUNT, MULTIPLE, MULTIPLES, RATES, SEED, parameter
+from matcomp.book.spec import ChapterSpec, KeyNumbers, OneModelParameters
 from matcomp.book.tables import span_text
 from matcomp.book.verdicts import FALLS, GROWS, Claim
 from matcomp.config import RunConfig
@@ -41,14 +42,20 @@ BEST_LAMBDA = min(LAMBDA_TABLE, key=lambda lam: LAMBDA_TABLE[lam][2])  # App. B'
 class Parameters(OneModelParameters):
     """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
 
-    samples: int | None = None  # matrices per p_mask (the paper: 512); None: 512, or 32 at the smoke preset
-    lambda_samples: int | None = None  # matrices of each lambda table (the paper: 256); None: 256, or 32 at smoke
-    p_masks: list[float] = listed(0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6)  # the paper's 11 values
-    lams: list[float] = listed(0.0005, 0.001, 0.0015, 0.002, 0.005)  # the lambdas of the paper's table
-    lam: float = BEST_LAMBDA  # lambda of the regularised, soft-impute and ALS curves (the paper's best L)
-    eval_seed: int = 0  # seed of the evaluation matrices
-    noise_seeds: int = 8  # seeds eval_seed, eval_seed + 1, ... of the 7x7 table's sampling-noise check
-    workers: int = 2  # processes for the convex solvers (512 7x7 problems: 3.8 s with 2, 6.7 s with 1, on 2 cores)
+    # matrices per p_mask (the paper: 512); None: 512, or 32 at the smoke preset
+    samples: int | None = parameter(None, COUNT)
+    # matrices of each lambda table (the paper: 256); None: 256, or 32 at smoke
+    lambda_samples: int | None = parameter(None, COUNT)
+    # the paper's 11 values
+    p_masks: list[float] = parameter([0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6], RATES)
+    lams: list[float] = parameter([0.0005, 0.001, 0.0015, 0.002, 0.005], MULTIPLES)  # the lambdas of the paper's table
+    # lambda of the regularised, soft-impute and ALS curves (the paper's best L)
+    lam: float = parameter(BEST_LAMBDA, MULTIPLE)
+    eval_seed: int = parameter(0, SEED)  # seed of the evaluation matrices
+    # seeds eval_seed, eval_seed + 1, ... of the 7x7 table's sampling-noise check
+    noise_seeds: int = parameter(8, COUNT)
+    # processes for the convex solvers (512 7x7 problems: 3.8 s with 2, 6.7 s with 1, on 2 cores)
+    workers: int = parameter(2, COUNT)
 
     def counts(self, preset: str | None) -> tuple[int, int]:
         """The matrices per p_mask and per λ table: these, or where None the scale's (the paper's 512 and 256 at
@@ -71,12 +78,11 @@ class Opening(NamedTuple):
     lambda_samples: int
 
 
-def setup(preset: str | None, model: str | None, seed: int | None, overrides: str, samples: int | None,
-          lambda_samples: int | None) -> Opening:
+def setup(p: Parameters) -> Opening:
     """The chapter's config, run and phases, and its sample counts (None: the preset's, which are the
     paper's 512 per p_mask and 256 per λ table at the full scales)."""
-    cfg, run, phases = open_chapter(model_preset(preset, model), seed, overrides)
-    samples, lambda_samples = Parameters(samples=samples, lambda_samples=lambda_samples).counts(preset)
+    cfg, run, phases = open_chapter(model_preset(p.preset, p.model), p.seed, p.overrides)
+    samples, lambda_samples = p.counts(p.preset)
     print(f"{cfg.run_id}: {cfg.data.n_rows}x{cfg.data.n_cols} rank {cfg.data.rank}, BERT trained at "
           f"p_mask {cfg.data.p_mask}, post-shift step {phases.post}; {samples} matrices per p_mask, "
           f"{lambda_samples} per lambda table; solver {SOLVER}")

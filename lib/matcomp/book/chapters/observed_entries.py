@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from matcomp.analysis.key_numbers import read_observed
 from matcomp.book.chapters import model_runs
+from matcomp.book.parameters import COUNT, SEED, parameter
 from matcomp.book.spec import ChapterSpec, KeyNumbers, OneModelParameters
 from matcomp.book.verdicts import Claim
 from matcomp.data import second_moment
@@ -18,9 +19,9 @@ from matcomp.presets import preset as named_preset
 class Parameters(OneModelParameters):
     """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
 
-    samples: int = 256  # matrices per test (the paper: 256)
-    permutations: int = 5  # seeded position permutations to average over (the paper: one)
-    eval_seed: int = 0  # seed of the evaluation matrices
+    samples: int = parameter(256, COUNT)  # matrices per test (the paper: 256)
+    permutations: int = parameter(5, COUNT)  # seeded position permutations to average over (the paper: one)
+    eval_seed: int = parameter(0, SEED)  # seed of the evaluation matrices
 
 
 def stays_small(intervention: str) -> Claim:

@@ -13,6 +13,7 @@ from matcomp.analysis.ood import default_axes, gaussian_config, panel_derivation
 from matcomp.analysis.phases import Phases, phases
 from matcomp.book.chapter import chapter_config, open_chapter
 from matcomp.book.chapters import seed_runs
+from matcomp.book.parameters import COUNT, STEP, STEPS, parameter
 from matcomp.book.spec import ChapterSpec, RunParameters
 from matcomp.book.verdicts import holds
 from matcomp.config import RunConfig
@@ -28,12 +29,14 @@ from matcomp.sizes import ChapterSizes, chapter_sizes
 class Parameters(RunParameters):
     """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
 
-    samples: int = 1024  # matrices per variant (the authors' App. J script draws 1,024: `src/configs/ood.yaml:30`)
-    reach: int = 2  # rows and columns from trained - reach to trained + reach
-    seeds: int | None = None  # seeds trained on each factor distribution; None: the preset's (cpu: 3)
+    # matrices per variant (the authors' App. J script draws 1,024: `src/configs/ood.yaml:30`)
+    samples: int = parameter(1024, COUNT)
+    reach: int = parameter(2, COUNT)  # rows and columns from trained - reach to trained + reach
+    seeds: int | None = parameter(None, COUNT)  # seeds trained on each factor distribution; None: the preset's (cpu: 3)
     # budget of each run trained on Gaussian factors; None: the preset's (cpu: 20,000)
-    gaussian_steps: int | None = None
-    after_drop: int | None = None  # steps a run trains past its drop (train.stop_after_drop); None: the preset's
+    gaussian_steps: int | None = parameter(None, STEPS)
+    # steps a run trains past its drop (train.stop_after_drop); None: the preset's
+    after_drop: int | None = parameter(None, STEP)
 
     def counts(self, preset: str | None) -> tuple[int, int]:
         """The seeds and the steps past the drop of the several-seed runs: these, or where None the scale's."""
@@ -62,12 +65,12 @@ class Opening(NamedTuple):
     model: Model
 
 
-def setup(preset: str | None, seed: int | None, overrides: str, seeds: int | None, after_drop: int | None) -> Opening:
+def setup(p: Parameters) -> Opening:
     """The chapter's config, run and phases (at the scale's own preset), its sizes, the seeds and steps past
     the drop of its several-seed runs (None: the preset's), and the post-shift model."""
-    cfg, run, phases = open_chapter(preset, seed, overrides)
-    seeds, after_drop = Parameters(seeds=seeds, after_drop=after_drop).counts(preset)
-    return Opening(cfg, run, phases, chapter_sizes(preset), seeds, after_drop, run.checkpoint(phases.post))
+    cfg, run, phases = open_chapter(p.preset, p.seed, p.overrides)
+    seeds, after_drop = p.counts(p.preset)
+    return Opening(cfg, run, phases, chapter_sizes(p.preset), seeds, after_drop, run.checkpoint(phases.post))
 
 
 MISS = 0.5  # L_mask / E[X²] at or above this is a miss: the completion recovers less than half of E[X²]

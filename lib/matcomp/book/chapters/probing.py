@@ -10,6 +10,7 @@ from matcomp.analysis.phases import phases
 from matcomp.analysis.stored_probes import probes_derivation
 from matcomp.book.chapter import probing_config, shipped_paper_scale
 from matcomp.book.chapters import model_runs
+from matcomp.book.parameters import COUNT, parameter
 from matcomp.book.spec import ChapterSpec, KeyNumbers, OneModelParameters
 from matcomp.book.verdicts import FALLS, Claim
 from matcomp.config import RunConfig
@@ -21,8 +22,8 @@ from matcomp.runs.derived import Derivation
 class Parameters(OneModelParameters):
     """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
 
-    train_matrices: int = 2048  # matrices whose positions fit each probe (the paper: 2,048)
-    test_matrices: int = 256  # held-out matrices that score it (the paper: 256)
+    train_matrices: int = parameter(2048, COUNT)  # matrices whose positions fit each probe (the paper: 2,048)
+    test_matrices: int = parameter(256, COUNT)  # held-out matrices that score it (the paper: 256)
 
 
 def runs_read(preset: str) -> list[RunConfig]:

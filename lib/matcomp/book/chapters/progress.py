@@ -19,7 +19,8 @@ from matcomp.analysis.progress import (
 )
 from matcomp.analysis.seeds import seeds_from, trained_on
 from matcomp.book.chapter import chapter_config, open_with_phases, phase_note, trained_runs
-from matcomp.book.spec import ChapterSpec, RunParameters, listed
+from matcomp.book.parameters import COUNT, COUNTS, parameter
+from matcomp.book.spec import ChapterSpec, RunParameters
 from matcomp.book.tables import seeds_text, span_text, steps_text
 from matcomp.config import RunConfig
 from matcomp.presets import DEFAULT_PRESET
@@ -32,12 +33,13 @@ from matcomp.sizes import ChapterSizes, chapter_sizes
 class Parameters(RunParameters):
     """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
 
-    samples: int = 256  # matrices every checkpoint is measured on
+    samples: int = parameter(256, COUNT)  # matrices every checkpoint is measured on
     # runs (seeds from `seed` on) whose leads are compared and the alarm was fitted on; None: the preset's (5)
-    seeds: int | None = None
-    held_out: int | None = None  # seeds after those on which the alarm is scored; None: the preset's (8)
+    seeds: int | None = parameter(None, COUNT)
+    # seeds after those on which the alarm is scored; None: the preset's (8)
+    held_out: int | None = parameter(None, COUNT)
     # smoothing windows (checkpoints, trailing mean) at which the leads are read
-    windows: list[int] = listed(1, 3, 5, 9)
+    windows: list[int] = parameter([1, 3, 5, 9], COUNTS)
 
 
 def runs_read(preset: str) -> list[RunConfig]:
@@ -63,16 +65,16 @@ class Opening(NamedTuple):
     size: ChapterSizes
 
 
-def setup(preset: str | None, seed: int | None, overrides: str, samples: int, seeds: int | None) -> Opening:
+def setup(p: Parameters) -> Opening:
     """The chapter's config, its progress run (``progress_configs``: dense checkpoints) and phases, the seeds
     of the several-seed part (None: the preset's), every seed's config, the run's progress measures on
-    ``samples`` matrices, its checkpoint spacing and the preset's sizes."""
-    cfg, size = chapter_config(preset, seed, overrides), chapter_sizes(preset)
-    seeds = seeds or size.progress_seeds
+    ``p.samples`` matrices, its checkpoint spacing and the preset's sizes."""
+    cfg, size = chapter_config(p.preset, p.seed, p.overrides), chapter_sizes(p.preset)
+    seeds = p.seeds or size.progress_seeds
     configs = progress_configs(cfg, seeds_from(cfg, seeds), size.after_drop)
-    run, phases = open_with_phases(configs[cfg.train.seed], preset)
+    run, phases = open_with_phases(configs[cfg.train.seed], p.preset)
     print(phase_note(run, phases))
-    table = progress_table(run, samples)
+    table = progress_table(run, p.samples)
     spacing = configs[cfg.train.seed].train.checkpoint_every
     print(f"{len(table)} checkpoints measured, every {spacing} steps from step {table.index[0]} to {table.index[-1]}")
     return Opening(cfg, run, phases, seeds, configs, table, spacing, size)

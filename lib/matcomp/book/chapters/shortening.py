@@ -25,6 +25,7 @@ from matcomp.analysis.shortening import (
 )
 from matcomp.book.chapter import chapter_config, trained_run, trained_runs
 from matcomp.book.chapters import seed_runs
+from matcomp.book.parameters import COUNT, parameter
 from matcomp.book.spec import ChapterSpec, RunParameters
 from matcomp.book.tables import and_text, seeds_text, span_text
 from matcomp.book.verdicts import seed_list
@@ -40,7 +41,7 @@ from matcomp.sizes import chapter_sizes
 class Parameters(RunParameters):
     """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
 
-    seeds: int | None = None  # how many seeds, from `seed` on; None: the preset's (4)
+    seeds: int | None = parameter(None, COUNT)  # how many seeds, from `seed` on; None: the preset's (4)
     intervention: str = ''  # an extra change to compare (example above)
 
 
@@ -70,17 +71,16 @@ class Opening(NamedTuple):
     budget: int
 
 
-def setup(preset: str | None, seed: int | None, overrides: str, seeds: int | None, intervention: str) -> Opening:
-    """The seeds (None: the preset's), each arm's config (the defaults, and ``intervention`` as "custom"),
+def setup(p: Parameters) -> Opening:
+    """The seeds (None: the preset's), each arm's config (the defaults, and ``p.intervention`` as "custom"),
     every arm's runs (arm -> seed -> run), plain training's drops, each arm's, and the budget; the arms'
     changes are printed."""
-    cfg, size = chapter_config(preset, seed, overrides), chapter_sizes(preset)
-    seeds = seeds or size.shortening_seeds
-    seed_list = seeds_from(cfg, seeds)
-    custom = {"custom": parse_overrides(intervention)} if intervention else {}
+    cfg, size = chapter_config(p.preset, p.seed, p.overrides), chapter_sizes(p.preset)
+    seed_list = seeds_from(cfg, p.seeds or size.shortening_seeds)
+    custom = {"custom": parse_overrides(p.intervention)} if p.intervention else {}
     changes = shortening_defaults(cfg, size.after_drop) | custom
     changed = {name: cfg.override(change) for name, change in changes.items()}
-    arms, plain, drops = arm_drops(cfg, changed, seed_list, preset)
+    arms, plain, drops = arm_drops(cfg, changed, seed_list, p.preset)
     budget = cfg.train.steps
     for name, change in changes.items():
         print(f"{name}: " + ", ".join(f"{k}={v}" for k, v in change.items()))

@@ -20,6 +20,7 @@ from matcomp.analysis.variants import (
     variant_table,
 )
 from matcomp.book.chapter import chapter_config, rank_search_configs, rank_search_drops, trained_run, trained_runs
+from matcomp.book.parameters import COUNT, COUNTS, STEPS, parameter
 from matcomp.book.spec import ChapterSpec, RunParameters
 from matcomp.book.tables import and_text, span_text
 from matcomp.config import RunConfig
@@ -34,12 +35,13 @@ from matcomp.sizes import ChapterSizes, chapter_sizes
 class Parameters(RunParameters):
     """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
 
-    seeds: int | None = None  # seeds of the mixture; None: the preset's (cpu: 3)
+    seeds: int | None = parameter(None, COUNT)  # seeds of the mixture; None: the preset's (cpu: 3)
     # square sizes of the mixture and of the separate runs; None: the preset's (cpu: 3, 4, 5; paper: 5, 7, 9)
-    sizes: list[int] | None = None
-    ranks: list[int] | None = None  # ranks of the separate runs; None: the preset's (cpu: 1, 2; paper: 1-4)
+    sizes: list[int] | None = parameter(None, COUNTS)
+    # ranks of the separate runs; None: the preset's (cpu: 1, 2; paper: 1-4)
+    ranks: list[int] | None = parameter(None, COUNTS)
     # steps of each separate run (sizes and ranks); None: 10,000 on the cpu preset, else the preset's own
-    steps: int | None = None
+    steps: int | None = parameter(None, STEPS)
 
 
 def runs_read(preset: str) -> list[RunConfig]:
@@ -69,16 +71,15 @@ class Opening(NamedTuple):
     ranks: list[int]
 
 
-def setup(preset: str | None, seed: int | None, overrides: str, seeds: int | None, sizes: list | None,
-          ranks: list | None, steps: int | None) -> Opening:
+def setup(p: Parameters) -> Opening:
     """The chapter's config and sizes, the separate runs' budget, the mixture's config and its runs at the
     seeds, and the seeds, sizes and ranks (None: the preset's)."""
-    cfg = chapter_config(preset, seed, overrides)
-    size = chapter_sizes(preset)
-    seeds, sizes, ranks = seeds or size.seeds, sizes or list(size.mixture_sizes), ranks or list(size.ranks)
-    steps = steps or size.steps("size_steps", cfg)
+    cfg = chapter_config(p.preset, p.seed, p.overrides)
+    size = chapter_sizes(p.preset)
+    seeds, sizes, ranks = p.seeds or size.seeds, p.sizes or list(size.mixture_sizes), p.ranks or list(size.ranks)
+    steps = p.steps or size.steps("size_steps", cfg)
     mixture_cfg = cfg.override(mixture_overrides(sizes))
-    mixtures = trained_runs(seed_configs(mixture_cfg, seeds_from(cfg, seeds)), preset)
+    mixtures = trained_runs(seed_configs(mixture_cfg, seeds_from(cfg, seeds)), p.preset)
     print(f"mixture of sizes {sizes}, rank 1, {mixture_cfg.train.steps:,} steps: "
           + ", ".join(f"seed {s} {r.config.run_id}" for s, r in mixtures.items()))
     return Opening(cfg, size, steps, mixture_cfg, mixtures, seeds, sizes, ranks)

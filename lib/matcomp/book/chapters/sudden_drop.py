@@ -12,6 +12,7 @@ from matcomp.analysis import drop_spread
 from matcomp.analysis.seeds import seed_configs, seeds_from, trained_on
 from matcomp.book.chapter import chapter_config, model_preset, paper_task_runs, trained_run, trained_runs
 from matcomp.book.chapters import model_runs, seed_runs
+from matcomp.book.parameters import COUNT, parameter
 from matcomp.book.spec import ChapterSpec, OneModelParameters
 from matcomp.config import RunConfig
 from matcomp.data import second_moment
@@ -27,7 +28,7 @@ class Parameters(OneModelParameters):
     """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
 
     # how many seeds (from `seed` on) of the scale's preset for the drop steps; None: the preset's (cpu: 8)
-    seeds: int | None = None
+    seeds: int | None = parameter(None, COUNT)
 
 
 def runs_read(preset: str) -> list[RunConfig]:
@@ -124,13 +125,13 @@ class Opening(NamedTuple):
     plateau_level: float
 
 
-def setup(preset: str | None, model: str | None, seed: int | None, overrides: str, seeds: int | None) -> Opening:
+def setup(p: Parameters) -> Opening:
     """The chapter's model config and run, printed; the config of its drop-step distribution (the scale's
     own preset) and its seeds (None: the preset's); and the copying plateau r/9."""
-    cfg = chapter_config(model_preset(preset, model), seed, overrides)
-    seed_cfg = chapter_config(preset, seed, overrides)  # the drop-step distribution: the scale's own preset, many seeds
-    seeds = seeds or chapter_sizes(preset).drop_seeds
-    run = trained_run(cfg, preset)  # a shipped or stored run loads in a second; any other trains
+    cfg = chapter_config(model_preset(p.preset, p.model), p.seed, p.overrides)
+    seed_cfg = chapter_config(p.preset, p.seed, p.overrides)  # the drop-step distribution: the scale's own preset
+    seeds = p.seeds or chapter_sizes(p.preset).drop_seeds
+    run = trained_run(cfg, p.preset)  # a shipped or stored run loads in a second; any other trains
     d, m = cfg.data, cfg.model
     plateau_level = second_moment(d)  # E[X_ij^2] = r/9 for uniform[-1, 1] factors
     stopped = (f" of its budget of {cfg.train.steps:,} (it stops {cfg.train.stop_after_drop:,} after its drop)"

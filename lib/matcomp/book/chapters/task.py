@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from matcomp.book.parameters import COUNT, SEED, parameter
 from matcomp.book.spec import ChapterSpec, RunParameters
 from matcomp.config import RunConfig
 
@@ -12,8 +13,8 @@ from matcomp.config import RunConfig
 class Parameters(RunParameters):
     """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
 
-    example_seed: int = 0  # which random matrix to show
-    moment_samples: int = 20000  # matrices in the Monte Carlo check of r/9
+    example_seed: int = parameter(0, SEED)  # which random matrix to show
+    moment_samples: int = parameter(20000, COUNT)  # matrices in the Monte Carlo check of r/9
 
 
 def runs_read(preset: str) -> list[RunConfig]:

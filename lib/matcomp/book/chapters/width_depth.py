@@ -12,6 +12,7 @@ from matcomp.analysis.variants import (
     variant_overrides,
 )
 from matcomp.book.chapter import chapter_config, trained_runs
+from matcomp.book.parameters import COUNT, COUNTS, FOLDER, STEP, STEPS, parameter
 from matcomp.book.spec import ChapterSpec, RunParameters
 from matcomp.config import RunConfig
 from matcomp.presets import preset_name
@@ -23,14 +24,14 @@ from matcomp.sizes import chapter_sizes
 class Parameters(RunParameters):
     """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
 
-    widths: list[int] | None = None  # hidden sizes; None: the preset's list (cpu: 32, 64, 128)
-    depths: list[int] | None = None  # numbers of layers; None: the preset's list (cpu: 2, 4, 6)
-    seeds: int | None = None  # seeds per point, from `seed` on; None: the preset's
-    steps: int | None = None  # budget of every run; None: the preset's
+    widths: list[int] | None = parameter(None, COUNTS)  # hidden sizes; None: the preset's list (cpu: 32, 64, 128)
+    depths: list[int] | None = parameter(None, COUNTS)  # numbers of layers; None: the preset's list (cpu: 2, 4, 6)
+    seeds: int | None = parameter(None, COUNT)  # seeds per point, from `seed` on; None: the preset's
+    steps: int | None = parameter(None, STEPS)  # budget of every run; None: the preset's
     # steps a run trains past its drop before it stops (0: its whole budget); None: the preset's
-    after_drop: int | None = None
+    after_drop: int | None = parameter(None, STEP)
     # where the sweep of the last section writes its notebooks; None: <run store>/sweeps/depth
-    sweep_out: str | None = None
+    sweep_out: str | None = parameter(None, FOLDER)
 
 
 def runs_read(preset: str) -> list[RunConfig]:
@@ -54,19 +55,18 @@ class Opening(NamedTuple):
     depths: list[int]
 
 
-def setup(preset: str | None, seed: int | None, overrides: str, widths: list | None, depths: list | None,
-          seeds: int | None, steps: int | None, after_drop: int | None) -> Opening:
+def setup(p: Parameters) -> Opening:
     """The chapter's config, the runs' budget, each variant's changes and its runs (variant -> seed -> run),
     the chapter's own width and depth, and the depths (None: the preset's); printed."""
-    cfg = chapter_config(preset, seed, overrides)
-    size = chapter_sizes(preset)
-    widths, depths = widths or list(size.widths), depths or list(size.depths)
-    steps = steps or size.steps("shape_steps", cfg)
-    after_drop = size.after_drop if after_drop is None else after_drop
+    cfg = chapter_config(p.preset, p.seed, p.overrides)
+    size = chapter_sizes(p.preset)
+    widths, depths = p.widths or list(size.widths), p.depths or list(size.depths)
+    steps = p.steps or size.steps("shape_steps", cfg)
+    after_drop = size.after_drop if p.after_drop is None else p.after_drop
     variants = variant_overrides(cfg, {"width": widths, "depth": depths}, steps, after_drop)
-    runs = trained_runs(variant_configs(cfg, variants, seeds_from(cfg, seeds or size.shape_seeds)), preset)
+    runs = trained_runs(variant_configs(cfg, variants, seeds_from(cfg, p.seeds or size.shape_seeds)), p.preset)
     own = {"width": cfg.model.hidden, "depth": cfg.model.layers}
-    print(f"{preset_name(preset)} preset: width {own['width']} and depth {own['depth']} are the chapter's runs; "
+    print(f"{preset_name(p.preset)} preset: width {own['width']} and depth {own['depth']} are the chapter's runs; "
           f"every run has lr {cfg.train.lr:g} (the chapter's, at every shape) and up to {steps:,} steps"
           + (f", stopping {after_drop:,} steps after its drop" if after_drop else ""))
     return Opening(cfg, steps, variants, runs, own, depths)
