@@ -112,7 +112,8 @@ def test_later_fields_at_their_defaults_leave_the_hash_alone():
     d = cfg.to_dict()
     d.pop("name")
     for key in ("position_init", "attention_bias", "attention_bias_steps", "attention_bias_schedule", "attention_scale",
-                "attention_scale_from", "attention_diagonal", "component", "init_from", "stop_after_drop"):
+                "attention_scale_from", "attention_diagonal", "component", "init_from", "stop_after_drop",
+                "init_nudge"):
         d["train"].pop(key)
     d["data"].pop("sizes")
     d["model"].pop("arch")

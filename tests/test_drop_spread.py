@@ -71,4 +71,14 @@ def test_the_shipped_nudged_runs_give_each_seed_its_spread_beside_the_paper_seed
     assert len(paper) == 2 and {r.config.train.seed for r in paper} == {0}
     assert said[0].startswith(f"Seed 0 (its own drop step {nudged.table.loc[0, 'own drop step']:,.0f})")
     assert "twice" in said[-1] and f"{sorted(r.drop.half_step for r in paper)[-1]:,}" in said[-1]
-    assert spread_sentences(None, [])[0].startswith("This scale does not measure")
+    assert spread_sentences(None, [])[0].startswith("The drop step's spread under rounding is measured on the `cpu`")
+
+
+def test_a_sweep_point_or_another_seed_measures_no_spread_rather_than_train_sixteen_runs():
+    from matcomp.book.chapter import chapter_config
+    from matcomp.book.chapters.sudden_drop import nudged_configs, nudged_spread
+
+    assert len(nudged_configs(chapter_config("cpu"), "cpu")) == 16
+    for cfg in (chapter_config("cpu", overrides="model.layers=2"), chapter_config("cpu", seed=3)):
+        assert nudged_configs(cfg, "cpu") == {} and nudged_spread(cfg, "cpu") is None
+    assert nudged_configs(chapter_config("smoke"), "smoke") == {}  # the smoke scale measures none

@@ -316,6 +316,8 @@ def test_relative_strip_draws_a_row_per_group_with_its_range_and_leaves_out_runs
     assert list(ax.lines[0].get_xdata()) == [0.8, 1.0, 2.4] and list(ax.lines[1].get_ydata()) == [-1, -1]
     assert [t.get_text() for t in ax.texts] == ["0.800–2.400", "1.001–1.002"]
     plt.close(ax.figure)
+    with pytest.raises(ValueError, match="at least one row"):
+        relative_strip({})
 
 
 def test_loss_curve_panels_draw_each_run_on_shared_axes_with_its_own_drop():

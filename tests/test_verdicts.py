@@ -158,7 +158,8 @@ def test_the_first_pages_table_is_the_registers_every_judged_key_number_with_che
     assert (judged[judged.str.startswith("cannot tell: stopped")] == stopped).all()
     assert table.loc[("nuclear_norm", "L: BERT / nuclear norm min"), paper[0]] == "consistent with (1 of 1)"
     # the 7x7 seeds 4 and 5, stopped by a clock at step 18,000 on their plateau, cannot tell on the depth either
-    assert seven.loc[("sudden_drop", "× below the plateau")] == "mixed (0 of 7; 2 stopped short)"
+    assert seven.loc[("sudden_drop", "× below the plateau")] == \
+        "mixed (0 of 7; read on 7: 3 that dropped and 4 on their plateau; 2 stopped short)"
     pre_shift = ("embeddings", "position silhouette by column, pre-shift")  # untrained embeddings pass it too
     assert table.loc[pre_shift, paper[0]] == seven.loc[pre_shift] == CHECK
     assert '<a href="sudden_drop.html">The sudden drop</a>' in linked(table).index.get_level_values(0)

@@ -85,14 +85,13 @@ def same_row_or_column(n_rows: int, n_cols: int) -> torch.Tensor:
     return ((rows[:, None] == rows[None, :]) | (cols[:, None] == cols[None, :])).float()
 
 
-@torch.no_grad()
 def nudge_weight(model: torch.nn.Module, k: int) -> str:
     """Move the ``k``-th scalar (from 1, over ``model.parameters()`` in order) up by one unit in the last place, in
     place; returns where it sits ("name[index]"). A ``k`` past the last scalar is a ValueError naming the count."""
     start = 0
     for name, p in model.named_parameters():
         if k <= start + p.numel():
-            flat = p.data.view(-1)
+            flat = p.detach().view(-1)
             i = k - start - 1
             flat[i] = torch.nextafter(flat[i], torch.tensor(math.inf, dtype=p.dtype))
             return f"{name}[{i}]"
@@ -100,6 +99,7 @@ def nudge_weight(model: torch.nn.Module, k: int) -> str:
     raise ValueError(f"train.init_nudge must be at most the model's {start:,} weights; got {k:,}")
 
 
+@torch.no_grad()
 def grid_positions(model: MatrixBert, n_rows: int, n_cols: int, seed: int) -> None:
     """Overwrite the first m·n position embeddings with (r_i + c_j) / √2 (see the module docstring)."""
     weight = model.bert.embeddings.position_embeddings.weight

@@ -40,9 +40,13 @@ def runs_read(preset: str) -> list[RunConfig]:
 
 def nudged_configs(seed_cfg: RunConfig, preset: str | None) -> dict[tuple[int, str], RunConfig]:
     """The runs of the drop step's spread under rounding: the first ``drop_spread.SEEDS`` seeds of ``seed_cfg``,
-    each with each of the scale's ``ChapterSizes.nudged`` weights nudged (none where it is 0)."""
+    each with each of the scale's ``ChapterSizes.nudged`` weights nudged; none where the scale measures no spread,
+    or where ``seed_cfg`` is not the scale's own configuration at its own seed (a sweep's point: its nudged runs
+    would be new runs to train, 8 a seed)."""
     count = chapter_sizes(preset).nudged
-    return drop_spread.nudged_configs(seed_cfg, seeds_from(seed_cfg, drop_spread.SEEDS), count) if count else {}
+    if not count or seed_cfg != chapter_config(preset):
+        return {}
+    return drop_spread.nudged_configs(seed_cfg, seeds_from(seed_cfg, drop_spread.SEEDS), count)
 
 
 class Nudged(NamedTuple):
@@ -77,7 +81,8 @@ def spread_sentences(nudged: Nudged | None, paper_runs: list[Run]) -> list[str]:
     """What the nudged runs say of one run's drop step, a sentence a seed, and the drop steps of the paper's seed
     trained more than once (``paper_seed_runs``)."""
     said = [] if nudged is not None else [
-        "This scale does not measure the drop step's spread under rounding (the `cpu` scale does, on 16 runs)."]
+        "The drop step's spread under rounding is measured on the `cpu` scale's own configuration at its own seeds "
+        "(16 runs, shipped), not at these parameters."]
     for seed, row in (nudged.table.iterrows() if nudged is not None else []):
         said.append(f"Seed {seed} (its own drop step {row['own drop step']:,.0f}): its {row['nudged runs']:.0f} nudged "
                     f"runs drop between step {row['lowest']:,.0f} and {row['highest']:,.0f}, a range of "

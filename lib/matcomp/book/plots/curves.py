@@ -227,6 +227,8 @@ def relative_strip(rows: dict[str, pd.Series], ax: plt.Axes | None = None) -> pl
     """Drop steps as multiples of a reference, a row of dots per group (``rows``: label -> the group's ratios), on a
     log axis around 1: how far apart draws of one configuration fall, whatever its scale (seeds beside their
     median, one seed's nudged runs beside its own run). Each row's range is written at its right."""
+    if not rows:
+        raise ValueError("relative_strip needs at least one row of drop steps; got none")
     ax = ax or plt.subplots(figsize=(8, 0.9 + 0.55 * len(rows)), layout="constrained")[1]
     for y, (label, ratios) in enumerate(rows.items()):
         ratios = ratios.dropna().astype(float)
