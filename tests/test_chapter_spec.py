@@ -94,11 +94,11 @@ def test_a_chapter_s_values_at_a_scale_fill_what_its_none_stands_for():
 
 def test_the_one_model_chapters_declare_the_key_numbers_the_ladders_read():
     judged = [s.name for s in chapter_specs() if s.key_numbers is not None]
-    assert judged == ["copying_phase", "nuclear_norm", "observed_entries", "attention_patching", "head_taxonomy",
-                      "embeddings", "probing"]
+    assert judged == ["sudden_drop", "copying_phase", "nuclear_norm", "observed_entries", "attention_patching",
+                      "head_taxonomy", "embeddings", "probing"]
     for chapter in (s for s in chapter_specs() if s.key_numbers is not None):  # what its reader takes, it declares
         assert set(reader_parameters(chapter.key_numbers.read)) <= set(chapter.defaults()), chapter.name
-        assert set(chapter.key_numbers.pre_shift) | set(chapter.key_numbers.checks) <= set(chapter.key_numbers.claims)
+    assert [s.name for s in chapter_specs() if s.key_numbers and s.key_numbers.metrics_only] == ["sudden_drop"]
     assert reader_parameters(chapter_spec("head_taxonomy").key_numbers.read) == (
         "samples", "eval_seed", "mass", "enrichment", "identity_enrichment", "mask_ratio", "near")
 

@@ -185,23 +185,23 @@ def test_the_pipeline_at_smoke_trains_packs_unpacks_and_the_chapters_read_it(tmp
     monkeypatch.setenv("MATCOMP_NO_TRAINING", "1")
     (label, (run, shift)), = paper_scale_runs("smoke").items()
     assert label.startswith("4×4 rank 1 (smoke, trained on ") and run.path.parent == reference
-    tables = [s.key_numbers_derivation(run, shift, s.defaults("smoke")) for s in chapter_specs() if s.key_numbers]
+    tables = [s.key_numbers_derivation(run, shift, s.defaults("smoke")) for s in chapter_specs()
+              if s.key_numbers and not s.key_numbers.metrics_only]
     assert not any(derived.is_shipped(d) for d in tables)  # none came back: the loan's minutes train
     for derivation in tables:  # what python -m matcomp derive does at home, from the installed bf16 weights
         derived.write(derivation, derivation.compute(), reference / "derived", derivation.key())
     monkeypatch.setenv("MATCOMP_RUNS", str(tmp_path / "empty-store"))  # a reader's store: nothing computed there
     params = chapter_spec("embeddings").defaults("smoke")
     embeddings, = (d for d in tables if d.name.startswith("key_numbers_embeddings"))
-    stored = derived.read(embeddings, reference / "derived")[0]["numbers"].iloc[0]
+    stored = derived.read(embeddings, reference / "derived")[0]["numbers"]["value"]
     again = chapter_spec("embeddings").read_key_numbers(run, shift, params)  # equal to the stored table's 7 digits
     assert again.keys() == stored.to_dict().keys()  # (another machine's BLAS rounds the last digits otherwise)
-    assert all(again[k] == pytest.approx(v, rel=1e-6) if isinstance(v, float) else again[k] == v
-               for k, v in stored.to_dict().items())
+    assert all(again[k].value == pytest.approx(v, rel=1e-6) for k, v in stored.to_dict().items())
     ladder = finding_ladders(chapter_spec("embeddings"), {"stand-in": {0: (run, shift)}}, params,
                              paper_scale_runs("smoke"))
     rung, = ladder.beyond.index  # the stand-in has no drop: counted, and read on its pre-shift number alone
     why = ladder.beyond_unread[rung]
-    assert rung.startswith(label) and why["position silhouette by column"] == "no drop in 300 steps"
-    assert ladder.beyond_verdicts()[rung]["position silhouette by column"].category == "cannot be read"
-    assert ladder.beyond_verdicts()[rung]["position silhouette by column, pre-shift"].category != "cannot be read"
+    assert rung.startswith(label) and why["column_silhouette"] == "no drop in 300 steps"
+    assert ladder.beyond_verdicts()[rung]["column_silhouette"].category == "cannot be read"
+    assert ladder.beyond_verdicts()[rung]["column_silhouette_pre"].category != "cannot be read"
     assert not (tmp_path / "empty-store" / "derived").exists()  # every table was read, none computed

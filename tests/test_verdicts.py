@@ -5,7 +5,7 @@ import pytest
 
 from matcomp.book.chapters import chapter_specs
 from matcomp.book.ladder import OWN_RECIPE
-from matcomp.book.register import REGISTER
+from matcomp.book.register import REGISTER, judged_by
 from matcomp.book.summary import categories_table, chapter_ladders, linked, unregistered, verdict_table
 from matcomp.book.verdicts import CATEGORIES, CHECK, FALLS, GROWS, Claim, verdict
 from matcomp.paper import Side
@@ -127,7 +127,7 @@ def test_the_first_pages_table_is_the_registers_every_judged_key_number_with_che
     assert unregistered(ladders) == []  # every number a ladder shows is a claim's of the register
     chapters = table.index.get_level_values("chapter")
     assert set(chapters) == {"sudden_drop", *(chapter.name for chapter in chapter_specs() if chapter.key_numbers)}
-    registered = {(c.chapter, key) for c in REGISTER for key in c.tested_by}
+    registered = {(c.chapter, number.label) for c in REGISTER for number in judged_by(c)}
     assert set(table.index) == registered
     seven = table["7×7 (cpu7x7), 7 seeds"]
     assert seven.loc[("attention_patching", "restored, all layers")] == CHECK  # holds by construction: labelled

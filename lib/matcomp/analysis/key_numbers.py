@@ -1,22 +1,24 @@
 """The key numbers of each one-model finding, read on one run: what the size ladder (``matcomp.book.ladder``)
 sets side by side for the 4×4, 5×5 and 7×7 runs and the paper-scale run, so a reader tells an unfinished small
 model from a real difference. A reader takes a run, its phases and, as keywords, the chapter's parameters it
-reads (its signature names them: ``reader_parameters``); each finding's numbers on one run are one stored
-derivation (``matcomp.runs.derived``) of its pre- and post-shift checkpoints, which the default build reads
-shipped instead of analysing three more models a chapter. The paper's claims on these numbers are the
-chapters' own (``matcomp.book.spec.KeyNumbers``)."""
+reads (its signature names them: ``reader_parameters``) and returns each number by its id (a Python name: the
+chapter's ``KeyNumber`` declaration gives its label, for display only, and the paper's claim on it) as an
+``Estimate``; each finding's numbers on one run are one stored derivation (``matcomp.runs.derived``) of its pre-
+and post-shift checkpoints, which the default build reads shipped instead of analysing three more models a
+chapter."""
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Hashable
-from typing import cast
+from dataclasses import replace
+from typing import NamedTuple, cast
 
 import pandas as pd
 import torch
 
 from matcomp import checks
-from matcomp.analysis.baselines import BERT, NN, REGULARISED, headline_table, stored_sweep
+from matcomp.analysis.baselines import BERT, NN, REGULARISED, headline_table, sweep_derivation
 from matcomp.analysis.embeddings import middle_row_z, position_embeddings, position_silhouettes
 from matcomp.analysis.heads import classify_model, family_counts, separating_mask
 from matcomp.analysis.interventions import intervention_predictions, interventions_table
@@ -30,14 +32,30 @@ from matcomp.runs.derived import Derivation, load_or_compute
 from matcomp.runs.run import Run
 from matcomp.seeding import analysis_generator
 
-Reader = Callable[..., dict[str, float]]  # (run, phases, **the chapter's parameters it reads) -> key -> number
-SE = " s.e."  # the suffix of a key number's standard error in a reader's numbers
 NOISE_SE = 2.0  # standard errors within which an estimate cannot be told from no effect (the verdicts' rule too)
 TAXONOMY_FAMILIES = ("row", "column", "masked-row", "longest-contiguous-column")
 SEPARATED = ("masked-row", "longest-contiguous-column")  # the families fig5_mask cannot tell apart
-MIDDLE_ROW_DIP = "position norms: middle row's z"  # its mean norm in sd of the other rows' norms, from their mean
-LAST_LAYER_IDENTITY = "identity heads: share in the last layer"  # the paper's identity head is (4,3) (§3.2.2, Fig. 4)
-ACROSS_RATES = f"masking rates where BERT beats {NN} beyond 2 s.e.: share"  # Fig. 3: at every p_mask shown
+
+
+class Estimate(NamedTuple):
+    """One key number on one run: its value and, where it is estimated from sampled matrices, its standard error
+    (NaN where none is known)."""
+
+    value: float
+    se: float = float("nan")
+
+
+Reader = Callable[..., dict[str, Estimate]]  # (run, phases, **the chapter's parameters it reads) -> id -> estimate
+
+
+def heads_id(family: str, mask: str = "random") -> str:
+    """The id of the key number counting ``family``'s heads on ``mask``'s matrices (``read_taxonomy``), built in
+    one place for the reader and the chapter's declaration.
+
+    >>> heads_id("row"), heads_id("longest-contiguous-column", "separating")
+    ('row_heads', 'longest_contiguous_column_heads_separating')
+    """
+    return f"{family.replace('-', '_')}_heads" + ("" if mask == "random" else f"_{mask}")
 
 
 def _batch(run: Run, samples: int, seed: int, mask: torch.Tensor | None = None, name: str = "samples") -> Batch:
@@ -48,28 +66,37 @@ def _batch(run: Run, samples: int, seed: int, mask: torch.Tensor | None = None, 
 
 
 def _ratios(predictions: dict[str, torch.Tensor], batch: Batch,
-            numbers: dict[str, tuple[str, str]]) -> dict[str, float]:
-    """Each key number (key -> condition and loss, "L_obs" or "L_mask") as the condition's loss over the
+            numbers: dict[str, tuple[str, str]]) -> dict[str, Estimate]:
+    """Each key number (id -> condition and loss, "L_obs" or "L_mask") as the condition's loss over the
     unablated model's on the same matrices, with its standard error (``loss_ratio``)."""
     out = {}
     for key, (condition, loss) in numbers.items():
         where = batch.observed if loss == "L_obs" else ~batch.observed
-        base = predictions["no intervention"]
-        out[key], out[key + SE] = loss_ratio(predictions[condition], base, batch.values, where)
+        out[key] = Estimate(*loss_ratio(predictions[condition], predictions["no intervention"], batch.values, where))
     return out
 
 
-def read_copying(run: Run, phases: Phases, *, ablation_samples: int, eval_seed: int) -> dict[str, float]:
+def read_drop(run: Run, phases: Phases | None = None) -> dict[str, Estimate]:
+    """The sudden drop's numbers, from the run's metrics alone (NeurIPS §3, Fig. 2): its plateau over the copying
+    level E[X²], its drop step (NaN where it has none) and how far below its plateau it ends."""
+    drop = run.drop
+    return {"plateau_share": Estimate(drop.plateau / second_moment(run.config.data)),
+            "drop_step": Estimate(float("nan") if drop.half_step is None else float(drop.half_step)),
+            "depth": Estimate(drop.factor)}
+
+
+def read_copying(run: Run, phases: Phases, *, ablation_samples: int, eval_seed: int) -> dict[str, Estimate]:
     """The pre-shift model's losses under uniform attention and under the post-shift model's Q, K, V, over its
     own (NeurIPS §3.1)."""
     batch = _batch(run, ablation_samples, eval_seed, name="ablation_samples")
     predictions = intervention_predictions(run.bert(phases.pre), run.bert(phases.post), batch, "post-shift")
-    return _ratios(predictions, batch, {"uniform attention, pre-shift: L_obs ×": ("all heads uniform", "L_obs"),
-                                        "uniform attention, pre-shift: L_mask ×": ("all heads uniform", "L_mask"),
-                                        "Q, K, V from post-shift: L_mask ×": ("Q, K, V from post-shift", "L_mask")})
+    return _ratios(predictions, batch, {"uniform_pre_obs": ("all heads uniform", "L_obs"),
+                                        "uniform_pre_mask": ("all heads uniform", "L_mask"),
+                                        "qkv_post_mask": ("Q, K, V from post-shift", "L_mask")})
 
 
-def read_observed(run: Run, phases: Phases, *, samples: int, eval_seed: int, permutations: int) -> dict[str, float]:
+def read_observed(run: Run, phases: Phases, *, samples: int, eval_seed: int,
+                  permutations: int) -> dict[str, Estimate]:
     """The post-shift model's losses under uniform attention, the pre-shift Q, K, V and permuted positions
     (NeurIPS §3.2.1), as ratios to its own or as shares of the plateau's E[X²]."""
     permutations = checks.count(permutations, "permutations")
@@ -77,29 +104,29 @@ def read_observed(run: Run, phases: Phases, *, samples: int, eval_seed: int, per
     predictions = intervention_predictions(post, run.bert(phases.pre), batch, "pre-shift")
     permuted = permuted_losses(post, batch, seeds=range(permutations))
     table = interventions_table(predictions, batch)
-    return {**_ratios(predictions, batch, {"uniform attention, post-shift: L_obs ×": ("all heads uniform", "L_obs"),
-                                           "Q, K, V from pre-shift: L_obs ×": ("Q, K, V from pre-shift", "L_obs")}),
-            "uniform attention, post-shift: L_mask / E[X²]":
-                float(table.loc["all heads uniform", "L_mask"] / second_moment(run.config.data)),
-            "positions permuted: L_obs ×": float(permuted.loc["L_obs", "mean"] / table.loc["no intervention", "L_obs"]),
-            "positions permuted: L_mask / E[X²]":
-                float(permuted.loc["L_mask", "mean"] / second_moment(run.config.data))}
+    copying = second_moment(run.config.data)
+    return {**_ratios(predictions, batch, {"uniform_post_obs": ("all heads uniform", "L_obs"),
+                                           "qkv_pre_obs": ("Q, K, V from pre-shift", "L_obs")}),
+            "uniform_post_mask_share": Estimate(float(table.loc["all heads uniform", "L_mask"] / copying)),
+            "permuted_obs": Estimate(float(permuted.loc["L_obs", "mean"] / table.loc["no intervention", "L_obs"])),
+            "permuted_mask_share": Estimate(float(permuted.loc["L_mask", "mean"] / copying))}
 
 
-def read_patching(run: Run, phases: Phases, *, samples: int, eval_seed: int) -> dict[str, float]:
+def read_patching(run: Run, phases: Phases, *, samples: int, eval_seed: int) -> dict[str, Estimate]:
     """The share of the clean answer that patching every head's output restores, in all layers and in the last
     (NeurIPS §3.2.2, App. F)."""
     model, m = run.bert(phases.post), run.config.model
     sites = cast(dict[Hashable, torch.Tensor], {**all_layers(m.layers, m.heads), **last_layer(m.layers, m.heads)})
     table = negation_patching(model, _batch(run, samples, eval_seed), sites)
     restored = restored_fraction(table)
+    patched = {"restored_all": "all layers", "restored_last": "last layer"}
     if restored is None:  # a model answering ~0 at missing entries whatever its input: nothing to restore
-        return {"restored, all layers": float("nan"), "restored, last layer": float("nan")}
-    return {f"restored, {site}": float(restored[site]) for site in ("all layers", "last layer")}
+        return dict.fromkeys(patched, Estimate(float("nan")))
+    return {key: Estimate(float(restored[site])) for key, site in patched.items()}
 
 
 def read_taxonomy(run: Run, phases: Phases, *, samples: int, eval_seed: int, mass: float, enrichment: float,
-                  identity_enrichment: float, mask_ratio: float, near: float) -> dict[str, float]:
+                  identity_enrichment: float, mask_ratio: float, near: float) -> dict[str, Estimate]:
     """Heads of each family on random masks (``classify_heads`` with the chapter's thresholds), the share of the
     identity heads in the last layer, and the heads of the two families that ``fig5_mask`` confounds on
     ``separating_mask`` (NaN on a task smaller than 5×5, which has none)."""
@@ -112,30 +139,30 @@ def read_taxonomy(run: Run, phases: Phases, *, samples: int, eval_seed: int, mas
     tables = {name: classify_model(model, _batch(run, samples, eval_seed, mask), **thresholds)
               for name, mask in masks.items()}
     counts = family_counts(tables).astype(float)
-    numbers = {f"{family} heads": counts.loc[family, "random"] for family in TAXONOMY_FAMILIES}
+    numbers = {heads_id(family): Estimate(counts.loc[family, "random"]) for family in TAXONOMY_FAMILIES}
     identity = [layer for layer, _ in tables["random"].index[tables["random"].families.str.contains("identity")]]
     last = run.config.model.layers - 1  # layers counted from 0
-    numbers[LAST_LAYER_IDENTITY] = (sum(layer == last for layer in identity) / len(identity)
-                                    if identity else float("nan"))
+    numbers["identity_last_layer_share"] = Estimate(sum(layer == last for layer in identity) / len(identity)
+                                                    if identity else float("nan"))
     for family in SEPARATED:
-        numbers[f"{family} heads, separating mask"] = (counts.loc[family, "separating"] if "separating" in counts
-                                                       else float("nan"))
+        numbers[heads_id(family, "separating")] = Estimate(counts.loc[family, "separating"] if "separating" in counts
+                                                           else float("nan"))
     return numbers
 
 
-def read_embeddings(run: Run, phases: Phases) -> dict[str, float]:
+def read_embeddings(run: Run, phases: Phases) -> dict[str, Estimate]:
     """How the position embeddings cluster by column before and after the drop, and the middle row's norm dip
     (NeurIPS §3.2.3, Fig. 7; WS Fig. 8)."""
     d = run.config.data
     before, after = (position_silhouettes(position_embeddings(run.bert(step), d.n_rows, d.n_cols), d.n_rows, d.n_cols)
                      for step in (phases.pre, phases.post))
-    return {"position silhouette by column": after["by column"],
-            "by column − by row": after["by column"] - after["by row"],
-            "position silhouette by column, pre-shift": before["by column"],
-            MIDDLE_ROW_DIP: middle_row_z(run, phases.post)}
+    return {"column_silhouette": Estimate(after["by column"]),
+            "column_minus_row": Estimate(after["by column"] - after["by row"]),
+            "column_silhouette_pre": Estimate(before["by column"]),
+            "middle_row_z": Estimate(middle_row_z(run, phases.post))}
 
 
-def read_probing(run: Run, phases: Phases, *, train_matrices: int, test_matrices: int) -> dict[str, float]:
+def read_probing(run: Run, phases: Phases, *, train_matrices: int, test_matrices: int) -> dict[str, Estimate]:
     """How well linear probes of each layer read the masked row and the missing entries (NeurIPS §3.3, Fig. 6)."""
     d = run.config.data
     train_matrices, test_matrices = matrix_count(d, train_matrices, "train_matrices"), matrix_count(d, test_matrices,
@@ -145,27 +172,36 @@ def read_probing(run: Run, phases: Phases, *, train_matrices: int, test_matrices
     test = sample_batch(d, test_matrices, analysis_generator(1))
     row = probe_layers(model, train, test, "row")["test MSE"].drop(0)
     missing = probe_layers(model, train, test, "element")["test MSE missing"].drop(0)
-    return {"masked-row probe: best layer's MSE / answering 0's": float(row.min() / answer_zero_mse(test, "row")),
-            "element probe at missing entries: layers that lower its MSE": float((missing.diff().dropna() < 0).mean()),
-            "element probe at missing entries: first / last layer MSE": float(missing.iloc[0] / missing.iloc[-1])}
+    return {"row_probe_ratio": Estimate(float(row.min() / answer_zero_mse(test, "row"))),
+            "element_layers_lowering": Estimate(float((missing.diff().dropna() < 0).mean())),
+            "element_first_over_last": Estimate(float(missing.iloc[0] / missing.iloc[-1]))}
+
+
+def run_sweep_derivation(run: Run, step: int, p_masks, samples: int, lam: float, seed: int = 0,
+                         workers: int = 1) -> Derivation:
+    """``sweep_derivation`` named by its run (``completion_sweep_<run>``): each run read up the ladder has a sweep
+    of its own, and a shipped one (the paper's model's, which the nuclear-norm chapter draws) is the very table its
+    key numbers read, never one that replaces another among the shipped tables (those of one name share a stem)."""
+    sweep = sweep_derivation(run, step, p_masks, samples, lam, seed, workers)
+    return replace(sweep, name=f"{sweep.name}_{run.path.name}")
 
 
 def read_nuclear(run: Run, phases: Phases, *, p_masks: list[float], samples: int, lam: float, eval_seed: int,
-                 workers: int) -> dict[str, float]:
+                 workers: int) -> dict[str, Estimate]:
     """BERT's L over nuclear-norm minimisation's, whose standard error is that of their paired difference
     over L_NN (L_BERT / L_NN = 1 − (L_NN − L_BERT) / L_NN), the share of masking rates where BERT's is the lower
     beyond the noise, and the regularised problem's L over BERT's."""
-    sweep = stored_sweep(run, phases.post, p_masks, samples, lam, eval_seed, workers)["sweep"]
+    sweep = load_or_compute(run_sweep_derivation(run, phases.post, p_masks, samples, lam, eval_seed, workers))["sweep"]
     headline = headline_table(sweep, run.config.data.p_mask)
     over_bert = headline["L / BERT's"]
     rates = sweep[sweep["method"] == NN].set_index("p_mask")
     bert = sweep[sweep["method"] == BERT].set_index("p_mask")["L"]
     se = rates["± s.e. of L − L_BERT"]
     beaten = (rates["L"] - bert) > NOISE_SE * se  # beyond the noise at each masking rate (NaN s.e.: no share)
-    return {f"L: BERT / {NN}": float(1 / over_bert[NN]),
-            f"L: BERT / {NN}{SE}": float(headline.loc[NN, "± s.e. of L − L_BERT"] / headline.loc[NN, "L"]),
-            ACROSS_RATES: float(beaten.mean()) if se.notna().all() else float("nan"),
-            "L: regularised / BERT": float(over_bert[REGULARISED.format(lam)])}
+    return {"bert_over_nn": Estimate(float(1 / over_bert[NN]),
+                                     float(headline.loc[NN, "± s.e. of L − L_BERT"] / headline.loc[NN, "L"])),
+            "rates_beaten_share": Estimate(float(beaten.mean()) if se.notna().all() else float("nan")),
+            "regularised_over_bert": Estimate(float(over_bert[REGULARISED.format(lam)]))}
 
 
 def reader_parameters(read: Reader) -> tuple[str, ...]:
@@ -176,7 +212,7 @@ def reader_parameters(read: Reader) -> tuple[str, ...]:
 def key_numbers_derivation(finding: str, read: Reader, run: Run, phases: Phases, params: dict) -> Derivation:
     """The key numbers of ``finding`` (a chapter) read by ``read`` on ``run``'s pre- and post-shift checkpoints
     with the chapter's parameters ``params`` (those ``read`` does not take are ignored), as a stored derivation
-    with one table, "numbers" (one row)."""
+    with one table, "numbers" (one row an id: its value and standard error)."""
     names = reader_parameters(read)
     missing = sorted(set(names) - set(params))
     if missing:
@@ -185,13 +221,15 @@ def key_numbers_derivation(finding: str, read: Reader, run: Run, phases: Phases,
 
     def compute() -> dict[str, pd.DataFrame]:
         numbers = read(run, phases, **given)
-        return {"numbers": pd.DataFrame([numbers], index=pd.Index([run.path.name], name="run"))}
+        table = pd.DataFrame.from_dict(numbers, orient="index", columns=list(Estimate._fields), dtype=float)
+        return {"numbers": table.rename_axis("key number")}
 
     key = {name: value for name, value in given.items() if name != "workers"}  # workers change the speed only
     checkpoints = [(run, phases.pre), (run, phases.post)]
     return Derivation(f"key_numbers_{finding}_{run.path.name}", compute, checkpoints, key)
 
 
-def key_numbers(finding: str, read: Reader, run: Run, phases: Phases, params: dict) -> dict[str, float]:
-    """``finding``'s key numbers on ``run`` (shipped, stored, or computed and stored)."""
-    return load_or_compute(key_numbers_derivation(finding, read, run, phases, params))["numbers"].iloc[0].to_dict()
+def key_numbers(finding: str, read: Reader, run: Run, phases: Phases, params: dict) -> dict[str, Estimate]:
+    """``finding``'s key numbers on ``run`` (shipped, stored, or computed and stored), id -> estimate."""
+    table = load_or_compute(key_numbers_derivation(finding, read, run, phases, params))["numbers"]
+    return {key: Estimate(float(row.value), float(row.se)) for key, row in table.iterrows()}

@@ -6,7 +6,6 @@ and a single paper-scale run is judged on its own, as one seed."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -15,11 +14,13 @@ from IPython.display import Markdown, display
 
 from matcomp.analysis.phases import Phases
 from matcomp.book.markup import glue_quoted
+from matcomp.book.spec import KeyNumber
 from matcomp.book.tables import findings, number_text, styled
 from matcomp.book.verdicts import (
     AGAINST,
     DIRECTION,
     DRAW,
+    GROWS,
     MARKS,
     MATCHES,
     NOISE,
@@ -36,10 +37,8 @@ from matcomp.presets import preset
 from matcomp.runs.run import Run
 from matcomp.runs.shipped import REPO
 
-DEPTH = "× below the plateau"  # how far below its plateau a run ends (``Drop.factor``): how finished it is
-FINISHED = "how finished each run is (judged with the sudden drop)"  # DEPTH on a one-model page: judged once
-COPYING = "a check: any model that copies its input sits at E[X²]"  # the plateau's level, in any copying model
-OWN_RECIPE = "the step of this scale's own recipe, not comparable with the paper's"  # judged on the paper's recipe
+FINISHED = "how finished each run is (judged with the sudden drop)"  # ``DEPTH`` on a one-model page: judged once
+OWN_RECIPE = "the step of this scale's own recipe, not comparable with the paper's"  # a drawn number's, on the ladder
 
 
 def paper_depth() -> float:
@@ -61,9 +60,11 @@ def depth_derivation() -> str:
             f"{SUDDEN_DROP['final L']:g}; its post-shift L_mask, {post:g}, gives {plateau / post:.3g}")
 
 
-def slug(key: str) -> str:
-    """A key number as part of a glued name: lower case, every run of other characters one underscore."""
-    return re.sub(r"[^a-z0-9]+", "_", key.lower()).strip("_")
+# how far below its plateau a run ends (``Drop.factor``): how finished it is, judged on the sudden drop's page and
+# shown apart on every other ladder (below half its plateau: dropped)
+DEPTH = KeyNumber("depth", "× below the plateau",
+                  Claim(paper_depth(), 2.0, training=GROWS, derived=depth_derivation()),
+                  tests=("bert_solves_lrmc", "plateau_then_sudden_drop"))
 
 
 def unread_reason(run: Run, phases: Phases | None) -> str | None:
@@ -118,7 +119,9 @@ def read_on_none(seeds, unread: Mapping[str, Mapping[int, str]], keys: list[str]
 
 @dataclass(frozen=True)
 class Ladder:
-    """One finding's key numbers up the ladder. ``tasks``: one row per task, smallest first (a task read on
+    """One finding's key numbers up the ladder (``numbers``: id -> its ``KeyNumber``, in their order; every table
+    below is keyed by id, and a label is made only where a table or sentence is shown). ``tasks``: one row per
+    task, smallest first (a task read on
     several seeds: the mean over those that can be read); ``seeds``: the judged task's (``task``) numbers seed
     by seed, every seed trained for it, read at ``steps`` (NaN where ``unread`` says why: key number -> seed
     -> why it cannot be read there), with their standard errors where they are estimates (``errors``);
@@ -131,7 +134,7 @@ class Ladder:
     before their budget, with where (``stopped_short``), judged as far as they were trained."""
 
     what: str
-    claims: dict[str, Claim]
+    numbers: dict[str, KeyNumber]
     tasks: pd.DataFrame
     task: str
     seeds: pd.DataFrame
@@ -148,6 +151,19 @@ class Ladder:
     columns: dict[str, str] = field(default_factory=dict)  # each single run above -> its column in the verdict table
     stopped: dict[int, str] = field(default_factory=dict)  # seed -> where a clock stopped it (``stopped_short``)
     beyond_stopped: dict[str, str] = field(default_factory=dict)  # single run above -> where a clock stopped it
+
+    @property
+    def claims(self) -> dict[str, Claim]:
+        """The paper's claim on each key number, by id."""
+        return {key: number.claim for key, number in self.numbers.items()}
+
+    def label(self, key: str) -> str:
+        """How the tables and sentences show the key number ``key``."""
+        return self.numbers[key].label
+
+    def _labelled(self, table: pd.DataFrame) -> pd.DataFrame:
+        """A table whose rows are key numbers by id, with their labels."""
+        return table.rename(index=self.label)
 
     def unread_on(self, key: str) -> dict[int, str]:
         """The seeds on which ``key`` cannot be read, with why."""
@@ -172,15 +188,11 @@ class Ladder:
 
     def paper_scale_numbers(self, chapter: str) -> dict[str, str]:
         """The paper-scale run's key numbers as the chapter's prose quotes them (``{eval}`<chapter>_paper_scale_<key
-        as a name>```, glued by ``show_ladder``): the single run above the ladder (at the default scale the paper's
+        number's id>```, glued by ``show_ladder``): the single run above the ladder (at the default scale the paper's
         own model), each number as the tables print it, or why it cannot be read; "—" for each where no single run
-        (or more than one) stands above the ladder, so that the prose is never left without its value.
-
-        >>> slug("restored, last layer"), slug("masked-row probe: best layer's MSE / answering 0's")
-        ('restored_last_layer', 'masked_row_probe_best_layer_s_mse_answering_0_s')
-        """
+        (or more than one) stands above the ladder, so that the prose is never left without its value."""
         one = len(self.beyond) == 1
-        return {f"{chapter}_paper_scale_{slug(key)}": (self.beyond_unread.get(self.beyond.index[0], {}).get(key)
+        return {f"{chapter}_paper_scale_{key}": (self.beyond_unread.get(self.beyond.index[0], {}).get(key)
                                                        or number_text(self.beyond.iloc[0][key])) if one else "—"
                 for key in self.claims}
 
@@ -228,7 +240,7 @@ class Ladder:
         columns["the paper"] = {key: claim.text() for key, claim in self.claims.items()}
         columns["verdict"] = {key: self.apart.get(key) or self.recipe.get(key) or verdicts[key].named
                               for key in self.claims}
-        return pd.DataFrame(columns)
+        return self._labelled(pd.DataFrame(columns))
 
     def task_table(self) -> pd.DataFrame:
         """Every task of the ladder as text, one key number a row, then the paper's; a single run above the
@@ -240,7 +252,7 @@ class Ladder:
                               f"{number_text(row[key])} {MARKS[beyond[label][key].marks[label]]}"
                               for key in self.claims}
         columns["the paper"] = {key: claim.text() for key, claim in self.claims.items()}
-        return pd.DataFrame(columns)
+        return self._labelled(pd.DataFrame(columns))
 
     def read_text(self, key: str, named: bool = True) -> str:
         """Which seeds ``key`` is read on, and how many of them are the seeds that dropped: "the 3 that dropped
@@ -266,10 +278,10 @@ class Ladder:
             values = (f"{seed_list(read)}: " + ", ".join(number_text(self.seeds.loc[seed, key]) for seed in read)
                       if read else "no seed read")
             if key in self.apart:
-                sentences.append(f"{key}: {self.apart[key]}, not judged here ({values}).")
+                sentences.append(f"{self.label(key)}: {self.apart[key]}, not judged here ({values}).")
                 continue
             judged = self.recipe.get(key) or verdicts[key]
-            text = f"{key}, {self.task}: {judged} ({values}; the paper: {claim.text(how=True)})."
+            text = f"{self.label(key)}, {self.task}: {judged} ({values}; the paper: {claim.text(how=True)})."
             for label, by_key in beyond.items():
                 shown = self.beyond_unread.get(label, {}).get(key) or number_text(self.beyond.loc[label, key])
                 named = by_key[key].named
@@ -287,7 +299,7 @@ class Ladder:
             lines.append(f"- {where}:")
             for key, v in verdicts.items():
                 if v.untold and len(v.marks) == 1:  # one run that cannot tell: its reason says it all
-                    lines.append(f"  - {key}: **{v.named}**")
+                    lines.append(f"  - {self.label(key)}: **{v.named}**")
                     continue
                 count = f"as the paper on {v.count(MATCHES)} of {len(v.marks)}" if v.spread is None else str(v.spread)
                 if where.startswith(self.task) and self.dropped != tuple(self.seeds.index):
@@ -298,7 +310,7 @@ class Ladder:
                                                              for why, seeds in by_reason(reasons).items())
                     elif reasons:
                         count += f"; {len(reasons)} {what}"
-                lines.append(f"  - {key}: **{v.category}** ({count})")
+                lines.append(f"  - {self.label(key)}: **{v.category}** ({count})")
         return Markdown("\n".join(lines))
 
 

@@ -5,72 +5,71 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import pandas as pd
 
-from matcomp.analysis.key_numbers import SE
+from matcomp.analysis.key_numbers import Estimate
 from matcomp.analysis.phases import Phases
 from matcomp.analysis.seeds import trained_on
 from matcomp.book.ladder import (
-    COPYING,
     DEPTH,
     FINISHED,
     OWN_RECIPE,
     Ladder,
-    depth_derivation,
-    paper_depth,
     read_on_none,
     stopped_short,
     unread_reason,
 )
-from matcomp.book.spec import ChapterSpec
-from matcomp.book.verdicts import CHECK, GROWS, Claim
-from matcomp.data import second_moment
-from matcomp.paper import SUDDEN_DROP
-from matcomp.presets import preset
+from matcomp.book.spec import ChapterSpec, KeyNumber, KeyNumbers
 from matcomp.runs.run import Run
 
+Numbers = Mapping[str, Estimate]  # one run's key numbers: id -> estimate
 
-def _ladder(what: str, claims: dict[str, Claim], rows: dict[str, dict[int, dict[str, float]]],
+
+def _ladder(what: str, numbers: tuple[KeyNumber, ...], rows: Mapping[str, Mapping[int, Numbers]],
             steps: dict[str, dict[int, int]], unread: dict[str, dict[str, dict[int, str]]],
-            beyond: dict[str, dict[str, float]], beyond_unread: dict[str, dict[str, str]],
+            beyond: Mapping[str, Numbers], beyond_unread: dict[str, dict[str, str]],
             apart: dict[str, str] | None = None,
-            runs: Mapping[str, Mapping[int, Run]] | None = None, recipe: dict[str, str] | None = None,
-            singles: Mapping[str, Run] | None = None) -> Ladder:
-    """A ``Ladder`` from each task's numbers seed by seed (``rows``: task -> seed -> key number -> value, and
-    its standard error under ``<key> s.e.``; smallest task first; the largest is judged), their steps and the
-    numbers each seed cannot read (task -> key number -> seed -> why); ``runs`` (task -> seed -> run) and
-    ``singles`` (each run above the ladder by its label in ``beyond``) say where each trained and stopped."""
+            runs: Mapping[str, Mapping[int, Run]] | None = None, singles: Mapping[str, Run] | None = None) -> Ladder:
+    """A ``Ladder`` of ``numbers`` from each task's estimates seed by seed (``rows``: task -> seed -> id ->
+    estimate; smallest task first; the largest is judged), their steps and the numbers each seed cannot read
+    (task -> id -> seed -> why); ``apart``: what the numbers shown apart are, beyond the declared checks (id ->
+    what); ``runs`` (task -> seed -> run) and ``singles`` (each run above the ladder by its label in ``beyond``)
+    say where each trained and stopped. A drawn number (a drop step) is shown apart on the ladder's tasks, which
+    train by their own recipe, and judged on the runs above it."""
+    keys = [number.id for number in numbers]
+    apart = {**{number.id: number.check for number in numbers if number.check}, **(apart or {})}
+    recipe = {number.id: OWN_RECIPE for number in numbers if number.claim.drawn}
     tasks = {}
     for label, seeds in rows.items():
-        table = pd.DataFrame.from_dict(seeds, orient="index").reindex(columns=list(claims)).astype(float)
+        table = _values(seeds, keys)
         for key, why in unread[label].items():
             table.loc[list(why), key] = float("nan")
-        judged = [k for k in claims if k not in (apart or {})] or list(claims)
+        judged = [k for k in keys if k not in apart] or keys
         read = table.drop(index=read_on_none(seeds, unread[label], judged))
         name = (f"{label}, seed {next(iter(seeds))}, step {steps[label][next(iter(seeds))]:,}" if len(seeds) == 1
                 else f"{label}, mean of {len(read)} read of {len(seeds)} seeds")
         tasks[name] = pd.Series({key: read.loc[[s for s in read.index if s not in unread[label].get(key, {})], key]
-                                 .mean(skipna=False) for key in claims})  # a seed without the number: no mean
+                                 .mean(skipna=False) for key in keys})  # a seed without the number: no mean
     task = list(rows)[-1]
-    seeds = pd.DataFrame.from_dict(rows[task], orient="index").reindex(columns=list(claims)).astype(float)
-    errors = _error_table(rows[task], claims)
     judged_runs, singles = (runs or {}).get(task, {}), singles or {}
     dropped = tuple(seed for seed, run in judged_runs.items() if run.drop.half_step is not None)
-    beyond_table = pd.DataFrame.from_dict(beyond, orient="index")
-    return Ladder(what, claims, pd.DataFrame(tasks).T, task, seeds, steps[task], unread[task], errors, dropped,
-                  beyond_table.reindex(columns=list(claims)).astype(float), beyond_unread,
-                  _error_table(beyond, claims), apart or {}, recipe or {},
+    return Ladder(what, {number.id: number for number in numbers}, pd.DataFrame(tasks).T, task,
+                  _values(rows[task], keys), steps[task], unread[task], _values(rows[task], keys, "se"), dropped,
+                  _values(beyond, keys), beyond_unread, _values(beyond, keys, "se"), apart, recipe,
                   {f"{label} seed {seed}": trained_on(run.summary) for label, seeds in (runs or {}).items()
                    for seed, run in seeds.items()}, {place: _one_seed(run) for place, run in singles.items()},
                   {seed: at for seed, run in judged_runs.items() if (at := stopped_short(run))},
                   {place: at for place, run in singles.items() if (at := stopped_short(run))})
 
 
-def _error_table(numbers: Mapping, claims: Mapping[str, Claim]) -> pd.DataFrame:
-    """The standard errors among ``numbers`` (row -> key number or ``<key> s.e.`` -> value), by key number."""
-    return pd.DataFrame({key: {row: values.get(key + SE, float("nan")) for row, values in numbers.items()}
-                         for key in claims}, index=list(numbers), columns=list(claims)).astype(float)
+def _values(numbers: Mapping[Any, Numbers], keys: list[str], field: str = "value") -> pd.DataFrame:
+    """One ``field`` of each row's estimates (row -> id -> ``Estimate``), a row each and a column an id (NaN
+    where a row has no such number)."""
+    nan = Estimate(float("nan"))
+    return pd.DataFrame({key: {row: getattr(values.get(key, nan), field) for row, values in numbers.items()}
+                         for key in keys}, index=list(numbers), columns=keys).astype(float)
 
 
 def finding_ladders(chapter: ChapterSpec, runs: Mapping[str, Mapping[int, tuple[Run, Phases | None]]], params: dict,
@@ -79,23 +78,24 @@ def finding_ladders(chapter: ChapterSpec, runs: Mapping[str, Mapping[int, tuple[
     -> run and its phases, None where it was kept with its metrics alone; smallest task first) and the single
     runs of ``beyond`` (the paper-scale run, ``chapter.paper_scale_runs``), read with the chapter's parameters
     ``params``, each run at its own post-shift step (a stored derivation, shipped for the default build); a
-    seed without a drop is read on the numbers of its pre-shift model alone (``KeyNumbers.pre_shift``). The
+    seed without a drop is read on the numbers of its pre-shift model alone (``KeyNumber.pre_shift``). The
     first key number is how far below its plateau each run ends (``DEPTH``, judged on the sudden drop's page
     only): a number that holds on a deeper run and not on a shallower one points to an unfinished model."""
-    spec = chapter.key_numbers
-    if spec is None:
-        raise ValueError(f"the {chapter.name} chapter judges no key numbers; its ladder is the drop's")
-    claims = {DEPTH: drop_claims()[DEPTH], **spec.claims}  # DEPTH: how finished each run is; judged with the drop
+    spec = _declared(chapter)
+    if spec.metrics_only:
+        raise ValueError(f"the {chapter.name} chapter's key numbers are read on metrics alone: drop_ladders")
+    ids = [number.id for number in spec.numbers]
+    pre_shift = [number.id for number in spec.numbers if number.pre_shift]
 
-    def read(run: Run, phases: Phases | None) -> tuple[dict[str, float], dict[str, str]]:
-        """A run's numbers, and why it cannot read the others (key number -> why)."""
+    def read(run: Run, phases: Phases | None) -> tuple[dict[str, Estimate], dict[str, str]]:
+        """A run's numbers, and why it cannot read the others (id -> why)."""
         why = unread_reason(run, phases)
-        readable = [] if phases is None else list(spec.claims) if why is None else list(spec.pre_shift)
+        readable = [] if phases is None else ids if why is None else pre_shift
         numbers = chapter.read_key_numbers(run, phases, params) if readable and phases is not None else {}
-        kept = {key: value for key, value in numbers.items() if key.removesuffix(SE) in readable}
-        return {DEPTH: run.drop.factor, **kept}, {key: why for key in spec.claims if key not in readable and why}
+        kept = {key: numbers[key] for key in readable}
+        return {DEPTH.id: Estimate(run.drop.factor), **kept}, {key: why for key in ids if key not in readable and why}
 
-    rows: dict[str, dict[int, dict[str, float]]] = {}
+    rows: dict[str, dict[int, dict[str, Estimate]]] = {}
     steps: dict[str, dict[int, int]] = {}
     unread: dict[str, dict[str, dict[int, str]]] = {}  # task -> key number -> seed -> why
     for label, seeds in runs.items():
@@ -109,12 +109,22 @@ def finding_ladders(chapter: ChapterSpec, runs: Mapping[str, Mapping[int, tuple[
                         for seed, (run, phases) in seeds.items()}
     singles = {_single(label, run, phases.post): (run, phases) for label, (run, phases) in (beyond or {}).items()}
     above = {place: read(run, phases) for place, (run, phases) in singles.items()}
-    return _ladder(f"the {chapter.name.replace('_', ' ')} key numbers", claims, rows, steps, unread,
+    return _ladder(_what(chapter), (DEPTH, *spec.numbers), rows, steps, unread,
                    {label: numbers for label, (numbers, _) in above.items()},
-                   {label: whys for label, (_, whys) in above.items() if whys},
-                   {DEPTH: FINISHED, **{key: CHECK for key in spec.checks}},
+                   {label: whys for label, (_, whys) in above.items() if whys}, {DEPTH.id: FINISHED},
                    {label: {seed: run for seed, (run, _) in seeds.items()} for label, seeds in runs.items()},
                    singles={place: run for place, (run, _) in singles.items()})
+
+
+def _declared(chapter: ChapterSpec) -> KeyNumbers:
+    if chapter.key_numbers is None:
+        raise ValueError(f"the {chapter.name} chapter judges no key numbers")
+    return chapter.key_numbers
+
+
+def _what(chapter: ChapterSpec) -> str:
+    """What a chapter's ladder holds, as its task table's caption says it."""
+    return f"the {chapter.name.replace('_', ' ')} key numbers"
 
 
 def _single(label: str, run: Run, step: int) -> str:
@@ -137,27 +147,17 @@ def _one_seed(run: Run) -> str:
     return f"{d.n_rows}×{d.n_cols} rank {d.rank} ({run.config.name}), one seed{stopped}"
 
 
-def drop_claims() -> dict[str, Claim]:
-    """The sudden drop's key numbers as the paper gives them (NeurIPS §3, Fig. 2): its plateau against the
-    copying level E[X²], its drop step and how far below its plateau it ends."""
-    return {"plateau / E[X²]": Claim(SUDDEN_DROP["L_mask on the plateau"] / second_moment(preset("paper").data)),
-            "drop step": Claim(float(SUDDEN_DROP["drop step"]), drawn=True),  # one draw, as the paper's is
-            DEPTH: Claim(paper_depth(), 2.0, training=GROWS, derived=depth_derivation())}  # below half: dropped
-
-
-def _drop_numbers(run: Run) -> dict[str, float]:
-    return {"plateau / E[X²]": run.drop.plateau / second_moment(run.config.data),
-            "drop step": float("nan") if run.drop.half_step is None else float(run.drop.half_step),
-            DEPTH: run.drop.factor}
-
-
-def drop_ladders(runs: Mapping[str, Mapping[int, Run]], beyond: Mapping[str, Run] | None = None) -> Ladder:
-    """The sudden drop's ladder on ``runs`` (task label -> seed -> run, smallest task first) and the single runs
-    of ``beyond`` (label -> run: larger tasks read on their metrics alone, ``chapter.rank_search_drops``). Every
+def drop_ladders(chapter: ChapterSpec, runs: Mapping[str, Mapping[int, Run]],
+                 beyond: Mapping[str, Run] | None = None) -> Ladder:
+    """The ladder of a chapter whose key numbers are read on a run's metrics alone (``KeyNumbers.metrics_only``:
+    the sudden drop's) on ``runs`` (task label -> seed -> run, smallest task first) and the single runs of
+    ``beyond`` (label -> run: larger tasks read on their metrics alone, ``chapter.rank_search_drops``). Every
     seed can be read: a seed without a drop has no drop step, which counts against the claim."""
-    rows = {label: {seed: _drop_numbers(run) for seed, run in seeds.items()} for label, seeds in runs.items()}
+    spec = _declared(chapter)
+    if not spec.metrics_only:
+        raise ValueError(f"the {chapter.name} chapter's key numbers are read on checkpoints: finding_ladders")
+    rows = {label: {seed: spec.read(run) for seed, run in seeds.items()} for label, seeds in runs.items()}
     steps = {label: {seed: run.last_step for seed, run in seeds.items()} for label, seeds in runs.items()}
     singles = {_single(label, run, run.last_step): run for label, run in (beyond or {}).items()}
-    return _ladder("the sudden drop", drop_claims(), rows, steps, {label: {} for label in runs},
-                   {place: _drop_numbers(run) for place, run in singles.items()}, {}, {"plateau / E[X²]": COPYING},
-                   runs, {"drop step": OWN_RECIPE}, singles)
+    return _ladder(_what(chapter), spec.numbers, rows, steps, {label: {} for label in runs},
+                   {place: spec.read(run) for place, run in singles.items()}, {}, runs=runs, singles=singles)

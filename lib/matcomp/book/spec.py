@@ -51,19 +51,50 @@ class OneModelParameters(RunParameters):
 
 
 @dataclass(frozen=True)
+class KeyNumber:
+    """One judged number of a finding, declared once, in its chapter's module: ``id`` (its reader's key, a Python
+    name: stored tables, ladders and glued names use it), ``label`` (how tables and sentences show it, there
+    only), ``claim`` (the paper's on it: a value or a side, whether the bound is ours, which way training still
+    moves it), ``pre_shift`` (read on the pre-shift model alone, which a seed that never dropped still has),
+    ``check`` (where it holds by construction in any model, or any that dropped, what it checks, as the ladder
+    shows it apart: it checks the method and is never judged as a finding), ``tests`` (the keys of the
+    register's claims it judges, ``matcomp.book.register``) and ``from_code`` (it reads a variant the authors'
+    released code runs, not the experiment the text describes: attributed to the code wherever the paper's
+    places are shown)."""
+
+    id: str
+    label: str
+    claim: Claim
+    pre_shift: bool = False
+    check: str = ""
+    tests: tuple[str, ...] = ()
+    from_code: bool = False
+
+    def __post_init__(self):
+        if not self.id.isidentifier():
+            raise ValueError(f"a key number's id must be a Python name (it names glued values); got {self.id!r}")
+
+
+@dataclass(frozen=True)
 class KeyNumbers:
-    """A finding's key numbers and what the paper says of each: ``read`` gives them on one run
-    (``matcomp.analysis.key_numbers``; its keywords name the chapter's parameters it reads), each estimated with
-    its standard error under ``<number> s.e.``, which enters the verdict where the claim has a value without the
-    effect; ``claims``: the paper's claim on each (``Claim``: a value or a direction, the value without the
-    effect, whether the bound is the book's, which way training still moves it); ``pre_shift``: the numbers read
-    on the pre-shift model alone, which a seed that never dropped still has; ``checks``: the numbers that hold by
-    construction in any model (or any that dropped), which check the method and are never judged as findings."""
+    """A finding's key numbers (``numbers``, each a ``KeyNumber``, in the order its tables show them) and how they
+    are read on one run: ``read`` gives them by id, each an ``Estimate`` (``matcomp.analysis.key_numbers``; its
+    keywords name the chapter's parameters it reads), from the run's pre- and post-shift checkpoints, or, with
+    ``metrics_only``, from its metrics alone (the drop's numbers: every seed trained can be read, none is
+    stored)."""
 
     read: reading.Reader
-    claims: dict[str, Claim]
-    pre_shift: tuple[str, ...] = ()
-    checks: tuple[str, ...] = ()
+    numbers: tuple[KeyNumber, ...]
+    metrics_only: bool = False
+
+    def __post_init__(self):
+        ids = [number.id for number in self.numbers]
+        if len(set(ids)) < len(ids):
+            raise ValueError(f"key numbers declared twice: {sorted({i for i in ids if ids.count(i) > 1})}")
+
+    @property
+    def by_id(self) -> dict[str, KeyNumber]:
+        return {number.id: number for number in self.numbers}
 
 
 @dataclass(frozen=True)
@@ -138,6 +169,7 @@ class ChapterSpec:
         """The stored derivation of the chapter's key numbers on ``run`` at ``phases`` with ``params``."""
         return reading.key_numbers_derivation(self.name, self._numbers().read, run, phases, params)
 
-    def read_key_numbers(self, run: Run, phases: Phases, params: dict) -> dict[str, float]:
-        """The chapter's key numbers on ``run`` at ``phases`` with ``params`` (shipped, stored, or computed)."""
+    def read_key_numbers(self, run: Run, phases: Phases, params: dict) -> dict[str, reading.Estimate]:
+        """The chapter's key numbers on ``run`` at ``phases`` with ``params`` (shipped, stored, or computed), by
+        id."""
         return reading.key_numbers(self.name, self._numbers().read, run, phases, params)

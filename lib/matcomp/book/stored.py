@@ -28,8 +28,9 @@ def ladder_derivations(preset: str = DEFAULT_PRESET) -> list[Derivation]:
     runs = [(run, phases) for seeds in ladder_runs(preset).values() for run, phases in seeds.values()
             if phases is not None] + list(paper_scale_runs(preset).values())
     return [chapter.key_numbers_derivation(run, phases, chapter.defaults(preset))
-            for chapter in chapter_specs() if chapter.key_numbers is not None for run, phases in runs
-            if unread_reason(run, phases) is None or chapter.key_numbers.pre_shift]
+            for chapter in chapter_specs() if chapter.key_numbers is not None and not chapter.key_numbers.metrics_only
+            for run, phases in runs
+            if unread_reason(run, phases) is None or any(number.pre_shift for number in chapter.key_numbers.numbers)]
 
 
 def shipped_derivations() -> list[Derivation]:

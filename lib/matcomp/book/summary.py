@@ -11,9 +11,9 @@ import pandas as pd
 from matcomp.analysis.key_numbers import reader_parameters
 from matcomp.book.chapter import ladder_runs, ladder_trained, larger_task_drops, paper_scale_runs
 from matcomp.book.chapters import chapter_specs
-from matcomp.book.ladder import FINISHED, Ladder, show_ladder
+from matcomp.book.ladder import Ladder, show_ladder
 from matcomp.book.ladder_readings import drop_ladders, finding_ladders
-from matcomp.book.register import REGISTER
+from matcomp.book.register import REGISTER, judged_by
 from matcomp.book.spec import ChapterSpec
 from matcomp.book.verdicts import CATEGORIES
 from matcomp.presets import preset_name
@@ -25,11 +25,14 @@ BOOK = REPO / "book"
 def chapter_ladders(preset: str | None = None) -> dict[str, Ladder]:
     """The ladder of every chapter that judges key numbers (chapter -> ``Ladder``), in the book's order."""
     name = preset_name(preset)
-    runs = ladder_runs(name)
-    ladders = {"sudden_drop": drop_ladders(ladder_trained(name), larger_task_drops(name))}
-    paper_scale = paper_scale_runs(name)  # opened once: each opening hashes its checkpoints
-    ladders.update({chapter.name: finding_ladders(chapter, runs, chapter.defaults(name), paper_scale)
-                    for chapter in chapter_specs() if chapter.key_numbers is not None})
+    runs, paper_scale = ladder_runs(name), paper_scale_runs(name)  # opened once: each opening hashes its checkpoints
+    ladders = {}
+    for chapter in chapter_specs():
+        if chapter.key_numbers is None:
+            continue
+        ladders[chapter.name] = (drop_ladders(chapter, ladder_trained(name), larger_task_drops(name))
+                                 if chapter.key_numbers.metrics_only
+                                 else finding_ladders(chapter, runs, chapter.defaults(name), paper_scale))
     return ladders
 
 
@@ -37,8 +40,8 @@ def show_chapter_ladder(chapter: ChapterSpec, namespace: dict) -> None:
     """Show the ladder of a chapter that judges key numbers (``show_ladder``: its tables and glued verdicts) on
     every run of its ladder and the paper's scale, read with the parameters its notebook holds (``namespace``:
     its ``globals()``; those the chapter's reader takes, ``reader_parameters``) at its ``preset``."""
-    if chapter.key_numbers is None:
-        raise ValueError(f"the {chapter.name} chapter judges no key numbers")
+    if chapter.key_numbers is None or chapter.key_numbers.metrics_only:
+        raise ValueError(f"the {chapter.name} chapter judges no key numbers read on its checkpoints")
     params = {name: namespace[name] for name in reader_parameters(chapter.key_numbers.read)}
     preset = namespace.get("preset")
     show_ladder(finding_ladders(chapter, ladder_runs(preset), params, paper_scale_runs(preset)), chapter.name)
@@ -60,11 +63,11 @@ def verdict_table(ladders: dict[str, Ladder]) -> pd.DataFrame:
     (``unregistered`` says which are not)."""
     rows: dict[tuple[str, str], dict[str, str]] = {}
     for claim in REGISTER:
-        for key in claim.tested_by:
+        for number in judged_by(claim):
             assert claim.chapter is not None  # a claim tested by key numbers names its chapter
-            ladder = ladders[claim.chapter]
-            row = rows.setdefault((claim.chapter, key), {"in the paper": "", "the paper": ladder.claims[key].text()})
-            row["in the paper"] = "; ".join(filter(None, (row["in the paper"], claim.places(key))))
+            ladder, key = ladders[claim.chapter], number.id
+            row = rows.setdefault((claim.chapter, number.label), {"in the paper": "", "the paper": number.claim.text()})
+            row["in the paper"] = "; ".join(filter(None, (row["in the paper"], claim.places(number))))
             places = ladder.judged()
             for where, verdicts in places.items():
                 if key in verdicts:
@@ -78,18 +81,19 @@ def verdict_table(ladders: dict[str, Ladder]) -> pd.DataFrame:
 
 
 def unregistered(ladders: dict[str, Ladder]) -> list[tuple[str, str]]:
-    """The key numbers a ladder shows that no claim of the register names (chapter, key number), how finished
-    each run is aside on the pages that do not judge it: what the verdict table would leave out."""
-    named = {(claim.chapter, key) for claim in REGISTER for key in claim.tested_by}
-    return [(chapter, key) for chapter, ladder in ladders.items() for key in ladder.claims
-            if (chapter, key) not in named and ladder.apart.get(key) != FINISHED]
+    """The key numbers a ladder shows that test no claim of the register (chapter, id): what the verdict table
+    would leave out. How far below its plateau a run ends, shown on every one-model ladder, tests the sudden
+    drop's claims, and is judged on its page."""
+    keys = {claim.key for claim in REGISTER}
+    return [(chapter, key) for chapter, ladder in ladders.items() for key, number in ladder.numbers.items()
+            if not set(number.tests) & keys]
 
 
 def register_table() -> pd.DataFrame:
     """The register as the first page lists it, one row a claim under its place in the paper: the claim, the
     chapter that tests it, and the key numbers that judge it, or why it is not judged here (in part: after them)."""
     def judged(claim) -> str:
-        numbers = "; ".join(claim.tested_by)
+        numbers = "; ".join(number.label for number in judged_by(claim))
         untested = claim.untested
         if untested and "judged" not in untested:  # a reason that does not say it already
             untested = f"not judged: {untested}"

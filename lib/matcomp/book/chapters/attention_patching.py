@@ -10,8 +10,8 @@ import pandas as pd
 from matcomp.analysis.key_numbers import read_patching
 from matcomp.book.chapters import model_runs
 from matcomp.book.parameters import COUNT, SEED, parameter
-from matcomp.book.spec import ChapterSpec, KeyNumbers, OneModelParameters
-from matcomp.book.verdicts import Claim
+from matcomp.book.spec import ChapterSpec, KeyNumber, KeyNumbers, OneModelParameters
+from matcomp.book.verdicts import CHECK, Claim
 from matcomp.data import second_moment
 from matcomp.paper import PATCHING, POST_SHIFT, reported
 from matcomp.presets import preset as named_preset
@@ -53,9 +53,12 @@ def paper_restored() -> float:
 
 
 # the share of the answer patching restores: a structure of the model, which training does not move one way
-KEY_NUMBERS = KeyNumbers(read_patching, {"restored, all layers": Claim(paper_restored(), 0.5),
-                                         "restored, last layer": Claim(paper_restored(), 0.5)},
-                         checks=("restored, all layers",))  # every site patched: the clean run itself, in any model
+KEY_NUMBERS = KeyNumbers(read_patching, (
+    # every site patched: the clean run itself, in any model
+    KeyNumber("restored_all", "restored, all layers", Claim(paper_restored(), 0.5), check=CHECK,
+              tests=("patching_steers_missing",)),
+    KeyNumber("restored_last", "restored, last layer", Claim(paper_restored(), 0.5), tests=("patching_steers_missing",),
+              from_code=True)))  # the authors' released code patches the last layer; the text, all heads
 
 
 CHAPTER = ChapterSpec("attention_patching", Parameters, model_runs, key_numbers=KEY_NUMBERS)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from matcomp.analysis.key_numbers import read_copying
 from matcomp.book.chapters import model_runs
 from matcomp.book.parameters import COUNT, SEED, parameter
-from matcomp.book.spec import ChapterSpec, KeyNumbers, OneModelParameters
+from matcomp.book.spec import ChapterSpec, KeyNumber, KeyNumbers, OneModelParameters
 from matcomp.book.verdicts import Claim
 from matcomp.paper import PRE_SHIFT, reported_ratio
 
@@ -24,11 +24,15 @@ class Parameters(OneModelParameters):
 
 # the paper's claim: neither moves the pre-shift model (ratios near 1, NeurIPS §3.1); read on the pre-shift model
 # (with the post-shift Q, K, V for the third), which training after the drop does not move one way
-KEY_NUMBERS = KeyNumbers(read_copying, {
-    "uniform attention, pre-shift: L_obs ×": Claim(reported_ratio(PRE_SHIFT, "all heads uniform")),
-    "uniform attention, pre-shift: L_mask ×": Claim(reported_ratio(PRE_SHIFT, "all heads uniform", 1)),
-    "Q, K, V from post-shift: L_mask ×": Claim(reported_ratio(PRE_SHIFT, "Q, K, V from post-shift", 1))},
-    pre_shift=("uniform attention, pre-shift: L_obs ×", "uniform attention, pre-shift: L_mask ×"))
+KEY_NUMBERS = KeyNumbers(read_copying, (
+    KeyNumber("uniform_pre_obs", "uniform attention, pre-shift: L_obs ×",
+              Claim(reported_ratio(PRE_SHIFT, "all heads uniform")), pre_shift=True,
+              tests=("pre_shift_uniform_ablation", "pre_shift_copies_without_attention_or_positions")),
+    KeyNumber("uniform_pre_mask", "uniform attention, pre-shift: L_mask ×",
+              Claim(reported_ratio(PRE_SHIFT, "all heads uniform", 1)), pre_shift=True,
+              tests=("pre_shift_uniform_ablation",)),
+    KeyNumber("qkv_post_mask", "Q, K, V from post-shift: L_mask ×",
+              Claim(reported_ratio(PRE_SHIFT, "Q, K, V from post-shift", 1)), tests=("pre_shift_model_switching",))))
 
 
 CHAPTER = ChapterSpec("copying_phase", Parameters, model_runs, key_numbers=KEY_NUMBERS)

@@ -10,12 +10,12 @@ import pandas as pd
 import torch
 
 from matcomp.analysis.heads import NO_FAMILY, cached_scores, classify_heads, score_baselines
-from matcomp.analysis.key_numbers import LAST_LAYER_IDENTITY, SEPARATED, TAXONOMY_FAMILIES, read_taxonomy
+from matcomp.analysis.key_numbers import SEPARATED, TAXONOMY_FAMILIES, heads_id, read_taxonomy
 from matcomp.analysis.phases import Phases
 from matcomp.book.chapter import model_preset, open_chapter
 from matcomp.book.chapters import model_runs, seed_runs
 from matcomp.book.parameters import COUNT, FRACTION, MULTIPLE, SEED, parameter
-from matcomp.book.spec import ChapterSpec, KeyNumbers, OneModelParameters
+from matcomp.book.spec import ChapterSpec, KeyNumber, KeyNumbers, OneModelParameters
 from matcomp.book.tables import span_text
 from matcomp.book.verdicts import MATCHES, Claim
 from matcomp.config import DataConfig, RunConfig
@@ -149,10 +149,16 @@ def leftover_text(ablation: pd.DataFrame) -> str:
 
 
 # head counts and the identity heads' share: a structure of the model, which training does not move one way
-KEY_NUMBERS = KeyNumbers(read_taxonomy, {
-    **{f"{family} heads": Claim(Side(1)) for family in TAXONOMY_FAMILIES},
-    **{f"{family} heads, separating mask": Claim(Side(1)) for family in SEPARATED},
-    LAST_LAYER_IDENTITY: Claim(1.0, ours=True)})  # the paper names one last-layer identity head among others
+FAMILY_CLAIMS = {"row": "row_and_column_heads", "column": "row_and_column_heads", "masked-row": "masked_row_heads",
+                 "longest-contiguous-column": "longest_contiguous_column_heads"}  # family -> the register's claim
+KEY_NUMBERS = KeyNumbers(read_taxonomy, (
+    *(KeyNumber(heads_id(family), f"{family} heads", Claim(Side(1)), tests=(FAMILY_CLAIMS[family],))
+      for family in TAXONOMY_FAMILIES),
+    *(KeyNumber(heads_id(family, "separating"), f"{family} heads, separating mask", Claim(Side(1)),
+                tests=(FAMILY_CLAIMS[family],)) for family in SEPARATED),
+    # the paper's identity head is (4,3) (§3.2.2, Fig. 4), one last-layer identity head among others
+    KeyNumber("identity_last_layer_share", "identity heads: share in the last layer", Claim(1.0, ours=True),
+              tests=("identity_heads_last_layer",))))
 
 
 CHAPTER = ChapterSpec("head_taxonomy", Parameters, runs_read, opening=Opening, key_numbers=KEY_NUMBERS)

@@ -17,13 +17,13 @@ from matcomp.analysis.baselines import (
     lambda_derivation,
     sweep_derivation,
 )
-from matcomp.analysis.key_numbers import ACROSS_RATES, read_nuclear
+from matcomp.analysis.key_numbers import read_nuclear, run_sweep_derivation
 from matcomp.analysis.phases import Phases, phases
 from matcomp.analysis.solvers import SOLVER
 from matcomp.book.chapter import model_preset, open_chapter, shipped_paper_scale
 from matcomp.book.chapters import model_runs
 from matcomp.book.parameters import COUNT, MULTIPLE, MULTIPLES, RATES, SEED, parameter
-from matcomp.book.spec import ChapterSpec, KeyNumbers, OneModelParameters
+from matcomp.book.spec import ChapterSpec, KeyNumber, KeyNumbers, OneModelParameters
 from matcomp.book.tables import span_text
 from matcomp.book.verdicts import FALLS, GROWS, Claim
 from matcomp.config import RunConfig
@@ -236,25 +236,27 @@ def versus_findings(versus: pd.DataFrame, at: float, method: str = "nuclear-norm
 
 # Each number sets the BERT's loss against a fixed solver's, so training, which still lowers the BERT's loss, moves
 # each one way: BERT / NN falls, the share of rates where BERT is ahead and regularised / BERT grow.
-KEY_NUMBERS = KeyNumbers(read_nuclear, {
-    f"L: BERT / {NN}": Claim(Side(1, above=False, strict=True), training=FALLS),
+KEY_NUMBERS = KeyNumbers(read_nuclear, (
+    KeyNumber("bert_over_nn", f"L: BERT / {NN}", Claim(Side(1, above=False, strict=True), training=FALLS),
+              tests=("bert_beats_nuclear_norm",)),
     # Fig. 3 shows BERT ahead at every rate; "beyond 2 s.e." is our test of it
-    ACROSS_RATES: Claim(1.0, ours=True, training=GROWS),
-    "L: regularised / BERT": Claim(LAMBDA_TABLE[BEST_LAMBDA][2] / SUDDEN_DROP["final L"], 1.0, training=GROWS)})
+    KeyNumber("rates_beaten_share", f"masking rates where BERT beats {NN} beyond 2 s.e.: share",
+              Claim(1.0, ours=True, training=GROWS), tests=("bert_beats_nuclear_norm",)),
+    KeyNumber("regularised_over_bert", "L: regularised / BERT",
+              Claim(LAMBDA_TABLE[BEST_LAMBDA][2] / SUDDEN_DROP["final L"], 1.0, training=GROWS),
+              tests=("bert_beats_regularised",))))
 
 
 def paper_sweep_derivation(preset: str | None = None, parameters: Parameters | None = None) -> Derivation | None:
     """The chapter's sweep (``sweep_derivation``, with ``parameters``, default the chapter's) on the paper's model,
     its last checkpoint, where it is shipped with checkpoints (``shipped_paper_scale``), else None: its Fig. 3
-    beside the stand-in's. Named by the run, so that it never replaces the stand-in's sweep among the shipped
-    tables (those of one name share one file stem)."""
+    beside the stand-in's, and the table its key numbers read (``run_sweep_derivation``: named by its run)."""
     run = shipped_paper_scale(preset)
     if run is None:
         return None
     p = parameters or Parameters()
     samples, _ = p.counts(preset)
-    sweep = sweep_derivation(run, phases(run).post, p.p_masks, samples, p.lam, p.eval_seed, p.workers)
-    return replace(sweep, name=f"{sweep.name}_{run.path.name}")
+    return run_sweep_derivation(run, phases(run).post, p.p_masks, samples, p.lam, p.eval_seed, p.workers)
 
 
 def derivations(preset: str) -> list[Derivation]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from matcomp.analysis.key_numbers import read_observed
 from matcomp.book.chapters import model_runs
 from matcomp.book.parameters import COUNT, SEED, parameter
-from matcomp.book.spec import ChapterSpec, KeyNumbers, OneModelParameters
+from matcomp.book.spec import ChapterSpec, KeyNumber, KeyNumbers, OneModelParameters
 from matcomp.book.verdicts import Claim
 from matcomp.data import second_moment
 from matcomp.paper import POST_SHIFT, reported, reported_ratio
@@ -43,13 +43,18 @@ def share_of_copying(intervention: str) -> float:
 
 # Each sets the model's loss under an intervention against its own without it or against the plateau: training moves
 # both sides, in no known direction, so none declares one (``Claim.training``) and a stopped run is read as it is.
-KEY_NUMBERS = KeyNumbers(read_observed, {
-    "uniform attention, post-shift: L_obs ×": stays_small("all heads uniform"),
-    "uniform attention, post-shift: L_mask / E[X²]":  # back to the plateau (§3.2.1)
-        Claim(share_of_copying("all heads uniform")),
-    "Q, K, V from pre-shift: L_obs ×": stays_small("Q, K, V from pre-shift"),
-    "positions permuted: L_obs ×": stays_small("positions permuted"),
-    "positions permuted: L_mask / E[X²]": Claim(share_of_copying("positions permuted"), 1.0)})
+SPLIT = "sub_algorithm_split"  # the register's claim that the three L_obs numbers judge together
+KEY_NUMBERS = KeyNumbers(read_observed, (
+    KeyNumber("uniform_post_obs", "uniform attention, post-shift: L_obs ×", stays_small("all heads uniform"),
+              tests=("post_uniform_ablation_observed", SPLIT)),
+    KeyNumber("uniform_post_mask_share", "uniform attention, post-shift: L_mask / E[X²]",  # back to the plateau
+              Claim(share_of_copying("all heads uniform")), tests=("post_uniform_ablation_missing",)),
+    KeyNumber("qkv_pre_obs", "Q, K, V from pre-shift: L_obs ×", stays_small("Q, K, V from pre-shift"),
+              tests=("reverse_model_switching", SPLIT)),
+    KeyNumber("permuted_obs", "positions permuted: L_obs ×", stays_small("positions permuted"),
+              tests=("positions_permuted", SPLIT)),
+    KeyNumber("permuted_mask_share", "positions permuted: L_mask / E[X²]",
+              Claim(share_of_copying("positions permuted"), 1.0), tests=("positions_permuted",))))
 
 
 CHAPTER = ChapterSpec("observed_entries", Parameters, model_runs, key_numbers=KEY_NUMBERS)

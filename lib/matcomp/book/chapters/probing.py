@@ -11,8 +11,8 @@ from matcomp.analysis.stored_probes import probes_derivation
 from matcomp.book.chapter import probing_config, shipped_paper_scale
 from matcomp.book.chapters import model_runs
 from matcomp.book.parameters import COUNT, parameter
-from matcomp.book.spec import ChapterSpec, KeyNumbers, OneModelParameters
-from matcomp.book.verdicts import FALLS, Claim
+from matcomp.book.spec import ChapterSpec, KeyNumber, KeyNumbers, OneModelParameters
+from matcomp.book.verdicts import CHECK, FALLS, Claim
 from matcomp.config import RunConfig
 from matcomp.paper import Side
 from matcomp.runs.derived import Derivation
@@ -39,11 +39,13 @@ def runs_read(preset: str) -> list[RunConfig]:
 # gradually better with depth; the first over the last layer's MSE holds in any model that dropped. Training still
 # lowers the masked-row probe's ratio (the model learns to hold the row as it completes); the count of layers that
 # lower the element probe's MSE is a shape of the network, which training does not move one way.
-KEY_NUMBERS = KeyNumbers(read_probing, {
-    "masked-row probe: best layer's MSE / answering 0's": Claim(Side(0.5, above=False), ours=True, training=FALLS),
-    "element probe at missing entries: layers that lower its MSE": Claim(Side(1)),
-    "element probe at missing entries: first / last layer MSE": Claim(Side(1, strict=True))},
-    checks=("element probe at missing entries: first / last layer MSE",))
+KEY_NUMBERS = KeyNumbers(read_probing, (
+    KeyNumber("row_probe_ratio", "masked-row probe: best layer's MSE / answering 0's",
+              Claim(Side(0.5, above=False), ours=True, training=FALLS), tests=("probe_masked_row",)),
+    KeyNumber("element_layers_lowering", "element probe at missing entries: layers that lower its MSE",
+              Claim(Side(1)), tests=("probe_element_depth",)),
+    KeyNumber("element_first_over_last", "element probe at missing entries: first / last layer MSE",
+              Claim(Side(1, strict=True)), check=CHECK, tests=("probe_element_depth",))))
 
 
 def paper_probes_derivation(preset: str | None = None, train_matrices: int = Parameters.train_matrices,

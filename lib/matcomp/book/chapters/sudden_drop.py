@@ -9,11 +9,14 @@ from typing import NamedTuple
 import pandas as pd
 
 from matcomp.analysis import drop_spread
+from matcomp.analysis.key_numbers import read_drop
 from matcomp.analysis.seeds import seed_configs, seeds_from, trained_on
 from matcomp.book.chapter import chapter_config, model_preset, paper_task_runs, trained_run, trained_runs
 from matcomp.book.chapters import model_runs, seed_runs
+from matcomp.book.ladder import DEPTH
 from matcomp.book.parameters import COUNT, parameter
-from matcomp.book.spec import ChapterSpec, OneModelParameters
+from matcomp.book.spec import ChapterSpec, KeyNumber, KeyNumbers, OneModelParameters
+from matcomp.book.verdicts import Claim
 from matcomp.config import RunConfig
 from matcomp.data import second_moment
 from matcomp.drop import FINAL_STEPS, ON_PLATEAU, final_losses
@@ -173,4 +176,17 @@ def partial_moves(tasks: dict[str, dict[int, Run]]) -> list[str]:
             for seed, run in runs.items() if run.drop.half_step is None and run.drop.factor > 1 / ON_PLATEAU]
 
 
-CHAPTER = ChapterSpec("sudden_drop", Parameters, runs_read, opening=Opening)
+# The drop's numbers as the paper gives them (NeurIPS §3, Fig. 2), read on each run's metrics alone: its plateau
+# against the copying level E[X²] (where any copying model sits: a check), its drop step (one draw, as the paper's
+# is) and how far below its plateau it ends (``DEPTH``, shown on every one-model ladder too)
+KEY_NUMBERS = KeyNumbers(read_drop, (
+    KeyNumber("plateau_share", "plateau / E[X²]",
+              Claim(SUDDEN_DROP["L_mask on the plateau"] / second_moment(named_preset("paper").data)),
+              check="a check: any model that copies its input sits at E[X²]",
+              tests=("plateau_then_sudden_drop", "plateau_level")),
+    KeyNumber("drop_step", "drop step", Claim(float(SUDDEN_DROP["drop step"]), drawn=True),
+              tests=("plateau_then_sudden_drop", "drop_step")),
+    DEPTH), metrics_only=True)
+
+
+CHAPTER = ChapterSpec("sudden_drop", Parameters, runs_read, opening=Opening, key_numbers=KEY_NUMBERS)

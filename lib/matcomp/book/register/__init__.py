@@ -12,10 +12,19 @@ The claims are hand-kept tuples in two modules by the paper's sections (``the_sh
 
 from __future__ import annotations
 
+from matcomp.book.chapters import chapter_spec
 from matcomp.book.register import the_shift, training_and_beyond
 from matcomp.book.register.claim import PaperClaim
+from matcomp.book.spec import KeyNumber
 
 REGISTER: tuple[PaperClaim, ...] = the_shift.CLAIMS + training_and_beyond.CLAIMS
+
+
+def judged_by(claim: PaperClaim) -> tuple[KeyNumber, ...]:
+    """The key numbers that judge ``claim``: those of its chapter whose ``KeyNumber.tests`` name it, in the order
+    the chapter declares them (the link is written once, on the key number)."""
+    spec = None if claim.chapter is None else chapter_spec(claim.chapter).key_numbers
+    return () if spec is None else tuple(number for number in spec.numbers if claim.key in number.tests)
 
 
 def tally() -> dict[str, int]:
@@ -26,7 +35,7 @@ def tally() -> dict[str, int]:
     >>> counts["claims"] == counts["judged"] + counts["shown"] + counts["no chapter"]
     True
     """
-    judged = sum(bool(claim.tested_by) for claim in REGISTER)
+    judged = sum(bool(judged_by(claim)) for claim in REGISTER)
     untested = sum(claim.chapter is None for claim in REGISTER)
     return {"claims": len(REGISTER), "judged": judged, "shown": len(REGISTER) - judged - untested,
             "no chapter": untested}

@@ -13,7 +13,6 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'to low error: the 4-layer, 8-head model on 7×7 rank-2 matrices converges to a total MSE of about '
                '4e-3, near-optimal.',
                'sudden_drop',
-               ('× below the plateau',),
                'the total MSE ≈ 4e-3 is not judged itself: "× below the plateau" judges how far below its plateau a '
                'run ends against 16.8, a ratio the book derives from it (0.2236 × 0.3 / 0.004; the paper prints '
                'none), since our tasks differ from the paper\'s in size and rank'),
@@ -22,7 +21,6 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'The training loss plateaus early in training and then drops suddenly and sharply to near-optimal '
                'values, with no change in the training procedure or hyper-parameters.',
                'sudden_drop',
-               ('plateau / E[X²]', 'drop step', '× below the plateau'),
                'the sharpness half ("suddenly (and sharply)") is not judged: no key number measures how sharp the '
                'drop is; they judge the plateau\'s level (a check of the method), the drop step and how far below '
                'its plateau a run ends'),
@@ -32,7 +30,6 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'simply copies the masked input (predicting ~0 at masked positions), the post-transition model '
                'accurately predicts the masked entries.',
                'copying_phase',
-               (),
                'a synthesis of §3.1-3.2, judged through its parts (the copying-phase and observed-entries '
                'chapters); the sudden-drop page shows the predictions checkpoint by checkpoint, not judged'),
     PaperClaim('components_converge_at_different_points',
@@ -40,7 +37,6 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'Training individual components with the others fixed to their final values, different components '
                'converge to their optimal values at quite different points in training.',
                'components',
-               (),
                "judged on its page, not among the key numbers: the five parts of Fig. 8's reading, on one seed"),
     PaperClaim('setup_method',
                'NeurIPS §2.1-2.2 (WS §2, App. A-B)',
@@ -49,7 +45,6 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'matrices, MSE on all entries, 256 fresh matrices a step, Adam at a constant 1e-4 for 50,000 steps'
                ' without warm-up or weight decay; pre-shift = step 4,000, post-shift = step 50,000.',
                'task',
-               (),
                'a statement of method, not a finding'),
     PaperClaim('compute_resources',
                "NeurIPS §2.2 'Compute Resources'",
@@ -57,7 +52,6 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'A100 / L40S} GPU was used for matrices of order […]." (the sizes, set as mathematics, are lost from '
                'the text quoted)',
                None,
-               (),
                'a statement of the resources used, not a finding; the pages that read a run say where '
                'it was trained (two CPU cores, or a lent GPU for the paper\'s model and some 7×7 seeds)'),
     PaperClaim('tokenization_online',
@@ -66,7 +60,6 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'loss is against X rounded to 2 decimals; training is online, so train and test losses are nearly '
                'identical and only the training loss is analysed.',
                'task',
-               (),
                'a statement of method, not a finding'),
     PaperClaim('twelve_layer_recipe',
                "WS App. B 'Training' (the workshop version alone)",
@@ -74,7 +67,6 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'optimized using Adam with constant step size 5e-5 for 50000 epochs (without weight decay or warmup).'
                ' Data at each step is obtained by sampling 256 train and 64 test matrices."',
                None,
-               (),
                'a statement of method, not a finding; the `paper12` preset (lib/matcomp/presets.py) '
                'holds it (a linear read-out, Adam at 5e-5, 256 training and 64 evaluation matrices a step, the '
                '"epochs" read as steps), and no chapter trains it: the probing chapter\'s 12-layer model is the CPU '
@@ -84,27 +76,23 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'On the plateau the model predicts ~0 at masked entries, so L_mask sits at about 0.2236 (pre-shift'
                ' model, step 4,000, 256 samples) while L stays well above its final value.',
                'sudden_drop',
-               ('plateau / E[X²]',),
                'a check of the method: any model that copies its input sits at E[X²]'),
     PaperClaim('drop_step',
                "NeurIPS §3, Fig. 2 (WS §3, Fig. 2: 'shortly after step 15000')",
                'The sudden drop in training loss occurs at approximately step 15,000 (shortly after it) of 50,000.',
-               'sudden_drop',
-               ('drop step',)),
+               'sudden_drop'),
     PaperClaim('drop_driven_by_lmask',
                'NeurIPS §3.1, Fig. 2 (WS §3, Fig. 2)',
                'The decrease in total loss is driven almost exclusively by L_mask, since L_obs is very close to 0'
                ' both before and after the drop (WS §3; NeurIPS §3.1: L_obs "remains quite low in the first phase '
                'of model training (Fig. 2)").',
                'sudden_drop',
-               (),
                'shown as a figure (the three losses), not judged'),
     PaperClaim('drop_not_metric_artifact',
                'WS §3 (the workshop version alone)',
                'The sudden drop is in the (continuous) MSE loss, not in a discontinuous metric like accuracy, so '
                'emergence as an artifact of discontinuous metrics is unlikely to explain it.',
                'sudden_drop',
-               (),
                'an argument from the choice of metric, not a measurement'),
     PaperClaim('copy_token_intervention',
                'NeurIPS §3.1.1, App. A, Table 1 (WS §3.1.1, App. C, Table 1: step 4,000 only)',
@@ -113,7 +101,6 @@ CLAIMS: tuple[PaperClaim, ...] = (
                "observed entries, L'_mask and L_obs all ≤ 1.5e-3 on rank-2 inputs (≈ 3e-4 at step 4,000, ≤ 1.1e-4"
                ' at step 14,000, averaged over 512 samples).',
                'copying_phase',
-               (),
                "shown beside the paper's Table 1 on the page, not judged in the key numbers"),
     PaperClaim('copy_random_matrices',
                "NeurIPS §3.1.1, App. A, Table 1 'Random matrices' rows (WS §3.1.1, App. C, Table 1 row 2)",
@@ -121,102 +108,87 @@ CLAIMS: tuple[PaperClaim, ...] = (
                "(e.g. L'_mask 2.8e-4-3.7e-4, L_obs 2.8e-4-3.5e-4 at step 4,000), so it computes no low-rank "
                'completion and copies every entry, masked or observed.',
                'copying_phase',
-               (),
                "shown beside the paper's Table 1 on the page, not judged in the key numbers"),
     PaperClaim('pre_shift_heads_uninterpretable',
                'NeurIPS §3.1.2, Fig. 22(a) (WS §3.1.2, Fig. 9a)',
                'At the pre-shift stage (step 4,000) the attention heads do not attend to tokens in an '
                'interpretable manner.',
                'head_taxonomy',
-               (),
                'shown as maps and family scores across training; the key numbers count post-shift heads only'),
     PaperClaim('pre_shift_uniform_ablation',
                "NeurIPS §3.1.2 'Uniform Ablation' (WS §3.1.2, App. J)",
                'Making every head of the pre-shift model attend uniformly changes its losses negligibly, over 256'
                ' samples L_obs 3.4e-4 → 3.2e-4 and L_mask 0.2236 → 0.2236, so attention does not contribute to '
                'the output at this stage.',
-               'copying_phase',
-               ('uniform attention, pre-shift: L_obs ×', 'uniform attention, pre-shift: L_mask ×')),
+               'copying_phase'),
     PaperClaim('pre_shift_model_switching',
                "NeurIPS §3.1.2 'Model Switching' (WS §3.1.2)",
                "Transplanting the post-shift model's attention key, query and value weights into the pre-shift "
                'model leaves L_mask at the plateau (0.2246 vs 0.2236) while L_obs becomes 5e-3, about the final '
                'total MSE, over 256 samples: the optimal attention weights do not help at this stage.',
-               'copying_phase',
-               ('Q, K, V from post-shift: L_mask ×',)),
+               'copying_phase'),
     PaperClaim('bert_beats_nuclear_norm',
                'NeurIPS §1, §3, §3.2, Fig. 3 (WS §1, App. D, Fig. 5)',
                'The BERT trained at p_mask = 0.3 has a lower MSE than constrained nuclear-norm minimisation '
                '(CVXPY) at the various levels of p_mask tested.',
-               'nuclear_norm',
-               ('L: BERT / nuclear norm min', 'masking rates where BERT beats nuclear norm min beyond 2 s.e.: share')),
+               'nuclear_norm'),
     PaperClaim('bert_larger_nuclear_norm',
                'NeurIPS §3.2, Fig. 3 (WS App. D, Fig. 5)',
                "The BERT's completions have a larger nuclear norm than nuclear-norm minimisation's, so (with the "
                'lower MSE) the model is not implicitly implementing nuclear-norm minimisation.',
                'nuclear_norm',
-               (),
                'read on the page at each p_mask and at matched MSE, not judged'),
     PaperClaim('bert_beats_regularised',
                'NeurIPS §3.2, App. B (WS App. D)',
                'For every λ tried, the BERT still outperforms the regularised problem min (1/|Ω|)Σ_Ω(U_ij − '
                "X_ij)² + λ‖U‖_* in MSE (its best L ≈ 0.0121, about 3× the BERT's 4e-3), so the model does not "
                'implicitly optimise that objective either.',
-               'nuclear_norm',
-               ('L: regularised / BERT',)),
+               'nuclear_norm'),
     PaperClaim('lambda_table',
                'NeurIPS App. B, its table (WS App. D, λ table)',
                'On 256 7×7 rank-2 matrices drawn as the training data (p_mask 0.3, rounded to 2 decimals), the '
                'regularised problem gives L = 0.012173, 0.01211, 0.012155, 0.012264, 0.013516 at λ = 0.0005, '
                '0.001, 0.0015, 0.002, 0.005 (L_mask 0.0405-0.0434, L_obs 1.0e-5-7.9e-4).',
                'nuclear_norm',
-               (),
                "recomputed on the paper's task and compared on the page with standard errors over draws, not judged"),
     PaperClaim('post_uniform_ablation_observed',
                "NeurIPS §3.2.1 'Uniform Ablation' (WS §3.2.1, App. J)",
                'Uniformly ablating every head of the post-shift model keeps L_obs small, 9.2e-5 → 3.7e-3 (close '
                'to the total L at the end of training), over 256 samples.',
-               'observed_entries',
-               ('uniform attention, post-shift: L_obs ×',)),
+               'observed_entries'),
     PaperClaim('post_uniform_ablation_missing',
                "NeurIPS §3.2.1 'Uniform Ablation' (WS §3.2.1, App. J)",
                'The same ablation raises L_mask from 0.0128 to 0.2183, about the plateau value before the drop, '
                'so attention heads matter much more for missing entries than for observed ones.',
-               'observed_entries',
-               ('uniform attention, post-shift: L_mask / E[X²]',)),
+               'observed_entries'),
     PaperClaim('reverse_model_switching',
                "NeurIPS §3.2.1 'Model Switching' (WS §3.2.1)",
                'Transplanting the pre-shift attention key, query and value weights into the post-shift model (the'
                ' stronger direction) leaves L_obs not too large, 9.5e-4 over 256 samples: observed predictions '
                'are not substantially affected by attention.',
-               'observed_entries',
-               ('Q, K, V from pre-shift: L_obs ×',)),
+               'observed_entries'),
     PaperClaim('positions_permuted',
                "NeurIPS §3.2.1 'Position Sensitivity' (WS §3.2.1)",
                "Randomly permuting the post-shift model's positional embeddings leaves L_obs at 2.4e-4 (2.6× "
                'unablated) while L_mask becomes 0.5687 (2.5× the plateau, worse than predicting 0), over 256 '
                'samples: positions matter little for observed entries and are needed for missing ones.',
-               'observed_entries',
-               ('positions permuted: L_obs ×', 'positions permuted: L_mask / E[X²]')),
+               'observed_entries'),
     PaperClaim('sub_algorithm_split',
                'NeurIPS §3.2.1, §6 (WS §3, §3.2.1)',
                'Sub-algorithm hypothesis: after the shift the model has two mechanisms: observed entries are '
                'still simply copied, as before the shift, needing neither attention nor positional information, '
                'while missing entries are computed from positional information through attention.',
-               'observed_entries',
-               ('uniform attention, post-shift: L_obs ×', 'Q, K, V from pre-shift: L_obs ×',
-                'positions permuted: L_obs ×')),
+               'observed_entries'),
     PaperClaim('patching_steers_missing',
                'NeurIPS §3.2.2, App. F (WS §3.2.2, App. J)',
                "Patching every attention head's output (before the output projection) from input X into the run "
                'on -X gives, at missing entries, MSE ≈ 0.014 to X (comparable to the optimal L_mask) against '
                '0.8066 to -X over 256 samples: attention heads are causally relevant to the missing entries.',
                'attention_patching',
-               ('restored, all layers', 'restored, last layer'),
                'the text patches every head, "restored, all layers", which holds by construction in any model (a '
                'check of the method, as the page shows); "restored, last layer" patches the last layer\'s heads '
                "alone, a variant in the authors' released scripts, not the text's claim: the text's claim is judged "
-               'only as a check', from_code=('restored, last layer',)),
+               'only as a check'),
     PaperClaim('uniform_ablation_caveat',
                "NeurIPS App. F (WS App. J 'Causal Interventions')",
                '"In the uniform ablation setup, it is possible that setting the softmax probabilities to a given value'
@@ -225,7 +197,6 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'rank of the input, and hence the hidden states obtained are from the same distribution as those for '
                'input X."',
                None,
-               (),
                'no chapter measures how far uniform attention moves the hidden states off their '
                'distribution, and the caveat bears on every uniform-ablation verdict here (the copying-phase and '
                'observed-entries pages\' "uniform attention" numbers, the head taxonomy\'s ablations of its '
@@ -236,13 +207,11 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'Post-shift heads (maps averaged over matrices and masks) group by the region they attend to: row '
                "heads attend to the query's row (block-diagonal, e.g. (2,1)) and column heads to its column "
                '(off-diagonal bands, e.g. (2,2)).',
-               'head_taxonomy',
-               ('row heads', 'column heads')),
+               'head_taxonomy'),
     PaperClaim('identity_heads_last_layer',
                "NeurIPS §3.2.2 'Structure in Attention Heads', Fig. 4 (WS §3.2.2, Fig. 3)",
                'Identity heads attend to the query element itself, diagonal patterns in the last layer, e.g. (4,3).',
                'head_taxonomy',
-               ('identity heads: share in the last layer',),
                'judged by a bound of the book\'s, a share of 1 (ours), which asks more than the statement: that '
                'names one last-layer identity head, (4,3), beside last-layer heads of no family ((4,2), (4,5–7)), '
                'and asks only that identity heads sit in the last layer'),
@@ -252,7 +221,6 @@ CLAIMS: tuple[PaperClaim, ...] = (
                '(3,3), (4,2), (4,5-7) barely changes the output: L_obs 9.44e-5 → 9.36e-5, L_mask 0.01428 → '
                '0.01575.',
                'head_taxonomy',
-               (),
                "compared on the page (the unclaimed heads' L_mask ratio against the paper's ×1.10, by the book's "
                'tolerance), not among the key numbers'),
     PaperClaim('masked_row_heads',
@@ -260,7 +228,6 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'With one structured mask shared by the batch, heads (2,1), (3,4) and (4,8) are active mainly at '
                'the masked rows and there attend to the only observed position in those rows.',
                'head_taxonomy',
-               ('masked-row heads', 'masked-row heads, separating mask'),
                "the paper's claim, on its structured mask (Fig. 5), is not judged: the page classifies the heads there "
                '(the mask scaled to our size); the key numbers count the family on random masks and on a '
                "separating mask of the book's"),
@@ -269,7 +236,6 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'Heads (4,3) and (4,4) are roughly an identity map, deviating in the masked rows where their '
                "maximal attention is on the row's only observed position.",
                'head_taxonomy',
-               (),
                'classified on the page (identity at observed queries), not among the key numbers'),
     PaperClaim('mask_ignore_heads',
                "NeurIPS §3.2.2 'Structured Masking', Fig. 5 (WS App. E item 3, Fig. 6: 'observed-only' heads)",
@@ -277,14 +243,12 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'masked rows entirely, and (3,1), (3,6) attend only to the observed element of each masked row: '
                'together mask-ignore heads that use only observed entries to compute missing ones.',
                'head_taxonomy',
-               (),
                'classified on the page (mask-ignore family), not among the key numbers'),
     PaperClaim('longest_contiguous_column_heads',
                "NeurIPS §3.2.2 'Structured Masking', Fig. 24, App. M.2 (WS App. E item 4, App. H, Fig. 10)",
                'Heads (2,5), (2,7), (2,8) respond systematically to the mask: for each row they attend to the '
                'longest contiguous unmasked column (the 6th column for mask (a), the 2nd for mask (b)).',
                'head_taxonomy',
-               ('longest-contiguous-column heads', 'longest-contiguous-column heads, separating mask'),
                "the paper's claim, on its structured masks (a) and (b) (Fig. 24), is not judged: the page classifies "
                'the heads there (the masks scaled to our size); the key numbers count the family on random masks '
                "and on a separating mask of the book's"),
@@ -294,7 +258,6 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'focus almost exclusively on the middle row of the input and a few other elements, possibly '
                'processing the positional and token embeddings for later layers.',
                'head_taxonomy',
-               (),
                'a hypothesis about the maps; no family score for it, not judged'),
     PaperClaim('group_ablation',
                'NeurIPS §3.2.2, App. L, its table',
@@ -302,7 +265,6 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'mask-ignore, longest-contiguous-column, input-processing) significantly affects the output, to '
                'varying degrees depending on the group.',
                'head_taxonomy',
-               (),
                "ablated per family on the page, not judged: no number of the paper's to set beside ours"),
     PaperClaim('probe_masked_row',
                "NeurIPS §3.2.2 'Probing', Fig. 6 (WS App. I, Fig. 11)",
@@ -310,7 +272,6 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'n-dimensional masked row it belongs to (missing entries as 0) has much lower MSE and much higher '
                'cosine similarity at layers 3 and 4 than at the other layers.',
                'probing',
-               ("masked-row probe: best layer's MSE / answering 0's",),
                'where it is held (layers 3–4 of 12) cannot be told on a 4-layer model, whose layers are a quarter'
                " of its depth apart: read on the probing chapter's 12-layer model, not judged"),
     PaperClaim('probe_element_depth',
@@ -318,8 +279,6 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'At missing entries the hidden states become gradually more correlated with the true matrix '
                'element with depth (linear probing).',
                'probing',
-               ('element probe at missing entries: layers that lower its MSE',
-                'element probe at missing entries: first / last layer MSE'),
                '"first / last layer MSE" is a check of the method (it holds in any model that dropped); "gradually"'
                ' is judged by the layers that lower the MSE'),
     PaperClaim('probe_singular_vectors_inconclusive',
@@ -327,6 +286,5 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'Linear probes could not conclusively extract the singular vectors of the ground-truth matrix from'
                ' the hidden states.',
                'probing',
-               (),
                'a negative result; the first-singular-vector probe is shown, not judged'),
 )
