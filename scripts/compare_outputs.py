@@ -6,7 +6,8 @@ BEFORE and AFTER are two checkouts, each built with ``jupyter-book build`` (for 
 add /tmp/before REV``, then build there with ``PYTHONPATH=/tmp/before/lib`` so its own library runs). Each
 chapter's latest execution in the checkout's ``_build/.jupyter_cache`` is read, and nothing is written there. Its
 outputs (streams, text, HTML, markdown; an image counts as one output) are compared in order, after masking what
-changes on every run: pandas Styler ids, object addresses, widget model ids. The script prints each chapter's
+changes on every run: pandas Styler ids, object addresses, widget model ids, and where a cell's printed text is
+split into stream outputs (how the kernel's flushes fall, not what it printed). The script prints each chapter's
 count of outputs that differ (with ``--diff``, the differing lines) and exits 1 if any do; a checkout whose build
 executed no chapter is refused, since comparing nothing would pass.
 """
@@ -38,20 +39,31 @@ def latest_outputs(checkout: Path) -> dict[str, list[tuple[str, str]]]:
     if not executions:
         raise SystemExit(f"error: {cache_path} holds no executed chapter: build the book in {checkout} first "
                          f"(jupyter-book build .)")
-    outputs = {}
-    for name, nb in executions.items():
-        found = []
-        for cell in nb.cells:
-            for output in cell.get("outputs", []):
-                if "text" in output:
+    return {name: notebook_outputs(nb) for name, nb in executions.items()}
+
+
+def notebook_outputs(nb) -> list[tuple[str, str]]:
+    """One executed notebook's outputs in order, (kind, masked text): a cell's consecutive streams as one (how a
+    kernel's flushes split what a cell prints is timing, not text), an image as "<image>"
+    (``tests/test_bad_input.py`` holds both)."""
+    found: list[tuple[str, str]] = []
+    for cell in nb.cells:
+        previous = None  # the kind of the cell's last output so far
+        for output in cell.get("outputs", []):
+            if "text" in output:
+                if previous == "stream":
+                    found[-1] = ("stream", found[-1][1] + output["text"])
+                else:
                     found.append(("stream", output["text"]))
-                for kind, value in output.get("data", {}).items():
-                    text = "<image>" if kind.startswith("image/") else value if isinstance(value, str) else str(value)
-                    for pattern, replacement in MASKS:
-                        text = pattern.sub(replacement, text)
-                    found.append((kind, text))
-        outputs[name] = found
-    return outputs
+                previous = "stream"
+                continue
+            for kind, value in output.get("data", {}).items():
+                text = "<image>" if kind.startswith("image/") else value if isinstance(value, str) else str(value)
+                for pattern, replacement in MASKS:
+                    text = pattern.sub(replacement, text)
+                found.append((kind, text))
+                previous = kind
+    return found
 
 
 def main() -> None:

@@ -843,6 +843,26 @@ def files_of(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+def test_compare_outputs_reads_a_cells_split_prints_as_one_and_masks_what_changes_every_run():
+    """Where a kernel's flushes split what one cell prints into several stream outputs is timing: two builds
+    of the same page must compare equal however it fell."""
+    import importlib.util
+
+    import nbformat
+    spec = importlib.util.spec_from_file_location("compare_outputs", REPO / "scripts" / "compare_outputs.py")
+    compare = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(compare)
+    out = nbformat.v4.new_output
+    split = nbformat.v4.new_code_cell(outputs=[out("stream", text="a\n"), out("stream", text="b\n"),
+                                               out("display_data", {"text/plain": "<x at 0x7f3a>"})])
+    whole = nbformat.v4.new_code_cell(outputs=[out("stream", text="a\nb\n"),
+                                               out("display_data", {"text/plain": "<x at 0x1b2c>"})])
+    after = nbformat.v4.new_code_cell(outputs=[out("stream", text="c\n")])  # another cell's print stays apart
+    read = compare.notebook_outputs(nbformat.v4.new_notebook(cells=[split, after]))
+    assert read == compare.notebook_outputs(nbformat.v4.new_notebook(cells=[whole, after]))
+    assert read == [("stream", "a\nb\n"), ("text/plain", "<x at 0x>"), ("stream", "c\n")]
+
+
 def test_compare_outputs_refuses_a_build_with_no_executed_chapter_and_writes_into_neither(tmp_path):
     compare = [sys.executable, str(REPO / "scripts" / "compare_outputs.py")]
     empty, before, after = (tmp_path / name for name in ("empty", "before", "after"))

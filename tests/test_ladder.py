@@ -42,7 +42,7 @@ def test_the_drop_is_judged_on_every_seed_of_the_largest_task_and_its_steps_as_d
     assert verdicts["drop_step"].marks == dict.fromkeys([0, 1, 3], "one draw")  # none judged alone
     assert str(verdicts["drop_step"]) == ("reproduces: the paper's 15,000 lies within the range of the 3 draws, "
                                           "12,542 and later, widened by the tolerance")  # seed 1: later than 20,000
-    assert verdicts[DEPTH.id].marks == {0: "direction only", 1: "against", 3: "direction only"}  # 23.9x, 1.6x, 4.3x: 17x
+    assert verdicts[DEPTH.id].marks == {0: "direction only", 1: "against", 3: "direction only"}  # 23.9, 1.6, 4.3: 17x
     assert verdicts[DEPTH.id].category == "mixed"  # a seed ending above half its plateau has not dropped
     assert verdicts["plateau_share"].category == "reproduces"  # 1.0 on every seed: 1.006
     # the ladder's 7x7 row is the mean of all three (every seed can be read on its metrics), printed, not judged
@@ -96,13 +96,14 @@ def test_a_run_a_clock_stopped_is_judged_as_far_as_it_was_trained_and_one_the_ru
     finished = run(7, 1 / 9, None, 1 / 9 / 1.63, seed=1, last_step=60000, steps=60000)
     assert [stopped_short(r) for r in (by_rule, finished)] == [None, None]
     ladder = drop_ladders(DROP, {"7×7": {1: finished, 3: by_rule, 4: on_plateau}}, {"7×7 rank 2 (paper)": paper})
-    assert ladder.verdicts()[DEPTH].marks == {1: "against", 3: "direction only", 4: "stopped short"}
+    assert ladder.verdicts()[DEPTH.id].marks == {1: "against", 3: "direction only", 4: "stopped short"}
     assert ladder.stopped == {4: "stopped at step 18,000 of 60,000 (1.34× below its plateau)"}
     label = "7×7 rank 2 (paper), seed 0, step 29,000"
     assert ladder.column(label).endswith("one seed, stopped at step 29,000 of 50,000")
     assert ladder.beyond_verdicts()[label][DEPTH.id].named == ("cannot tell: stopped at step 29,000 of 50,000 "
                                                             "(6.53× below its plateau)")
-    assert ladder.task_table().loc[DEPTH.label, label] == "6.53 …" and ladder.seed_table().loc[DEPTH.label, "verdict"] == "mixed"
+    assert ladder.task_table().loc[DEPTH.label, label] == "6.53 …"
+    assert ladder.seed_table().loc[DEPTH.label, "verdict"] == "mixed"
     assert ("× below the plateau: **mixed** (as the paper on 0 of 3, read on 3: 1 that dropped and 2 on their "
             "plateau; cannot tell yet on seed 4: stopped at step 18,000 of 60,000 (1.34× below its plateau))"
             ) in ladder.headline().data
@@ -183,7 +184,7 @@ def test_a_findings_key_numbers_are_the_chapters_analysis_on_each_run(runs, tmp_
     ladder = finding_ladders(chapter_spec("copying_phase"), runs, params)  # the shipped tables
     assert ladder.tasks.index.tolist() == ["4×4 (cpu), seed 0, step 20,000", "5×5 (cpu5x5), seed 0, step 17,000",
                                            "7×7 (cpu7x7), mean of 7 read of 7 seeds"]
-    post = "qkv_post_mask"  # Q, K, V from post-shift: L_mask ×; the claim's point: L_mask stays on the plateau (0.2246 / 0.2236)
+    post = "qkv_post_mask"  # Q, K, V from post-shift: L_mask stays on the plateau (0.2246 / 0.2236)
     assert ladder.unread == {post: UNREAD} and ladder.seeds.index.tolist() == list(range(7))
     assert ladder.dropped == (0, 3, 6) and ladder.claims[post].paper == pytest.approx(0.2246 / 0.2236)
     read = ladder.seeds.loc[[0, 3, 6]]

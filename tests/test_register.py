@@ -6,7 +6,7 @@ from pathlib import Path
 
 from matcomp.book.chapters import chapter_specs
 from matcomp.book.ladder import DEPTH
-from matcomp.book.register import REGISTER, tally, judged_by, the_shift, training_and_beyond
+from matcomp.book.register import REGISTER, judged_by, tally, the_shift, training_and_beyond
 
 TOC = Path(__file__).resolve().parents[1] / "_toc.yml"
 DECLARED = {chapter.name: chapter.key_numbers.numbers for chapter in chapter_specs() if chapter.key_numbers}
