@@ -3,9 +3,11 @@ of the one-model chapters (``matcomp.analysis.key_numbers``) on the shipped 4×4
 
 from types import SimpleNamespace
 
+import numpy as np
 import pandas as pd
 import pytest
 
+from matcomp.analysis.evaluation import copy_check
 from matcomp.analysis.interventions import attention_interventions
 from matcomp.analysis.key_numbers import Estimate
 from matcomp.book.chapter import ladder_runs
@@ -15,7 +17,7 @@ from matcomp.book.ladder import DEPTH, OWN_RECIPE, stopped_short, unread_reason
 from matcomp.book.ladder_readings import _ladder, drop_ladders, finding_ladders
 from matcomp.book.spec import KeyNumber
 from matcomp.book.verdicts import Claim
-from matcomp.data import sample_batch
+from matcomp.data import sample_batch, second_moment
 from matcomp.paper import Side
 from matcomp.presets import preset
 from matcomp.runs.derived import load_or_compute
@@ -26,11 +28,17 @@ COPYING = DROP.key_numbers.by_id["plateau_share"].check  # the plateau's level: 
 
 
 def run(n: int, plateau: float, half_step: int | None, final: float, rank: int = 1, last_step: int = 20000,
-        seed: int = 0, steps: int = 20000):
+        seed: int = 0, steps: int = 20000, fall: int = 400):
+    """A run's stand-in: its drop as given, and an L_mask curve on its plateau until ``fall`` steps before its drop
+    step, then a straight fall through half the plateau there, to its final level."""
     cfg = preset("cpu", {"data.n_rows": n, "data.n_cols": n, "data.rank": rank, "train.seed": seed,
                          "train.steps": steps})
     drop = SimpleNamespace(plateau=plateau, half_step=half_step, factor=plateau / final)
-    return SimpleNamespace(config=cfg, drop=drop, last_step=last_step,
+    step = np.arange(last_step + 1)
+    at = half_step if half_step is not None else last_step + 10 * fall
+    curve = np.maximum(np.interp(step, [0, at - fall, at + fall], [plateau, plateau, 0.0]), final)
+    metrics = pd.DataFrame({"step": step, "L_mask": curve})
+    return SimpleNamespace(config=cfg, drop=drop, last_step=last_step, metrics=metrics,
                            summary={"device": "cpu", "machine": {"cpu": "AMD EPYC", "threads": 1}})
 
 
@@ -51,7 +59,9 @@ def test_the_drop_is_judged_on_every_seed_of_the_largest_task_and_its_steps_as_d
     table = ladder.seed_table()  # a step of another recipe than the paper's: shown, not judged
     assert table.loc["drop step", "seed 1, step 20,000"] == "— ?" and table.loc["drop step", "verdict"] == OWN_RECIPE
     assert table.loc["plateau / E[X²]", "verdict"] == COPYING  # any copying model sits there: a check
-    assert list(ladder.judged()["7×7, 3 seeds"]) == [DEPTH.id]  # the one number judged on the ladder's own recipe
+    assert list(ladder.judged()["7×7, 3 seeds"]) == ["fall_over_plateau", DEPTH.id]  # not the recipe's own step
+    assert ladder.unread_on("fall_over_plateau") == {1: "no drop in 20,000 steps"}  # no fall to read
+    assert ladder.seeds.loc[0, "fall_over_plateau"] == pytest.approx(320 / 12222, abs=0.002)  # 0.9 to 0.5 of it
     assert ladder.sentences()[-1].startswith("Trained on: 4×4 seed 0: AMD EPYC, 1 thread; 7×7 seed 0: AMD EPYC")
     assert ladder.sentences()[1] == (f"drop step, 7×7: {OWN_RECIPE} (seeds 0, 1, 3: 12,542, —, 15,305; "
                                      f"the paper: 15,000).")
@@ -61,7 +71,7 @@ def test_the_papers_depth_is_shown_as_the_books_derivation_with_its_arithmetic()
     ladder = drop_ladders(DROP, {"7×7": {0: run(7, 1 / 9, 12542, 1 / 9 / 23.9), 1: run(7, 1 / 9, 13000, 0.01, seed=1)}})
     assert ladder.seed_table().loc[DEPTH.label, "the paper"] == "16.8 (derived)"  # the paper prints no such ratio
     assert ladder.task_table().loc[DEPTH.label, "the paper"] == "16.8 (derived)"
-    assert ladder.sentences()[2].endswith("the paper: 16.8 (derived: plateau L_mask 0.2236 × p_mask 0.3 / final "
+    assert ladder.sentences()[3].endswith("the paper: 16.8 (derived: plateau L_mask 0.2236 × p_mask 0.3 / final "
                                           "total L 0.004; its post-shift L_mask, 0.0128, gives 17.5)).")
 
 
@@ -172,7 +182,7 @@ def test_the_ladder_reads_every_7x7_seed_trained_and_the_shipped_ones_at_their_o
 def test_a_findings_key_numbers_are_the_chapters_analysis_on_each_run(runs, tmp_path):
     """The copying-phase numbers, computed afresh (not read shipped), are the ratios of the chapter's own
     interventions on each run's pre-shift model, and the shipped table holds the same numbers."""
-    params = {"ablation_samples": 64, "eval_seed": 0}
+    params = {"copy_samples": 32, "ablation_samples": 64, "eval_seed": 0}
     for run, shift in (pair for seeds in runs.values() for pair in seeds.values() if pair[1] is not None):
         derivation = chapter_spec("copying_phase").key_numbers_derivation(run, shift, params)
         numbers = load_or_compute(derivation, shipped=False, root=tmp_path)["numbers"]["value"]
@@ -180,7 +190,10 @@ def test_a_findings_key_numbers_are_the_chapters_analysis_on_each_run(runs, tmp_
         table = attention_interventions(run.bert(shift.pre), run.bert(shift.post), batch, "post-shift")
         expected = table.loc["all heads uniform", "L_obs"] / table.loc["no intervention", "L_obs"]
         assert numbers["uniform_pre_obs"] == pytest.approx(expected, rel=1e-6)  # float64 sums
-    params = {"ablation_samples": 256, "eval_seed": 0}
+        copied = copy_check(run.bert(shift.pre), run.config.data, 32)  # Table 1: its worst cell on random inputs
+        worst = copied[copied["inputs"] == "random"][["L'_mask", "L_obs"]].to_numpy().max()
+        assert numbers["copy_error_random"] == pytest.approx(worst / second_moment(run.config.data), rel=1e-9)
+    params = {"copy_samples": 512, "ablation_samples": 256, "eval_seed": 0}
     ladder = finding_ladders(chapter_spec("copying_phase"), runs, params)  # the shipped tables
     assert ladder.tasks.index.tolist() == ["4×4 (cpu), seed 0, step 20,000", "5×5 (cpu5x5), seed 0, step 17,000",
                                            "7×7 (cpu7x7), mean of 7 read of 7 seeds"]
@@ -218,7 +231,8 @@ def test_the_7x7_seeds_read_the_uniform_attention_and_last_layer_misses_seed_by_
     assert last_layer.loc[0] < 0.05
     assert patching.verdicts()["restored_last"].category == "does not"
     assert patching.seed_table().loc["restored, all layers", "verdict"] == "check of the method"
-    assert list(patching.judged()["7×7 (cpu7x7), 7 seeds"]) == ["restored_last"]
+    assert list(patching.judged()["7×7 (cpu7x7), 7 seeds"]) == ["restored_last", "patched_last_over_clean"]
+    assert (patching.seeds.loc[[0, 3, 6], "patched_last_over_clean"] > 10).all()  # far from the paper's 1.09
     observed = finding_ladders(chapter_spec("observed_entries"), runs,
                                {"samples": 256, "eval_seed": 0, "permutations": 5})
     uniform = observed.seeds["uniform_post_obs"]

@@ -146,17 +146,22 @@ def test_the_first_pages_table_is_the_registers_every_judged_key_number_with_che
     assert table.loc[("sudden_drop", "drop step"), paper[0]] == "cannot tell: one draw"  # the paper's recipe
     checks = table[paper[0]].str.startswith(("a check", "check of the method"))
     judged = table[paper[0]][~checks]
-    assert checks.sum() == 4 and (judged.str.endswith("of 1)") | judged.str.startswith("cannot tell: ")).all()
+    assert checks.sum() == 4 and (judged.str.endswith("of 1)") | judged.str.startswith("cannot tell")).all()
     # a clock stopped it 6.53x below its plateau: the numbers training still moves, short of the paper's, cannot
-    # tell yet (its depth 6.53 against 16.8, BERT ahead at 0.273 of the rates, regularised / BERT 1.20 against
-    # 3.03, the masked-row probe 0.633 against <= 0.5); BERT / NN, 0.84 < 1, is already as the paper's
+    # tell yet (its depth 6.53 against 16.8, BERT ahead at 0.273 of the rates where the book asks all, the
+    # masked-row probe 0.633 against <= 0.5); BERT / NN, 0.84 < 1, and regularised / BERT, 1.20 > 1 ("BERT still
+    # outperforms", one-sided), are already as the paper's
     stopped = "cannot tell: stopped at step 29,000 of 50,000 (6.53× below its plateau)"
     assert judged[judged.str.startswith("cannot tell: stopped")].index.tolist() == [
         ("sudden_drop", "× below the plateau"),
         ("nuclear_norm", "masking rates where BERT beats nuclear norm min beyond 2 s.e.: share"),
-        ("nuclear_norm", "L: regularised / BERT"), ("probing", "masked-row probe: best layer's MSE / answering 0's")]
+        ("probing", "masked-row probe: best layer's MSE / answering 0's")]
     assert (judged[judged.str.startswith("cannot tell: stopped")] == stopped).all()
-    assert table.loc[("nuclear_norm", "L: BERT / nuclear norm min"), paper[0]] == "consistent with (1 of 1)"
+    for consistent in (("nuclear_norm", "L: BERT / nuclear norm min"), ("nuclear_norm", "L: regularised / BERT"),
+                       ("sudden_drop", "fall to half its plateau / steps on it")):  # 0.099 of its plateau's steps
+        assert table.loc[consistent, paper[0]] == "consistent with (1 of 1)", consistent
+    # its columns' silhouettes by column and by row, -0.001 apart, are 0.013 apart in standard error: no verdict
+    assert table.loc[("embeddings", "by column − by row"), paper[0]] == "cannot tell (0 of 1)"
     # the 7x7 seeds 4 and 5, stopped by a clock at step 18,000 on their plateau, cannot tell on the depth either
     assert seven.loc[("sudden_drop", "× below the plateau")] == \
         "mixed (0 of 7; read on 7: 3 that dropped and 4 on their plateau; 2 stopped short)"

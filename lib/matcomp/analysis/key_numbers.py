@@ -10,23 +10,27 @@ chapter."""
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable, Hashable
 from dataclasses import replace
 from typing import NamedTuple, cast
 
+import numpy as np
 import pandas as pd
 import torch
 
 from matcomp import checks
 from matcomp.analysis.baselines import BERT, NN, REGULARISED, headline_table, sweep_derivation
-from matcomp.analysis.embeddings import middle_row_z, position_embeddings, position_silhouettes
-from matcomp.analysis.heads import classify_model, family_counts, separating_mask
+from matcomp.analysis.embeddings import cluster_score, middle_row_z, position_embeddings, position_groups
+from matcomp.analysis.evaluation import copy_check
+from matcomp.analysis.heads import NO_FAMILY, classify_model, family_counts, separating_mask
 from matcomp.analysis.interventions import intervention_predictions, interventions_table
 from matcomp.analysis.patching import all_layers, last_layer, negation_patching, restored_fraction
 from matcomp.analysis.phases import Phases
 from matcomp.analysis.positions import permuted_losses
-from matcomp.analysis.probing import answer_zero_mse, probe_layers
+from matcomp.analysis.probing import fit_probe, layer_features, probe_layers, probe_targets
 from matcomp.data import Batch, matrix_count, sample_batch, second_moment
+from matcomp.drop import leave_step
 from matcomp.metrics import loss_ratio
 from matcomp.runs.derived import Derivation, load_or_compute
 from matcomp.runs.run import Run
@@ -78,21 +82,34 @@ def _ratios(predictions: dict[str, torch.Tensor], batch: Batch,
 
 def read_drop(run: Run, phases: Phases | None = None) -> dict[str, Estimate]:
     """The sudden drop's numbers, from the run's metrics alone (NeurIPS §3, Fig. 2): its plateau over the copying
-    level E[X²], its drop step (NaN where it has none) and how far below its plateau it ends."""
-    drop = run.drop
+    level E[X²], its drop step, how sharp the drop is (its fall from ``ON_PLATEAU`` of the plateau to half of it,
+    in steps, over the steps it sat on the plateau: the components page's rule of a sudden fall) and how far
+    below its plateau it ends; the drop step and sharpness NaN where it has no drop."""
+    drop, nan = run.drop, float("nan")
+    leaves = leave_step(run.metrics, drop.plateau) if drop.half_step is not None else None
     return {"plateau_share": Estimate(drop.plateau / second_moment(run.config.data)),
-            "drop_step": Estimate(float("nan") if drop.half_step is None else float(drop.half_step)),
+            "drop_step": Estimate(nan if drop.half_step is None else float(drop.half_step)),
+            "fall_over_plateau": Estimate(nan if drop.half_step is None or not leaves
+                                          else (drop.half_step - leaves) / leaves),
             "depth": Estimate(drop.factor)}
 
 
-def read_copying(run: Run, phases: Phases, *, ablation_samples: int, eval_seed: int) -> dict[str, Estimate]:
-    """The pre-shift model's losses under uniform attention and under the post-shift model's Q, K, V, over its
-    own (NeurIPS §3.1)."""
+def read_copying(run: Run, phases: Phases, *, copy_samples: int, ablation_samples: int,
+                 eval_seed: int) -> dict[str, Estimate]:
+    """How well the pre-shift model copies (Table 1: the worst of L'_mask and L_obs over its cells, on rank-r and
+    on random full-rank inputs, over E[X²]: 0 copies exactly, 1 is no better than answering 0), and its losses
+    under uniform attention and under the post-shift model's Q, K, V, over its own (NeurIPS §3.1)."""
+    table = copy_check(run.bert(phases.pre), run.config.data, matrix_count(run.config.data, copy_samples,
+                                                                           "copy_samples"), eval_seed)
+    worst = table.set_index("inputs")[["L'_mask", "L_obs"]].max(axis=1).groupby(level=0).max()
+    copying = second_moment(run.config.data)
     batch = _batch(run, ablation_samples, eval_seed, name="ablation_samples")
     predictions = intervention_predictions(run.bert(phases.pre), run.bert(phases.post), batch, "post-shift")
-    return _ratios(predictions, batch, {"uniform_pre_obs": ("all heads uniform", "L_obs"),
-                                        "uniform_pre_mask": ("all heads uniform", "L_mask"),
-                                        "qkv_post_mask": ("Q, K, V from post-shift", "L_mask")})
+    return {"copy_error_low_rank": Estimate(float(worst[f"rank-{run.config.data.rank}"] / copying)),
+            "copy_error_random": Estimate(float(worst["random"] / copying)),
+            **_ratios(predictions, batch, {"uniform_pre_obs": ("all heads uniform", "L_obs"),
+                                           "uniform_pre_mask": ("all heads uniform", "L_mask"),
+                                           "qkv_post_mask": ("Q, K, V from post-shift", "L_mask")})}
 
 
 def read_observed(run: Run, phases: Phases, *, samples: int, eval_seed: int,
@@ -114,22 +131,24 @@ def read_observed(run: Run, phases: Phases, *, samples: int, eval_seed: int,
 
 def read_patching(run: Run, phases: Phases, *, samples: int, eval_seed: int) -> dict[str, Estimate]:
     """The share of the clean answer that patching every head's output restores, in all layers and in the last
-    (NeurIPS §3.2.2, App. F)."""
+    (NeurIPS §3.2.2, App. F), and the last layer's patched L_mask(X) over the clean model's."""
     model, m = run.bert(phases.post), run.config.model
     sites = cast(dict[Hashable, torch.Tensor], {**all_layers(m.layers, m.heads), **last_layer(m.layers, m.heads)})
     table = negation_patching(model, _batch(run, samples, eval_seed), sites)
-    restored = restored_fraction(table)
+    restored, missing = restored_fraction(table), table["L_mask(X)"]
+    over_clean = {"patched_last_over_clean": Estimate(float(missing["last layer"] / missing["clean"]))}
     patched = {"restored_all": "all layers", "restored_last": "last layer"}
     if restored is None:  # a model answering ~0 at missing entries whatever its input: nothing to restore
-        return dict.fromkeys(patched, Estimate(float("nan")))
-    return {key: Estimate(float(restored[site])) for key, site in patched.items()}
+        return {**dict.fromkeys(patched, Estimate(float("nan"))), **over_clean}
+    return {**{key: Estimate(float(restored[site])) for key, site in patched.items()}, **over_clean}
 
 
 def read_taxonomy(run: Run, phases: Phases, *, samples: int, eval_seed: int, mass: float, enrichment: float,
                   identity_enrichment: float, mask_ratio: float, near: float) -> dict[str, Estimate]:
     """Heads of each family on random masks (``classify_heads`` with the chapter's thresholds), the share of the
-    identity heads in the last layer, and the heads of the two families that ``fig5_mask`` confounds on
-    ``separating_mask`` (NaN on a task smaller than 5×5, which has none)."""
+    identity heads in the last layer, the heads of the two families that ``fig5_mask`` confounds on
+    ``separating_mask`` (NaN on a task smaller than 5×5, which has none), and the pre-shift model's heads of any
+    family, on the same random masks."""
     thresholds = {"mass": mass, "enrichment": enrichment, "identity_enrichment": identity_enrichment,
                   "mask_ratio": mask_ratio, "near": near}
     d, model = run.config.data, run.bert(phases.post)
@@ -147,32 +166,63 @@ def read_taxonomy(run: Run, phases: Phases, *, samples: int, eval_seed: int, mas
     for family in SEPARATED:
         numbers[heads_id(family, "separating")] = Estimate(counts.loc[family, "separating"] if "separating" in counts
                                                            else float("nan"))
+    before = classify_model(run.bert(phases.pre), _batch(run, samples, eval_seed), **thresholds)
+    numbers["pre_shift_family_heads"] = Estimate(float((before.families != NO_FAMILY).sum()))
     return numbers
 
 
+def jackknife(statistic: Callable[[np.ndarray], float], n: int) -> Estimate:
+    """``statistic`` of the items 0..n−1 (called with the indices it reads), with its jackknife standard error:
+    the spread of its n leave-one-out values, sqrt((n − 1)/n · Σ(θ₍ᵢ₎ − θ̄)²). A number computed from the model's
+    own weights (the positions' silhouettes) has no sampled matrices; what it rests on is its n positions.
+
+    >>> values = np.array([1.0, 2.0, 3.0, 4.0])
+    >>> [round(x, 4) for x in jackknife(lambda i: float(values[i].mean()), 4)]  # the mean's usual s.e.
+    [2.5, 0.6455]
+    """
+    leave_one_out = np.array([statistic(np.delete(np.arange(n), i)) for i in range(n)])
+    spread = math.sqrt((n - 1) / n * ((leave_one_out - leave_one_out.mean()) ** 2).sum())
+    return Estimate(statistic(np.arange(n)), spread)
+
+
+def _silhouettes(points: torch.Tensor, n_rows: int, n_cols: int) -> dict[str, Estimate]:
+    """The positions' silhouette by column, and by column less by row, each with its jackknife standard error
+    over the positions (``jackknife``)."""
+    rows, cols = position_groups(n_rows, n_cols)
+
+    def by(groups: np.ndarray, kept: np.ndarray) -> float:
+        return cluster_score(points[kept], groups[kept])
+
+    return {"by column": jackknife(lambda kept: by(cols, kept), len(cols)),
+            "by column − by row": jackknife(lambda kept: by(cols, kept) - by(rows, kept), len(cols))}
+
+
 def read_embeddings(run: Run, phases: Phases) -> dict[str, Estimate]:
-    """How the position embeddings cluster by column before and after the drop, and the middle row's norm dip
-    (NeurIPS §3.2.3, Fig. 7; WS Fig. 8)."""
+    """How the position embeddings cluster by column before and after the drop, with standard errors over the
+    positions, and the middle row's norm dip (NeurIPS §3.2.3, Fig. 7; WS Fig. 8)."""
     d = run.config.data
-    before, after = (position_silhouettes(position_embeddings(run.bert(step), d.n_rows, d.n_cols), d.n_rows, d.n_cols)
+    before, after = (_silhouettes(position_embeddings(run.bert(step), d.n_rows, d.n_cols), d.n_rows, d.n_cols)
                      for step in (phases.pre, phases.post))
-    return {"column_silhouette": Estimate(after["by column"]),
-            "column_minus_row": Estimate(after["by column"] - after["by row"]),
-            "column_silhouette_pre": Estimate(before["by column"]),
-            "middle_row_z": Estimate(middle_row_z(run, phases.post))}
+    return {"column_silhouette": after["by column"], "column_minus_row": after["by column − by row"],
+            "column_silhouette_pre": before["by column"], "middle_row_z": Estimate(middle_row_z(run, phases.post))}
 
 
 def read_probing(run: Run, phases: Phases, *, train_matrices: int, test_matrices: int) -> dict[str, Estimate]:
-    """How well linear probes of each layer read the masked row and the missing entries (NeurIPS §3.3, Fig. 6)."""
+    """How well linear probes of each layer read the masked row and the missing entries (NeurIPS §3.3, Fig. 6):
+    the best layer's masked-row probe over answering 0, with its standard error over the test matrices, paired."""
     d = run.config.data
     train_matrices, test_matrices = matrix_count(d, train_matrices, "train_matrices"), matrix_count(d, test_matrices,
                                                                                                   "test_matrices")
     model = run.bert(phases.post)
     train = sample_batch(d, train_matrices, analysis_generator(0))
     test = sample_batch(d, test_matrices, analysis_generator(1))
-    row = probe_layers(model, train, test, "row")["test MSE"].drop(0)
+    best = int(probe_layers(model, train, test, "row")["test MSE"].drop(0).idxmin())
     missing = probe_layers(model, train, test, "element")["test MSE missing"].drop(0)
-    return {"row_probe_ratio": Estimate(float(row.min() / answer_zero_mse(test, "row"))),
+    weights = fit_probe(layer_features(model, train)[best], probe_targets(train, "row"))
+    guess = (layer_features(model, test)[best].double() @ weights).reshape(test_matrices, -1)  # a matrix a row
+    truth = probe_targets(test, "row").double().reshape(test_matrices, -1)
+    everywhere = torch.ones_like(truth, dtype=torch.bool)
+    return {"row_probe_ratio": Estimate(*loss_ratio(guess, torch.zeros_like(truth), truth, everywhere)),
             "element_layers_lowering": Estimate(float((missing.diff().dropna() < 0).mean())),
             "element_first_over_last": Estimate(float(missing.iloc[0] / missing.iloc[-1]))}
 

@@ -228,7 +228,10 @@ class Ladder:
             if len(whys) == 1:
                 nowhere[seed] = whys.pop()
         for seed in self.seeds.index.drop(list(nowhere)):
-            partly = any(seed in self.unread_on(key) for key in self.claims)  # read on its pre-shift model alone
+            read = [key for key in self.claims if seed not in self.unread_on(key) and key not in self.apart]
+            partly = any(seed in self.unread_on(key) for key in self.claims) and \
+                all(self.numbers[key].pre_shift for key in read)  # its
+            # pre-shift model alone: a seed without a drop, in a finding read on checkpoints
             columns[f"seed {seed}, {'pre-shift ' * partly}step {self.steps[seed]:,}"] = {
                 key: self._cell(seed, key, verdicts[key].marks[seed]) if seed not in self.unread_on(key)
                 else MARKS[UNREAD] for key in self.claims}

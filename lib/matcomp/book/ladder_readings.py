@@ -152,12 +152,25 @@ def drop_ladders(chapter: ChapterSpec, runs: Mapping[str, Mapping[int, Run]],
     """The ladder of a chapter whose key numbers are read on a run's metrics alone (``KeyNumbers.metrics_only``:
     the sudden drop's) on ``runs`` (task label -> seed -> run, smallest task first) and the single runs of
     ``beyond`` (label -> run: larger tasks read on their metrics alone, ``chapter.rank_search_drops``). Every
-    seed can be read: a seed without a drop has no drop step, which counts against the claim."""
+    seed is read: a seed without a drop has no drop step, a later draw than it trained to, which its spread
+    counts; the numbers only a drop has (how sharp it was) cannot be read on it."""
     spec = _declared(chapter)
     if not spec.metrics_only:
         raise ValueError(f"the {chapter.name} chapter's key numbers are read on checkpoints: finding_ladders")
+
+    def unread(numbers: Numbers, run: Run) -> dict[str, str]:
+        """The numbers a run without a drop has none of, with why (key number -> why)."""
+        why = unread_reason(run, None) if run.drop.half_step is None else None
+        return {n.id: why for n in spec.numbers if why and not n.claim.drawn and pd.isna(numbers[n.id].value)}
+
     rows = {label: {seed: spec.read(run) for seed, run in seeds.items()} for label, seeds in runs.items()}
     steps = {label: {seed: run.last_step for seed, run in seeds.items()} for label, seeds in runs.items()}
+    whys: dict[str, dict[str, dict[int, str]]] = {label: {} for label in runs}
+    for label, seeds in runs.items():
+        for seed, run in seeds.items():
+            for key, why in unread(rows[label][seed], run).items():
+                whys[label].setdefault(key, {})[seed] = why
     singles = {_single(label, run, run.last_step): run for label, run in (beyond or {}).items()}
-    return _ladder(_what(chapter), spec.numbers, rows, steps, {label: {} for label in runs},
-                   {place: spec.read(run) for place, run in singles.items()}, {}, runs=runs, singles=singles)
+    above = {place: spec.read(run) for place, run in singles.items()}
+    above_unread = {place: missing for place, run in singles.items() if (missing := unread(above[place], run))}
+    return _ladder(_what(chapter), spec.numbers, rows, steps, whys, above, above_unread, runs=runs, singles=singles)

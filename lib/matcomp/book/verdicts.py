@@ -23,7 +23,7 @@ from matcomp.paper import Side
 
 TOLERANCE = 0.25  # |log(ours / paper)| within which a number is as the paper's: within about ±28 %
 MIN_SAMPLES = 32  # matrices a key number is read on at least for a verdict: fewer is one draw's luck, not a finding
-SAMPLE_COUNTS = ("samples", "ablation_samples", "train_matrices", "test_matrices")  # the readers' parameters of it
+SAMPLE_COUNTS = ("samples", "copy_samples", "ablation_samples", "train_matrices", "test_matrices")  # readers' of it
 
 MATCHES, DIRECTION, AGAINST, NOISE, UNREAD = "matches", "direction only", "against", "cannot tell", "cannot be read"
 SHORT, DRAW = "stopped short", "one draw"  # cannot tell for a reason of its run, not of its sample (``Claim``)
@@ -66,8 +66,9 @@ class Claim:
     the effect (``reference``: 1 for a ratio, 0 for a difference; None where there is none), or a direction
     only (a ``Side``, whose bound is the value without the effect). ``ours``: the bound is the book's
     choice where the paper states the claim in words alone ("correlate quite strongly"), so the tables label
-    it ours, never the paper's. ``at_most``: the paper's value bounds a one-sided claim from above ("stays small",
-    said of its own model's value): any value below it holds, as does one within ``tolerance`` above it.
+    it ours, never the paper's. ``at_most``: the paper's value bounds a one-sided claim from above ("remains
+    low", said of its own model's value): any value below it holds, as does one within ``tolerance`` above it;
+    ``at_least`` bounds one from below the same way ("increases significantly").
     ``training``: which way training still moves the number after the drop (``GROWS``: how far below its plateau
     a run is; ``FALLS``), 0 where it does not move it one way (a number read on the pre-shift model, a head count,
     a ratio of two interventions): a run a clock stopped short of the paper's that way cannot tell yet.
@@ -82,6 +83,7 @@ class Claim:
     tolerance: float = TOLERANCE
     ours: bool = False
     at_most: bool = False
+    at_least: bool = False
     training: int = 0
     drawn: bool = False
     derived: str = ""
@@ -101,7 +103,7 @@ class Claim:
         ('16.8 (derived)', '16.8 (derived: 0.2236 × 0.3 / 0.004)')
         """
         derived = (f" (derived: {self.derived})" if how else " (derived)") if self.derived else ""
-        return "≤ " * self.at_most + number_text(self.paper) + " (ours)" * self.ours + derived
+        return "≤ " * self.at_most + "≥ " * self.at_least + number_text(self.paper) + " (ours)" * self.ours + derived
 
     def short(self, value: float) -> bool:
         """Whether ``value`` falls short of the paper's (a ``Side``'s bound) the way training still moves it.
@@ -129,6 +131,8 @@ class Claim:
         ('matches', 'against', 'against')
         >>> Claim(Side(1, above=False, strict=True)).mark(0.915, se=0.14), Claim(2.6, 1).mark(1.9, se=0.2)
         ('cannot tell', 'direction only')
+        >>> [Claim(2.56, 1, at_least=True).mark(v) for v in (9.0, 2.1, 1.5)], Claim(2.56, at_least=True).text()
+        (['matches', 'matches', 'direction only'], '≥ 2.56')
         >>> [Claim(40.2, at_most=True).mark(v) for v in (3.06, 49.0, 300.0)], Claim(40.2, at_most=True).text()
         (['matches', 'matches', 'against'], '≤ 40.2')
 
@@ -151,7 +155,8 @@ class Claim:
         if isinstance(self.paper, Side):
             held = self.paper.holds(value)
         else:
-            held = (self.at_most and value <= self.paper) or _distance(value, self.paper) <= self.tolerance
+            held = ((self.at_most and value <= self.paper) or (self.at_least and value >= self.paper)
+                    or _distance(value, self.paper) <= self.tolerance)
         if held:
             return MATCHES
         if stopped and self.short(value):

@@ -10,7 +10,9 @@ from matcomp.book.chapters import model_runs
 from matcomp.book.parameters import COUNT, SEED, parameter
 from matcomp.book.spec import ChapterSpec, KeyNumber, KeyNumbers, OneModelParameters
 from matcomp.book.verdicts import Claim
-from matcomp.paper import PRE_SHIFT, reported_ratio
+from matcomp.data import second_moment
+from matcomp.paper import COPY_TABLE, PRE_SHIFT, reported_ratio
+from matcomp.presets import preset as named_preset
 
 
 @dataclass(frozen=True)
@@ -22,9 +24,22 @@ class Parameters(OneModelParameters):
     eval_seed: int = parameter(0, SEED)  # seed of the evaluation matrices
 
 
+def copy_bound(inputs: str) -> Claim:
+    """Table 1's claim that the pre-shift model "outputs the value of whatever token it reads" (§3.1.1) on
+    ``inputs`` ("rank-2" or "random"), one-sided: its worst cell, L'_mask or L_obs, no larger than the largest the
+    paper's table shows on its plateau (steps 1,000 to 14,000), over E[X²]: what the paper calls copying."""
+    worst = max(max(cell) for (_, shown, _), cell in COPY_TABLE.items() if shown == inputs)
+    copying = second_moment(named_preset("paper").data)
+    return Claim(worst / copying, at_most=True, derived=f"Table 1's largest cell {worst:g} / E[X²] {copying:.4f}")
+
+
 # the paper's claim: neither moves the pre-shift model (ratios near 1, NeurIPS §3.1); read on the pre-shift model
 # (with the post-shift Q, K, V for the third), which training after the drop does not move one way
 KEY_NUMBERS = KeyNumbers(read_copying, (
+    KeyNumber("copy_error_low_rank", "copies its input, low-rank inputs: worst L'_mask or L_obs / E[X²]",
+              copy_bound("rank-2"), pre_shift=True, tests=("copy_token_intervention",)),
+    KeyNumber("copy_error_random", "copies its input, random inputs: worst L'_mask or L_obs / E[X²]",
+              copy_bound("random"), pre_shift=True, tests=("copy_random_matrices",)),
     KeyNumber("uniform_pre_obs", "uniform attention, pre-shift: L_obs ×",
               Claim(reported_ratio(PRE_SHIFT, "all heads uniform")), pre_shift=True,
               tests=("pre_shift_uniform_ablation", "pre_shift_copies_without_attention_or_positions")),

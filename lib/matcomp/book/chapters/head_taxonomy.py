@@ -156,8 +156,11 @@ KEY_NUMBERS = KeyNumbers(read_taxonomy, (
       for family in TAXONOMY_FAMILIES),
     *(KeyNumber(heads_id(family, "separating"), f"{family} heads, separating mask", Claim(Side(1)),
                 tests=(FAMILY_CLAIMS[family],)) for family in SEPARATED),
+    # "the attention heads do not attend to tokens in an interpretable manner" at the pre-shift stage (§3.1.2)
+    KeyNumber("pre_shift_family_heads", "pre-shift heads in any family", Claim(Side(0, above=False)),
+              pre_shift=True, tests=("pre_shift_heads_uninterpretable",)),
     # the paper's identity head is (4,3) (§3.2.2, Fig. 4), one last-layer identity head among others
-    KeyNumber("identity_last_layer_share", "identity heads: share in the last layer", Claim(1.0, ours=True),
+    KeyNumber("identity_last_layer_share", "identity heads: share in the last layer", Claim(Side(1.0), ours=True),
               tests=("identity_heads_last_layer",))))
 
 

@@ -43,7 +43,7 @@ KEY_NUMBERS = KeyNumbers(read_probing, (
     KeyNumber("row_probe_ratio", "masked-row probe: best layer's MSE / answering 0's",
               Claim(Side(0.5, above=False), ours=True, training=FALLS), tests=("probe_masked_row",)),
     KeyNumber("element_layers_lowering", "element probe at missing entries: layers that lower its MSE",
-              Claim(Side(1)), tests=("probe_element_depth",)),
+              Claim(Side(1), ours=True), tests=("probe_element_depth",)),  # "gradually", read as every layer
     KeyNumber("element_first_over_last", "element probe at missing entries: first / last layer MSE",
               Claim(Side(1, strict=True)), check=CHECK, tests=("probe_element_depth",))))
 

@@ -20,7 +20,7 @@ from matcomp.book.verdicts import Claim
 from matcomp.config import RunConfig
 from matcomp.data import second_moment
 from matcomp.drop import FINAL_STEPS, ON_PLATEAU, final_losses
-from matcomp.paper import SUDDEN_DROP
+from matcomp.paper import SUDDEN_DROP, Side
 from matcomp.presets import preset as named_preset
 from matcomp.runs.run import Run
 from matcomp.sizes import chapter_sizes
@@ -186,6 +186,9 @@ KEY_NUMBERS = KeyNumbers(read_drop, (
               tests=("plateau_then_sudden_drop", "plateau_level")),
     KeyNumber("drop_step", "drop step", Claim(float(SUDDEN_DROP["drop step"]), drawn=True),
               tests=("plateau_then_sudden_drop", "drop_step")),
+    # "suddenly and sharply" (Abstract, §1), no number: a fall shorter than the plateau, the components page's rule
+    KeyNumber("fall_over_plateau", "fall to half its plateau / steps on it",
+              Claim(Side(1, above=False, strict=True), ours=True), tests=("plateau_then_sudden_drop",)),
     DEPTH), metrics_only=True)
 
 
