@@ -29,7 +29,7 @@ MATCHES, DIRECTION, AGAINST, NOISE, UNREAD = "matches", "direction only", "again
 SHORT, DRAW = "stopped short", "one draw"  # cannot tell for a reason of its run, not of its sample (``Claim``)
 MARKS = {MATCHES: "✓", DIRECTION: "~", AGAINST: "✗", NOISE: "≈", SHORT: "…", DRAW: "?",
          UNREAD: "·"}  # a seed's mark in the tables
-GROWS, FALLS = 1, -1  # which way training still moves a number (``Claim.training``)
+GROWS, FALLS, MOVES = 1, -1, 2  # which way training still moves a number, or that it does, either way (``Claim``)
 
 CATEGORIES = {
     "reproduces": "the number is as the paper's (within the tolerance of its value, or on the side it names) on "
@@ -70,8 +70,9 @@ class Claim:
     low", said of its own model's value): any value below it holds, as does one within ``tolerance`` above it;
     ``at_least`` bounds one from below the same way ("increases significantly").
     ``training``: which way training still moves the number after the drop (``GROWS``: how far below its plateau
-    a run is; ``FALLS``), 0 where it does not move it one way (a number read on the pre-shift model, a head count,
-    a ratio of two interventions): a run a clock stopped short of the paper's that way cannot tell yet.
+    a run is; ``FALLS``; ``MOVES``: it does, the way no one can say, as a patched loss over a clean loss that both
+    still fall), 0 where it does not (a number read on the pre-shift model, a head count, a ratio of two
+    interventions): a run a clock stopped short of the paper's that way cannot tell yet.
     ``drawn``: the number is one draw of a wide distribution (a drop step: seed 0 of the paper's model dropped at
     15,783 on one engine and 22,973 on another), so one run cannot tell and several are judged by their range
     (``Spread``).
@@ -112,7 +113,11 @@ class Claim:
         (True, False)
         >>> Claim(Side(0.5, above=False), training=FALLS).short(0.633), Claim(16.8).short(6.53)
         (True, False)
+        >>> Claim(1.09, training=MOVES).short(1.88), Claim(1.09, training=MOVES).short(0.5)  # either side
+        (True, True)
         """
+        if self.training == MOVES:
+            return True
         target = self.paper.bound if isinstance(self.paper, Side) else self.paper
         return self.training * (target - value) > 0
 
