@@ -52,7 +52,7 @@ echo "| jupyter-book build -W --keep-going . | $build_s |"
 echo "| python -m pytest ($(grep -E '[0-9]+ (passed|failed)' "$work/pytest.log" | tail -1 | sed 's/=//g; s/^ *//; s/ *$//')) | $pytest_s |"
 echo "| the two commands | $((pip_s + build_s + pytest_s)) |"
 echo
-echo "each chapter's execution in the build, from its cache (seconds; several at a time: matcomp.book.parallel_build):"
+echo "each chapter's execution in the build, from its cache (seconds; several at a time: matcomp.book.build.parallel_build):"
 python -c '
 from jupyter_cache import get_cache
 for r in get_cache("_build/.jupyter_cache").list_cache_records():

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from matcomp.arguments import Parser
-from matcomp.book.executed import latest_executions
+from matcomp.book.build.executed import latest_executions
 
 MASKS = [(re.compile(r"T_[0-9a-f]{5}"), "T_"), (re.compile(r"0x[0-9a-f]+"), "0x"),
          (re.compile(r"'model_id': '[0-9a-f]{32}'"), "'model_id': ''")]

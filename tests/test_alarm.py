@@ -5,8 +5,8 @@ import pytest
 
 from matcomp.analysis import alarm
 from matcomp.analysis.progress import recorded_path
+from matcomp.book.build.plan import plan
 from matcomp.book.chapters.progress import CHAPTER, alarm_findings, outcomes_text
-from matcomp.book.plan import plan
 from matcomp.runs.shipped import find_reference
 from matcomp.sizes import chapter_sizes
 

@@ -371,7 +371,7 @@ def test_a_seal_that_is_not_json_is_damage_named_listed_and_moved_aside(store, c
 ])
 def test_every_chapter_parameter_is_checked_by_its_name_where_it_enters(chapter, name, value, message, store,
                                                                         tmp_path, capsys):
-    from matcomp.book.sweep import notebook_parameters
+    from matcomp.book.build.sweep import notebook_parameters
 
     defaults = notebook_parameters(f"book/{chapter}.ipynb")
     chapter_spec(chapter).check(defaults)  # its own defaults pass
@@ -386,8 +386,8 @@ def test_every_chapter_parameter_is_checked_by_its_name_where_it_enters(chapter,
 def test_every_parameter_of_every_chapter_has_a_rule_on_its_field_or_is_checked_with_the_config():
     import dataclasses
 
+    from matcomp.book.build.sweep import notebook_parameters
     from matcomp.book.parameters import RULE
-    from matcomp.book.sweep import notebook_parameters
 
     config = {"seed", "overrides", "intervention"}
     for notebook in sorted(Path("book").glob("*.ipynb")):
@@ -473,7 +473,7 @@ def test_a_chapter_announces_training_on_the_console_and_refuses_it_past_the_min
 ], ids=["an empty preset", "an empty model", "too few steps for a plateau", "too few Gaussian steps"])
 def test_round_four_chapter_parameters_are_refused_in_the_first_cell_and_by_a_sweep(chapter, name, value, message,
                                                                                     store, tmp_path, capsys):
-    from matcomp.book.sweep import notebook_parameters
+    from matcomp.book.build.sweep import notebook_parameters
 
     defaults = notebook_parameters(f"book/{chapter}.ipynb")
     with pytest.raises(ValueError, match=re.escape(f"the {chapter} chapter's parameter {name} {message}")):
@@ -487,8 +487,8 @@ def test_round_four_chapter_parameters_are_refused_in_the_first_cell_and_by_a_sw
 @pytest.mark.parametrize("chapter, name", [("head_taxonomy", "samples"), ("probing", "test_matrices"),
                                            ("copying_phase", "ablation_samples")])
 def test_a_sample_count_too_small_for_a_verdict_is_refused_where_it_enters(chapter, name, tmp_path, capsys):
-    from matcomp.book.sweep import notebook_parameters
-    from matcomp.book.verdicts import MIN_SAMPLES
+    from matcomp.book.build.sweep import notebook_parameters
+    from matcomp.book.judging.verdicts import MIN_SAMPLES
 
     defaults = notebook_parameters(f"book/{chapter}.ipynb")
     chapter_spec(chapter).check({**defaults, name: MIN_SAMPLES})  # the minimum carries a verdict
@@ -508,7 +508,7 @@ def test_a_sample_count_too_small_for_a_verdict_is_refused_where_it_enters(chapt
 ])
 def test_the_environment_is_checked_in_a_chapters_first_cell_before_any_run(variable, value, message, store,
                                                                               monkeypatch):
-    from matcomp.book.sweep import notebook_parameters
+    from matcomp.book.build.sweep import notebook_parameters
 
     monkeypatch.setenv(variable, value)
     with pytest.raises(ValueError, match=re.escape(message)):
@@ -527,7 +527,7 @@ def test_a_field_given_twice_is_refused_wherever_overrides_are_typed(capsys):
 
 @pytest.mark.parametrize("value, serial", [("", False), ("0", False), ("1", True), ("false", None), ("yes", None)])
 def test_matcomp_build_serial_is_read_strictly(value, serial, monkeypatch):
-    from matcomp.book.parallel_build import serial_requested
+    from matcomp.book.build.parallel_build import serial_requested
 
     monkeypatch.setenv("MATCOMP_BUILD_SERIAL", value)
     if serial is None:
@@ -608,11 +608,11 @@ def test_a_sweep_names_its_out_and_cluster_before_any_point_and_keys_points_by_t
                                                                                                monkeypatch, capsys):
     import nbformat
 
-    from matcomp.book.sweep import collect, run_sweep
+    from matcomp.book.build.sweep import collect, run_sweep
 
     cell = nbformat.v4.new_code_cell("x = 1")
     cell.metadata["tags"] = ["parameters"]
-    body = nbformat.v4.new_code_cell("from matcomp.book.sweep import record\nrecord(y=2 * x)")
+    body = nbformat.v4.new_code_cell("from matcomp.book.build.sweep import record\nrecord(y=2 * x)")
     notebook = tmp_path / "chapter.ipynb"
     nbformat.write(nbformat.v4.new_notebook(cells=[cell, body], metadata={"kernelspec": {
         "name": "python3", "display_name": "Python 3", "language": "python"}}), notebook)
@@ -743,7 +743,7 @@ def test_an_analysis_names_its_own_argument_not_sample_batch_s(micro, tmp_path):
     ("embeddings", "tsne_seed", 2 ** 32, "an integer in [0, 4,294,967,295] (a seed)"),
 ], ids=["example_seed", "eval_seed", "tsne_seed"])
 def test_a_seed_beyond_its_generator_is_refused_by_its_parameter_name(chapter, name, value, message):
-    from matcomp.book.sweep import notebook_parameters
+    from matcomp.book.build.sweep import notebook_parameters
 
     defaults = notebook_parameters(f"book/{chapter}.ipynb")
     with pytest.raises(ValueError) as err:  # was torch's "Overflow when unpacking long long", in a later cell
@@ -881,7 +881,7 @@ def test_compare_outputs_refuses_a_build_with_no_executed_chapter_and_writes_int
 def test_a_damaged_jupyter_cache_is_one_line_naming_it_and_what_to_do(tmp_path):
     from jupyter_cache import get_cache
 
-    from matcomp.book.executed import build_execution, inputs_fingerprint, latest_executions, record_inputs
+    from matcomp.book.build.executed import build_execution, inputs_fingerprint, latest_executions, record_inputs
 
     cache_path = built(tmp_path / "checkout", "1")
     record_inputs(get_cache(cache_path), [str(tmp_path / "checkout" / "task.ipynb")], inputs_fingerprint())

@@ -82,10 +82,10 @@ def chapter_notebooks() -> list[str]:
 
 def built_with_todays_inputs(monkeypatch) -> str | None:
     """The preset at which the README's build (``_build/.jupyter_cache``) executed every chapter with today's code
-    and inputs (``matcomp.book.executed``): the tests' own preset, else the default (unset) one; None where it
+    and inputs (``matcomp.book.build.executed``): the tests' own preset, else the default (unset) one; None where it
     did not (CI: nothing built first), or did not note what the executions wrote into the repository. Leaves
     ``$MATCOMP_PRESET`` at that preset."""
-    from matcomp.book.executed import build_execution, build_wrote
+    from matcomp.book.build.executed import build_execution, build_wrote
 
     ours = os.environ.get("MATCOMP_PRESET")
     notebooks = [ROOT / f"{name}.ipynb" for name in chapter_notebooks()]
@@ -110,7 +110,7 @@ def test_the_book_builds_and_runs_its_widget_chapters(tmp_path, build_executed, 
     Where the README's build has just executed every chapter with today's code and inputs, the book is built
     here from those executions (a copy of its cache: nothing is executed again) and every page is checked as an
     executed one; the repository must then be as that build's executions found it."""
-    from matcomp.book.executed import BUILD_CACHE, build_wrote
+    from matcomp.book.build.executed import BUILD_CACHE, build_wrote
 
     executed = build_executed
     assert widget_chapters() and set(widget_chapters()) <= set(executed), "no chapter imports matcomp.book.widgets"

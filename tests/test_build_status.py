@@ -4,7 +4,7 @@ import nbformat
 from jupyter_cache import get_cache
 from jupyter_cache.base import CacheBundleIn
 
-from matcomp.book.build_status import chapter_rows, machine_rows, version_rows
+from matcomp.book.build.build_status import chapter_rows, machine_rows, version_rows
 from matcomp.book.chapters import CHAPTERS
 
 

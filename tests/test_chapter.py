@@ -6,8 +6,8 @@ import pytest
 
 from matcomp.analysis.phases import phases
 from matcomp.analysis.shortening import arm_summary, shortening_defaults
+from matcomp.book.build.plan import plan
 from matcomp.book.chapter import chapter_config, model_preset, phase_note
-from matcomp.book.plan import plan
 from matcomp.overrides import parse_overrides
 from matcomp.presets import preset
 from matcomp.runs.folder import RunFolder
@@ -35,7 +35,7 @@ def test_parameters_resolve_from_arguments_then_environment_then_default(monkeyp
 
 @pytest.mark.parametrize("preset", ["smoke", "cpu", "paper", "paper12"])
 def test_every_chapter_names_its_runs_at_every_scale_of_the_book(preset):
-    from matcomp.book.plan import plan
+    from matcomp.book.build.plan import plan
 
     planned = plan(preset)
     assert planned and {"gpt"} <= {chapter for p in planned for chapter in p.chapters}

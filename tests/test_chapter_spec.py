@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from matcomp.analysis.key_numbers import reader_parameters
+from matcomp.book.build.sweep import notebook_annotations, notebook_parameters
 from matcomp.book.chapters import CHAPTERS, chapter_spec, chapter_specs
-from matcomp.book.sweep import notebook_annotations, notebook_parameters
 
 BOOK = Path(__file__).resolve().parents[1] / "book"
 

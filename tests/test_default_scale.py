@@ -12,8 +12,8 @@ import nbformat
 import papermill
 import pytest
 
+from matcomp.book.build.executed import build_execution
 from matcomp.book.chapters import chapter_spec
-from matcomp.book.executed import build_execution
 from matcomp.drop import detect_drop
 from matcomp.presets import preset
 from matcomp.runs.run import Run
@@ -44,7 +44,7 @@ def outputs_text(path: Path) -> str:
 
 def executed_at_default_scale(chapter: str, tmp_path: Path) -> Path:
     """The chapter executed as the default build executes it: read from the build just run where it executed
-    this code with today's library, shipped runs and settings (``matcomp.book.executed``; every run the chapter
+    this code with today's library, shipped runs and settings (``matcomp.book.build.executed``; every run the chapter
     reads then checked shipped, as training is forbidden here), else executed here."""
     out = tmp_path / f"{chapter}.ipynb"
     built = build_execution(BOOK / f"{chapter}.ipynb")

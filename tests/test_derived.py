@@ -149,7 +149,7 @@ def test_the_key_holds_the_source_of_every_module_the_computation_can_reach(tmp_
 def test_the_shipped_tables_keys_reach_the_modules_the_hand_lists_left_out():
     """What the lists written by hand missed, which the closure holds: the drop detection and the run
     folders the phases and checkpoints are read through, the presets, the model factory."""
-    from matcomp.book.stored import shipped_derivations
+    from matcomp.book.build.stored import shipped_derivations
 
     for derivation in shipped_derivations()[:1] + [d for d in shipped_derivations() if d.name.startswith("ood_")][:1]:
         assert {"matcomp.drop", "matcomp.runs.run", "matcomp.runs.folder", "matcomp.models.factory",
@@ -228,10 +228,10 @@ def test_the_shipped_tables_are_those_the_code_would_compute():
     """A shipped table whose key no longer matches (a checkpoint, parameter, source line or library version
     changed) fails here, naming the command that refreshes it, rather than being silently recomputed
     by every build."""
+    from matcomp.book.build.plan import plan
+    from matcomp.book.build.stored import shipped_derivations
     from matcomp.book.chapter import ladder_configs, shipped_paper_scale
     from matcomp.book.chapters import chapter_specs
-    from matcomp.book.plan import plan
-    from matcomp.book.stored import shipped_derivations
     from matcomp.presets import DEFAULT_PRESET
     from matcomp.runs.shipped import find_reference
 

@@ -1,11 +1,11 @@
 """A test reads the build's execution of a chapter only where the build executed that very code with today's
-inputs (``matcomp.book.executed``); anything else leaves it to execute the chapter itself."""
+inputs (``matcomp.book.build.executed``); anything else leaves it to execute the chapter itself."""
 
 import nbformat
 import pytest
 from jupyter_cache import get_cache
 
-import matcomp.book.executed as executed
+import matcomp.book.build.executed as executed
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
-"""The size ladder (``matcomp.book.ladder``): its verdicts on numbers whose verdict is known, and the key numbers
-of the one-model chapters (``matcomp.analysis.key_numbers``) on the shipped 4×4, 5×5 and 7×7 runs."""
+"""The size ladder (``matcomp.book.judging.ladder``): its verdicts on numbers whose verdict is known, and the key
+numbers of the one-model chapters (``matcomp.analysis.key_numbers``) on the shipped 4×4, 5×5 and 7×7 runs."""
 
 from types import SimpleNamespace
 
@@ -13,10 +13,10 @@ from matcomp.analysis.key_numbers import Estimate
 from matcomp.book.chapter import ladder_runs
 from matcomp.book.chapters import chapter_spec
 from matcomp.book.chapters.nuclear_norm import BEST_LAMBDA
-from matcomp.book.ladder import DEPTH, OWN_RECIPE, stopped_short, unread_reason
-from matcomp.book.ladder_readings import _ladder, drop_ladders, finding_ladders
+from matcomp.book.judging.ladder import DEPTH, OWN_RECIPE, stopped_short, unread_reason
+from matcomp.book.judging.ladder_readings import _ladder, drop_ladders, finding_ladders
+from matcomp.book.judging.verdicts import Claim
 from matcomp.book.spec import KeyNumber
-from matcomp.book.verdicts import Claim
 from matcomp.data import sample_batch, second_moment
 from matcomp.paper import Side
 from matcomp.presets import preset

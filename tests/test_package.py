@@ -16,6 +16,6 @@ def test_shortcuts_resolve_on_first_use_and_unknown_names_fail():
 
 
 def test_a_sweep_kernel_records_without_importing_torch():
-    check = "import sys, matcomp.book.sweep; assert 'torch' not in sys.modules, 'torch imported'"
+    check = "import sys, matcomp.book.build.sweep; assert 'torch' not in sys.modules, 'torch imported'"
     result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]

@@ -2,7 +2,7 @@
 
 from sphinx.builders.html._assets import _JavaScript
 
-from matcomp.book.page_scripts import unique_scripts
+from matcomp.book.build.page_scripts import unique_scripts
 
 
 def test_a_script_added_twice_is_kept_once_and_the_order_is_kept():

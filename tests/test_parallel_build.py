@@ -1,4 +1,4 @@
-"""The build's parallel execution (``matcomp.book.parallel_build``): it fills the cache MyST-NB reads with
+"""The build's parallel execution (``matcomp.book.build.parallel_build``): it fills the cache MyST-NB reads with
 the notebooks MyST-NB would execute, leaves out those its patterns exclude, and stands aside when asked."""
 
 import subprocess
@@ -9,8 +9,8 @@ import nbformat
 import pytest
 from jupyter_cache import get_cache
 
-from matcomp.book.executed import build_wrote
-from matcomp.book.parallel_build import ENV_SERIAL, execute_ahead
+from matcomp.book.build.executed import build_wrote
+from matcomp.book.build.parallel_build import ENV_SERIAL, execute_ahead
 
 
 def notebook(path: Path, value: int, also: str = "") -> Path:

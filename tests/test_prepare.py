@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 import torch
 
+from matcomp.book.build.plan import plan, plan_table
 from matcomp.book.chapters import chapter_spec
-from matcomp.book.plan import plan, plan_table
 from matcomp.main import main
 from matcomp.runs.cost import CostBook
 from matcomp.runs.parallel import train_all

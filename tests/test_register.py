@@ -1,12 +1,12 @@
-"""The register of the paper's claims (``matcomp.book.register``): every claim names a chapter of the book and
+"""The register of the paper's claims (``matcomp.book.judging.register``): every claim names a chapter of the book and
 key numbers that chapter judges, and every number a chapter judges answers a claim of it."""
 
 import re
 from pathlib import Path
 
 from matcomp.book.chapters import chapter_specs
-from matcomp.book.ladder import DEPTH
-from matcomp.book.register import REGISTER, judged_by, tally, the_shift, training_and_beyond
+from matcomp.book.judging.ladder import DEPTH
+from matcomp.book.judging.register import REGISTER, judged_by, tally, the_shift, training_and_beyond
 
 TOC = Path(__file__).resolve().parents[1] / "_toc.yml"
 DECLARED = {chapter.name: chapter.key_numbers.numbers for chapter in chapter_specs() if chapter.key_numbers}

@@ -17,7 +17,7 @@ import matcomp.runs.derived as derived
 import matcomp.runs.shipped as shipped
 from matcomp.book.chapter import paper_scale_runs
 from matcomp.book.chapters import chapter_spec, chapter_specs
-from matcomp.book.ladder_readings import finding_ladders
+from matcomp.book.judging.ladder_readings import finding_ladders
 from matcomp.data import sample_batch
 from matcomp.main import main
 from matcomp.presets import preset

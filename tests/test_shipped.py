@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from matcomp.analysis.progress import MEASURES, checkpoint_measures, progress_table, recorded_tables
-from matcomp.book.plan import plan
+from matcomp.book.build.plan import plan
 from matcomp.data import sample_batch
 from matcomp.presets import preset
 from matcomp.runs.folder import RunFolder

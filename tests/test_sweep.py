@@ -2,7 +2,7 @@ import nbformat
 import pandas as pd
 import pytest
 
-from matcomp.book.sweep import collect, config_environment, grid, point_name, run_sweep
+from matcomp.book.build.sweep import collect, config_environment, grid, point_name, run_sweep
 from matcomp.main import main
 
 
@@ -11,7 +11,7 @@ def chapter(tmp_path):
     """A two-cell chapter: parameters x and fail, and a cell that records y = 2x (or raises)."""
     params = nbformat.v4.new_code_cell("x = 1\nfail = False")
     params.metadata["tags"] = ["parameters"]
-    body = nbformat.v4.new_code_cell("from matcomp.book.sweep import record\n"
+    body = nbformat.v4.new_code_cell("from matcomp.book.build.sweep import record\n"
                                      "assert not fail, 'asked to fail'\nrecord(y=2 * x, label=f'x={x}')")
     path = tmp_path / "chapter.ipynb"
     nbformat.write(nbformat.v4.new_notebook(cells=[params, body], metadata={"kernelspec": {

@@ -1,13 +1,13 @@
-"""The book's one verdict rule (``matcomp.book.verdicts``) on per-seed numbers, and the first page's table of every
-verdict (``matcomp.book.summary``), read from the shipped runs as the chapters read them."""
+"""The book's one verdict rule (``matcomp.book.judging.verdicts``) on per-seed numbers, and the first page's table of
+every verdict (``matcomp.book.judging.summary``), read from the shipped runs as the chapters read them."""
 
 import pytest
 
 from matcomp.book.chapters import chapter_specs
-from matcomp.book.ladder import OWN_RECIPE
-from matcomp.book.register import REGISTER, judged_by
-from matcomp.book.summary import categories_table, chapter_ladders, linked, unregistered, verdict_table
-from matcomp.book.verdicts import CATEGORIES, CHECK, FALLS, GROWS, Claim, verdict
+from matcomp.book.judging.ladder import OWN_RECIPE
+from matcomp.book.judging.register import REGISTER, judged_by
+from matcomp.book.judging.summary import categories_table, chapter_ladders, linked, unregistered, verdict_table
+from matcomp.book.judging.verdicts import CATEGORIES, CHECK, FALLS, GROWS, Claim, verdict
 from matcomp.paper import Side
 
 

@@ -1,5 +1,5 @@
 """The command line's argument types and shared options (``matcomp.cli`` and the book's commands,
-``matcomp.book.commands``): a bad value is a usage error in two lines that names the option and what it may be."""
+``matcomp.book.build.commands``): a bad value is a usage error in two lines that names the option and what it may be."""
 
 from __future__ import annotations
 

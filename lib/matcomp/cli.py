@@ -1,5 +1,5 @@
 """The commands that train, time, ship and move one preset's run (``python -m matcomp --help`` lists them with
-the book's, ``matcomp.book.commands``): train, bench and ship a run; list presets and runs; remote / unpack,
+the book's, ``matcomp.book.build.commands``): train, bench and ship a run; list presets and runs; remote / unpack,
 for a machine lent for minutes (``matcomp.remote``); export a run's model for plain ``transformers`` and write the
 shipped paper runs' model cards (``matcomp.runs.export``, ``matcomp.runs.card``). They build runs from
 ``matcomp.presets`` and never read the book."""

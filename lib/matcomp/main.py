@@ -1,5 +1,5 @@
-"""``python -m matcomp``: the runs' commands (``matcomp.cli``) and the book's (``matcomp.book.commands``) under one
-parser."""
+"""``python -m matcomp``: the runs' commands (``matcomp.cli``) and the book's (``matcomp.book.build.commands``) under
+one parser."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 
 from matcomp import cli
 from matcomp.arguments import Parser
-from matcomp.book import commands as book_commands
+from matcomp.book.build import commands as book_commands
 from matcomp.limits import exhausted, exhausted_text
 from matcomp.runs.store import RunError, absolute_store
 from matcomp.runs.training import resolve_device

@@ -1,4 +1,4 @@
-"""The key numbers of each one-model finding, read on one run: what the size ladder (``matcomp.book.ladder``)
+"""The key numbers of each one-model finding, read on one run: what the size ladder (``matcomp.book.judging.ladder``)
 sets side by side for the 4×4, 5×5 and 7×7 runs and the paper-scale run, so a reader tells an unfinished small
 model from a real difference. A reader takes a run, its phases and, as keywords, the chapter's parameters it
 reads (its signature names them: ``reader_parameters``) and returns each number by its id (a Python name: the

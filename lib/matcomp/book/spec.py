@@ -13,8 +13,8 @@ from dataclasses import asdict, dataclass
 from matcomp.analysis import key_numbers as reading
 from matcomp.analysis.phases import Phases
 from matcomp.book.chapter import check_environment
+from matcomp.book.judging.verdicts import MIN_SAMPLES, SAMPLE_COUNTS, Claim
 from matcomp.book.parameters import MODEL, PRESET, check_values, parameter
-from matcomp.book.verdicts import MIN_SAMPLES, SAMPLE_COUNTS, Claim
 from matcomp.config import RunConfig
 from matcomp.runs.derived import Derivation
 from matcomp.runs.run import Run
@@ -58,7 +58,7 @@ class KeyNumber:
     moves it), ``pre_shift`` (read on the pre-shift model alone, which a seed that never dropped still has),
     ``check`` (where it holds by construction in any model, or any that dropped, what it checks, as the ladder
     shows it apart: it checks the method and is never judged as a finding), ``tests`` (the keys of the
-    register's claims it judges, ``matcomp.book.register``) and ``from_code`` (it reads a variant the authors'
+    register's claims it judges, ``matcomp.book.judging.register``) and ``from_code`` (it reads a variant the authors'
     released code runs, not the experiment the text describes: attributed to the code wherever the paper's
     places are shown)."""
 
@@ -147,11 +147,11 @@ class ChapterSpec:
             if isinstance(values.get(name), int) and values[name] < MIN_SAMPLES:
                 raise ValueError(f"the {self.name} chapter's parameter {name} = {values[name]} cannot carry its "
                                  f"verdicts: the paper's claims are judged on at least {MIN_SAMPLES} matrices "
-                                 f"(matcomp.book.verdicts.MIN_SAMPLES)")
+                                 f"(matcomp.book.judging.verdicts.MIN_SAMPLES)")
         return self.parameters(**values)
 
     def disagreements(self, cell: dict) -> list[str]:
-        """Where a notebook's ``parameters`` cell (name -> default, ``book.sweep.notebook_parameters``) and this
+        """Where a notebook's ``parameters`` cell (name -> default, ``book.build.sweep.notebook_parameters``) and this
         declaration differ: a name one has and the other lacks, or a default that is not the same."""
         declared = self.defaults()
         missing = [f"{name}: declared, not in the cell" for name in declared if name not in cell]

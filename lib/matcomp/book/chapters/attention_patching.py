@@ -9,9 +9,9 @@ import pandas as pd
 
 from matcomp.analysis.key_numbers import read_patching
 from matcomp.book.chapters import model_runs
+from matcomp.book.judging.verdicts import CHECK, MOVES, Claim
 from matcomp.book.parameters import COUNT, SEED, parameter
 from matcomp.book.spec import ChapterSpec, KeyNumber, KeyNumbers, OneModelParameters
-from matcomp.book.verdicts import CHECK, MOVES, Claim
 from matcomp.data import second_moment
 from matcomp.paper import PATCHING, POST_SHIFT, Side, reported
 from matcomp.presets import preset as named_preset

@@ -20,10 +20,10 @@ from matcomp.analysis.key_numbers import read_embeddings
 from matcomp.analysis.phases import Phases
 from matcomp.book.chapter import model_preset, open_chapter
 from matcomp.book.chapters import model_runs, seed_runs
+from matcomp.book.judging.verdicts import CHECK, Claim
 from matcomp.book.parameters import COUNT, TSNE_SEED, parameter
 from matcomp.book.spec import ChapterSpec, KeyNumber, KeyNumbers, OneModelParameters
 from matcomp.book.tables import at_step
-from matcomp.book.verdicts import CHECK, Claim
 from matcomp.config import RunConfig
 from matcomp.models.factory import Model
 from matcomp.paper import Side

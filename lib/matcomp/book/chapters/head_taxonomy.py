@@ -14,10 +14,10 @@ from matcomp.analysis.key_numbers import SEPARATED, TAXONOMY_FAMILIES, heads_id,
 from matcomp.analysis.phases import Phases
 from matcomp.book.chapter import model_preset, open_chapter
 from matcomp.book.chapters import model_runs, seed_runs
+from matcomp.book.judging.verdicts import MATCHES, Claim
 from matcomp.book.parameters import COUNT, FRACTION, MULTIPLE, SEED, parameter
 from matcomp.book.spec import ChapterSpec, KeyNumber, KeyNumbers, OneModelParameters
 from matcomp.book.tables import span_text
-from matcomp.book.verdicts import MATCHES, Claim
 from matcomp.config import DataConfig, RunConfig
 from matcomp.data import Batch, sample_batch
 from matcomp.models.bert import MatrixBert

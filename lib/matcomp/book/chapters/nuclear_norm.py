@@ -22,10 +22,10 @@ from matcomp.analysis.phases import Phases, phases
 from matcomp.analysis.solvers import SOLVER
 from matcomp.book.chapter import model_preset, open_chapter, shipped_paper_scale
 from matcomp.book.chapters import model_runs
+from matcomp.book.judging.verdicts import FALLS, GROWS, Claim
 from matcomp.book.parameters import COUNT, MULTIPLE, MULTIPLES, RATES, SEED, parameter
 from matcomp.book.spec import ChapterSpec, KeyNumber, KeyNumbers, OneModelParameters
 from matcomp.book.tables import span_text
-from matcomp.book.verdicts import FALLS, GROWS, Claim
 from matcomp.config import RunConfig
 from matcomp.metrics import PAPER_ORDER
 from matcomp.paper import LAMBDA_TABLE, Side

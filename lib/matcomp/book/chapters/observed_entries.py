@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 from matcomp.analysis.key_numbers import read_observed
 from matcomp.book.chapters import model_runs
+from matcomp.book.judging.verdicts import Claim
 from matcomp.book.parameters import COUNT, SEED, parameter
 from matcomp.book.spec import ChapterSpec, KeyNumber, KeyNumbers, OneModelParameters
-from matcomp.book.verdicts import Claim
 from matcomp.data import second_moment
 from matcomp.paper import POST_SHIFT, reported, reported_ratio
 from matcomp.presets import preset as named_preset

@@ -13,9 +13,9 @@ from matcomp.analysis.ood import default_axes, gaussian_config, panel_derivation
 from matcomp.analysis.phases import Phases, phases
 from matcomp.book.chapter import chapter_config, open_chapter
 from matcomp.book.chapters import seed_runs
+from matcomp.book.judging.verdicts import MATCHES, Claim, holds
 from matcomp.book.parameters import COUNT, STEP, STEPS, parameter
 from matcomp.book.spec import ChapterSpec, RunParameters
-from matcomp.book.verdicts import MATCHES, Claim, holds
 from matcomp.config import RunConfig
 from matcomp.models.factory import Model
 from matcomp.presets import preset as named_preset

@@ -10,9 +10,9 @@ from matcomp.analysis.phases import phases
 from matcomp.analysis.stored_probes import probes_derivation
 from matcomp.book.chapter import probing_config, shipped_paper_scale
 from matcomp.book.chapters import model_runs
+from matcomp.book.judging.verdicts import CHECK, FALLS, Claim
 from matcomp.book.parameters import COUNT, parameter
 from matcomp.book.spec import ChapterSpec, KeyNumber, KeyNumbers, OneModelParameters
-from matcomp.book.verdicts import CHECK, FALLS, Claim
 from matcomp.config import RunConfig
 from matcomp.paper import Side
 from matcomp.runs.derived import Derivation

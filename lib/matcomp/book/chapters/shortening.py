@@ -25,10 +25,10 @@ from matcomp.analysis.shortening import (
 )
 from matcomp.book.chapter import chapter_config, trained_run, trained_runs
 from matcomp.book.chapters import seed_runs
+from matcomp.book.judging.verdicts import seed_list
 from matcomp.book.parameters import COUNT, parameter
 from matcomp.book.spec import ChapterSpec, RunParameters
 from matcomp.book.tables import and_text, seeds_text, span_text
-from matcomp.book.verdicts import seed_list
 from matcomp.config import RunConfig
 from matcomp.overrides import parse_overrides
 from matcomp.presets import DEFAULT_PRESET

@@ -13,10 +13,10 @@ from matcomp.analysis.key_numbers import read_drop
 from matcomp.analysis.seeds import seed_configs, seeds_from, trained_on
 from matcomp.book.chapter import chapter_config, model_preset, paper_task_runs, trained_run, trained_runs
 from matcomp.book.chapters import model_runs, seed_runs
-from matcomp.book.ladder import DEPTH
+from matcomp.book.judging.ladder import DEPTH
+from matcomp.book.judging.verdicts import Claim
 from matcomp.book.parameters import COUNT, parameter
 from matcomp.book.spec import ChapterSpec, KeyNumber, KeyNumbers, OneModelParameters
-from matcomp.book.verdicts import Claim
 from matcomp.config import RunConfig
 from matcomp.data import second_moment
 from matcomp.drop import FINAL_STEPS, ON_PLATEAU, final_losses

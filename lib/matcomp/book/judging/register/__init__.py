@@ -1,0 +1,41 @@
+"""The register of the paper's claims: every claim Gopalani, Lubana & Hu make (NeurIPS 2024), section by
+section and appendix by appendix, with the chapter that tests it and the key numbers that judge it, or why none
+does. The book's first page lists it, and its verdict table is generated from it (``summary.verdict_table``),
+so a judged number cannot be left out of the table, nor a claim out of sight. A place is the NeurIPS paper's;
+where the workshop version ("WS", *How Do Transformers Fill in the Blanks?*) places or numbers it otherwise,
+its place follows in brackets, and a claim it alone makes says "the workshop version alone".
+
+The claims are hand-kept tuples in two modules by the paper's sections (``the_shift``: the abstract to §3.2;
+``training_and_beyond``: §3.3 to §6 and the appendices), so that neither grows past a module's length;
+``REGISTER`` joins them in the paper's order, and ``summary`` reads it.
+"""
+
+from __future__ import annotations
+
+from matcomp.book.chapters import chapter_spec
+from matcomp.book.judging.register import the_shift, training_and_beyond
+from matcomp.book.judging.register.claim import PaperClaim
+from matcomp.book.spec import KeyNumber
+
+REGISTER: tuple[PaperClaim, ...] = the_shift.CLAIMS + training_and_beyond.CLAIMS
+
+
+def judged_by(claim: PaperClaim) -> tuple[KeyNumber, ...]:
+    """The key numbers that judge ``claim``: those of its chapter whose ``KeyNumber.tests`` name it, in the order
+    the chapter declares them (the link is written once, on the key number)."""
+    spec = None if claim.chapter is None else chapter_spec(claim.chapter).key_numbers
+    return () if spec is None else tuple(number for number in spec.numbers if claim.key in number.tests)
+
+
+def tally() -> dict[str, int]:
+    """How the register's claims are tested, for the first page's sentence on it: all of them, those that key
+    numbers judge (in whole or in part), those a chapter shows without a key number, and those no chapter tests.
+
+    >>> counts = tally()
+    >>> counts["claims"] == counts["judged"] + counts["shown"] + counts["no chapter"]
+    True
+    """
+    judged = sum(bool(judged_by(claim)) for claim in REGISTER)
+    untested = sum(claim.chapter is None for claim in REGISTER)
+    return {"claims": len(REGISTER), "judged": judged, "shown": len(REGISTER) - judged - untested,
+            "no chapter": untested}
