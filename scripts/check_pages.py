@@ -138,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pages", nargs="+", default=None, help="pages to check (default: every page of _toc.yml)")
     args = parser.parse_args(argv)
     pages = args.pages or toc_pages()
+    args.html = args.html.resolve()  # a page opens by its file URI, which a relative path has none of
     missing = [name for name in pages if not (args.html / f"{name}.html").is_file()]
     if missing:
         parser.error(f"{args.html} holds no page {', '.join(missing)}: build the book first (jupyter-book build .)")
