@@ -43,19 +43,21 @@ def latest_outputs(checkout: Path) -> dict[str, list[tuple[str, str]]]:
 
 
 def notebook_outputs(nb) -> list[tuple[str, str]]:
-    """One executed notebook's outputs in order, (kind, masked text): a cell's consecutive streams as one (how a
-    kernel's flushes split what a cell prints is timing, not text), an image as "<image>"
+    """One executed notebook's outputs in order, (kind, masked text): a cell's consecutive outputs of one stream
+    (stdout, stderr) as one (how a kernel's flushes split what a cell prints is timing, not text), an image as
+    "<image>"
     (``tests/test_bad_input.py`` holds both)."""
     found: list[tuple[str, str]] = []
     for cell in nb.cells:
-        previous = None  # the kind of the cell's last output so far
+        previous = None  # the cell's last output so far: a stream's name, or another kind
         for output in cell.get("outputs", []):
             if "text" in output:
-                if previous == "stream":
+                stream = output.get("name", "stdout")
+                if previous == stream:
                     found[-1] = ("stream", found[-1][1] + output["text"])
                 else:
                     found.append(("stream", output["text"]))
-                previous = "stream"
+                previous = stream
                 continue
             for kind, value in output.get("data", {}).items():
                 text = "<image>" if kind.startswith("image/") else value if isinstance(value, str) else str(value)

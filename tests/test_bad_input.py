@@ -857,10 +857,11 @@ def test_compare_outputs_reads_a_cells_split_prints_as_one_and_masks_what_change
                                                out("display_data", {"text/plain": "<x at 0x7f3a>"})])
     whole = nbformat.v4.new_code_cell(outputs=[out("stream", text="a\nb\n"),
                                                out("display_data", {"text/plain": "<x at 0x1b2c>"})])
-    after = nbformat.v4.new_code_cell(outputs=[out("stream", text="c\n")])  # another cell's print stays apart
+    after = nbformat.v4.new_code_cell(outputs=[out("stream", text="c\n"),  # another cell's print stays apart,
+                                               out("stream", name="stderr", text="d\n")])  # and so does stderr
     read = compare.notebook_outputs(nbformat.v4.new_notebook(cells=[split, after]))
     assert read == compare.notebook_outputs(nbformat.v4.new_notebook(cells=[whole, after]))
-    assert read == [("stream", "a\nb\n"), ("text/plain", "<x at 0x>"), ("stream", "c\n")]
+    assert read == [("stream", "a\nb\n"), ("text/plain", "<x at 0x>"), ("stream", "c\n"), ("stream", "d\n")]
 
 
 def test_compare_outputs_refuses_a_build_with_no_executed_chapter_and_writes_into_neither(tmp_path):

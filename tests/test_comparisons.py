@@ -79,12 +79,12 @@ def test_axis_verdicts_and_rows_summary_name_the_misses():
     assert "misses at 3 (0.71 against nuclear-norm minimisation's 0.39); 5 (0.60" in text
     assert "worst at 6, 5.3×" in text and "ahead at 2" in text and "worse than answering 0 at none" in text
     summary = rows_summary(relative, 4)
-    assert summary.startswith("The model misses at 3 of 4 row counts")
+    assert summary.startswith("The model misses (by the book's threshold) at 3 of 4 row counts")
     assert "worst at 6 rows (0.80 against 0.15)" in summary
     assert summary.endswith("read on this one model: does not: as the paper on 0 of 1 seed.")
     assert "at 0 of 4 row counts within the book's tolerance" in summary  # 0.42 against 0.59 is not close either
     tracking = rows_summary(relative.assign(BERT=relative[NN]), 4)
-    assert "misses at none" in tracking and "\"close to the nuclear norm minimization solution\"" in tracking
+    assert "threshold) at none" in tracking and "\"close to the nuclear norm minimization solution\"" in tracking
     assert "consistent with" in tracking  # one model: never "reproduces"
 
 

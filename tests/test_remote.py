@@ -193,10 +193,12 @@ def test_the_pipeline_at_smoke_trains_packs_unpacks_and_the_chapters_read_it(tmp
     monkeypatch.setenv("MATCOMP_RUNS", str(tmp_path / "empty-store"))  # a reader's store: nothing computed there
     params = chapter_spec("embeddings").defaults("smoke")
     embeddings, = (d for d in tables if d.name.startswith("key_numbers_embeddings"))
-    stored = derived.read(embeddings, reference / "derived")[0]["numbers"]["value"]
+    stored = derived.read(embeddings, reference / "derived")[0]["numbers"]
     again = chapter_spec("embeddings").read_key_numbers(run, shift, params)  # equal to the stored table's 7 digits
-    assert again.keys() == stored.to_dict().keys()  # (another machine's BLAS rounds the last digits otherwise)
-    assert all(again[k].value == pytest.approx(v, rel=1e-6) for k, v in stored.to_dict().items())
+    assert again.keys() == set(stored.index)  # (another machine's BLAS rounds the last digits otherwise)
+    for key, row in stored.iterrows():  # each value and, where it is an estimate, its standard error
+        assert again[key].value == pytest.approx(row.value, rel=1e-6), key
+        assert again[key].se == pytest.approx(row.se, rel=1e-6, nan_ok=True), key
     ladder = finding_ladders(chapter_spec("embeddings"), {"stand-in": {0: (run, shift)}}, params,
                              paper_scale_runs("smoke"))
     rung, = ladder.beyond.index  # the stand-in has no drop: counted, and read on its pre-shift number alone

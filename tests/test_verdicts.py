@@ -155,6 +155,7 @@ def test_the_first_pages_table_is_the_registers_every_judged_key_number_with_che
     assert judged[judged.str.startswith("cannot tell: stopped")].index.tolist() == [
         ("sudden_drop", "× below the plateau"),
         ("nuclear_norm", "masking rates where BERT beats nuclear norm min beyond 2 s.e.: share"),
+        ("observed_entries", "positions permuted: L_mask ×"),  # over its own L_mask, still falling: the paper's 44×
         ("attention_patching", "last layer patched: L_mask(X) / clean L_mask"),  # 1.88, the paper's 1.09: moves
         ("probing", "masked-row probe: best layer's MSE / answering 0's")]
     assert (judged[judged.str.startswith("cannot tell: stopped")] == stopped).all()

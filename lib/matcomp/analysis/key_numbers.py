@@ -115,7 +115,8 @@ def read_copying(run: Run, phases: Phases, *, copy_samples: int, ablation_sample
 def read_observed(run: Run, phases: Phases, *, samples: int, eval_seed: int,
                   permutations: int) -> dict[str, Estimate]:
     """The post-shift model's losses under uniform attention, the pre-shift Q, K, V and permuted positions
-    (NeurIPS §3.2.1), as ratios to its own or as shares of the plateau's E[X²]."""
+    (NeurIPS §3.2.1), as ratios to its own (a permutation's: the mean over ``permutations``) or, for uniform
+    attention's L_mask, as a share of the plateau's E[X²]."""
     permutations = checks.count(permutations, "permutations")
     batch, post = _batch(run, samples, eval_seed), run.bert(phases.post)
     predictions = intervention_predictions(post, run.bert(phases.pre), batch, "pre-shift")
@@ -126,7 +127,7 @@ def read_observed(run: Run, phases: Phases, *, samples: int, eval_seed: int,
                                            "qkv_pre_obs": ("Q, K, V from pre-shift", "L_obs")}),
             "uniform_post_mask_share": Estimate(float(table.loc["all heads uniform", "L_mask"] / copying)),
             "permuted_obs": Estimate(float(permuted.loc["L_obs", "mean"] / table.loc["no intervention", "L_obs"])),
-            "permuted_mask_share": Estimate(float(permuted.loc["L_mask", "mean"] / copying))}
+            "permuted_mask": Estimate(float(permuted.loc["L_mask", "mean"] / table.loc["no intervention", "L_mask"]))}
 
 
 def read_patching(run: Run, phases: Phases, *, samples: int, eval_seed: int) -> dict[str, Estimate]:
@@ -227,7 +228,7 @@ def read_probing(run: Run, phases: Phases, *, train_matrices: int, test_matrices
             "element_first_over_last": Estimate(float(missing.iloc[0] / missing.iloc[-1]))}
 
 
-def run_sweep_derivation(run: Run, step: int, p_masks, samples: int, lam: float, seed: int = 0,
+def sweep_derivation_by_run(run: Run, step: int, p_masks, samples: int, lam: float, seed: int = 0,
                          workers: int = 1) -> Derivation:
     """``sweep_derivation`` named by its run (``completion_sweep_<run>``): each run read up the ladder has a sweep
     of its own, and a shipped one (the paper's model's, which the nuclear-norm chapter draws) is the very table its
@@ -240,8 +241,10 @@ def read_nuclear(run: Run, phases: Phases, *, p_masks: list[float], samples: int
                  workers: int) -> dict[str, Estimate]:
     """BERT's L over nuclear-norm minimisation's, whose standard error is that of their paired difference
     over L_NN (L_BERT / L_NN = 1 − (L_NN − L_BERT) / L_NN), the share of masking rates where BERT's is the lower
-    beyond the noise, and the regularised problem's L over BERT's."""
-    sweep = load_or_compute(run_sweep_derivation(run, phases.post, p_masks, samples, lam, eval_seed, workers))["sweep"]
+    beyond the noise, and the regularised problem's L over BERT's, its standard error that of their paired
+    difference over L_BERT."""
+    derivation = sweep_derivation_by_run(run, phases.post, p_masks, samples, lam, eval_seed, workers)
+    sweep = load_or_compute(derivation)["sweep"]
     headline = headline_table(sweep, run.config.data.p_mask)
     over_bert = headline["L / BERT's"]
     rates = sweep[sweep["method"] == NN].set_index("p_mask")
@@ -251,7 +254,9 @@ def read_nuclear(run: Run, phases: Phases, *, p_masks: list[float], samples: int
     return {"bert_over_nn": Estimate(float(1 / over_bert[NN]),
                                      float(headline.loc[NN, "± s.e. of L − L_BERT"] / headline.loc[NN, "L"])),
             "rates_beaten_share": Estimate(float(beaten.mean()) if se.notna().all() else float("nan")),
-            "regularised_over_bert": Estimate(float(over_bert[REGULARISED.format(lam)]))}
+            "regularised_over_bert": Estimate(float(over_bert[REGULARISED.format(lam)]),
+                                              float(headline.loc[REGULARISED.format(lam), "± s.e. of L − L_BERT"]
+                                                    / headline.loc[BERT, "L"]))}
 
 
 def reader_parameters(read: Reader) -> tuple[str, ...]:

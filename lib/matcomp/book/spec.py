@@ -52,7 +52,8 @@ class OneModelParameters(RunParameters):
 
 @dataclass(frozen=True)
 class KeyNumber:
-    """One judged number of a finding, declared once, in its chapter's module: ``id`` (its reader's key, a Python
+    """One judged number of a finding, declared once, in its chapter's module (how far below its plateau a run
+    ends, shown on every ladder, in the judging layer: ``judging.ladder.DEPTH``): ``id`` (its reader's key, a Python
     name: stored tables, ladders and glued names use it), ``label`` (how tables and sentences show it, there
     only), ``claim`` (the paper's on it: a value or a side, whether the bound is ours, which way training still
     moves it), ``pre_shift`` (read on the pre-shift model alone, which a seed that never dropped still has),
@@ -88,9 +89,10 @@ class KeyNumbers:
     metrics_only: bool = False
 
     def __post_init__(self):
-        ids = [number.id for number in self.numbers]
-        if len(set(ids)) < len(ids):
-            raise ValueError(f"key numbers declared twice: {sorted({i for i in ids if ids.count(i) > 1})}")
+        for what, names in (("id", [n.id for n in self.numbers]), ("label", [n.label for n in self.numbers])):
+            if len(set(names)) < len(names):
+                raise ValueError(f"key numbers of one {what} declared twice: "
+                                 f"{sorted({name for name in names if names.count(name) > 1})}")
 
     @property
     def by_id(self) -> dict[str, KeyNumber]:
@@ -166,7 +168,10 @@ class ChapterSpec:
         return self.key_numbers
 
     def key_numbers_derivation(self, run: Run, phases: Phases, params: dict) -> Derivation:
-        """The stored derivation of the chapter's key numbers on ``run`` at ``phases`` with ``params``."""
+        """The stored derivation of the chapter's key numbers on ``run`` at ``phases`` with ``params``; none for
+        numbers read on a run's metrics alone, which are read, not stored."""
+        if self._numbers().metrics_only:
+            raise ValueError(f"the {self.name} chapter's key numbers are read on a run's metrics, not stored")
         return reading.key_numbers_derivation(self.name, self._numbers().read, run, phases, params)
 
     def read_key_numbers(self, run: Run, phases: Phases, params: dict) -> dict[str, reading.Estimate]:

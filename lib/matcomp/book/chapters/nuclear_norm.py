@@ -17,7 +17,7 @@ from matcomp.analysis.baselines import (
     lambda_derivation,
     sweep_derivation,
 )
-from matcomp.analysis.key_numbers import read_nuclear, run_sweep_derivation
+from matcomp.analysis.key_numbers import read_nuclear, sweep_derivation_by_run
 from matcomp.analysis.phases import Phases, phases
 from matcomp.analysis.solvers import SOLVER
 from matcomp.book.chapter import model_preset, open_chapter, shipped_paper_scale
@@ -250,13 +250,13 @@ KEY_NUMBERS = KeyNumbers(read_nuclear, (
 def paper_sweep_derivation(preset: str | None = None, parameters: Parameters | None = None) -> Derivation | None:
     """The chapter's sweep (``sweep_derivation``, with ``parameters``, default the chapter's) on the paper's model,
     its last checkpoint, where it is shipped with checkpoints (``shipped_paper_scale``), else None: its Fig. 3
-    beside the stand-in's, and the table its key numbers read (``run_sweep_derivation``: named by its run)."""
+    beside the stand-in's, and the table its key numbers read (``sweep_derivation_by_run``: named by its run)."""
     run = shipped_paper_scale(preset)
     if run is None:
         return None
     p = parameters or Parameters()
     samples, _ = p.counts(preset)
-    return run_sweep_derivation(run, phases(run).post, p.p_masks, samples, p.lam, p.eval_seed, p.workers)
+    return sweep_derivation_by_run(run, phases(run).post, p.p_masks, samples, p.lam, p.eval_seed, p.workers)
 
 
 def derivations(preset: str) -> list[Derivation]:

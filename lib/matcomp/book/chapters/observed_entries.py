@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from matcomp.analysis.key_numbers import read_observed
 from matcomp.book.chapters import model_runs
-from matcomp.book.judging.verdicts import Claim
+from matcomp.book.judging.verdicts import MOVES, Claim
 from matcomp.book.parameters import COUNT, SEED, parameter
 from matcomp.book.spec import ChapterSpec, KeyNumber, KeyNumbers, OneModelParameters
 from matcomp.data import second_moment
@@ -29,7 +29,7 @@ def stays_small(intervention: str) -> Claim:
     not too large", is "negligibly affected"), one-sided: a rise no
     larger than the paper's own model's, which it calls small, holds (``Claim.at_most``); a smaller rise is the
     paper's split more strongly, not a miss."""
-    return Claim(reported_ratio(POST_SHIFT, intervention), at_most=True)
+    return Claim(reported_ratio(POST_SHIFT, intervention), at_most=True, training=MOVES)
 
 
 def share_of_copying(intervention: str) -> float:
@@ -52,22 +52,22 @@ def over_copying(intervention: str) -> str:
 
 
 # Each sets the model's loss under an intervention against its own without it or against the plateau: training moves
-# both sides, in no known direction, so none declares one (``Claim.training``) and a stopped run is read as it is.
+# both sides, in no known direction (``MOVES``), so a run stopped short of the paper's cannot tell.
 SPLIT = "sub_algorithm_split"  # the register's claim that the three L_obs numbers judge together
 KEY_NUMBERS = KeyNumbers(read_observed, (
     KeyNumber("uniform_post_obs", "uniform attention, post-shift: L_obs ×", stays_small("all heads uniform"),
               tests=("post_uniform_ablation_observed", SPLIT)),
     KeyNumber("uniform_post_mask_share", "uniform attention, post-shift: L_mask / E[X²]",  # back to the plateau
-              Claim(share_of_copying("all heads uniform"), derived=over_copying("all heads uniform")),
+              Claim(share_of_copying("all heads uniform"), training=MOVES, derived=over_copying("all heads uniform")),
               tests=("post_uniform_ablation_missing",)),
     KeyNumber("qkv_pre_obs", "Q, K, V from pre-shift: L_obs ×", stays_small("Q, K, V from pre-shift"),
               tests=("reverse_model_switching", SPLIT)),
     KeyNumber("permuted_obs", "positions permuted: L_obs ×", stays_small("positions permuted"),
               tests=("positions_permuted", SPLIT)),
-    # L_mask "increases significantly" (§3.2.1): one-sided, a rise beyond the paper's own holds
-    KeyNumber("permuted_mask_share", "positions permuted: L_mask / E[X²]",
-              Claim(share_of_copying("positions permuted"), 1.0, at_least=True,
-                    derived=over_copying("positions permuted")), tests=("positions_permuted",))))
+    # L_mask "increases significantly" (§3.2.1), over the model's own: one-sided, a rise beyond the paper's own holds
+    KeyNumber("permuted_mask", "positions permuted: L_mask ×",
+              Claim(reported_ratio(POST_SHIFT, "positions permuted", 1), 1.0, at_least=True, training=MOVES),
+              tests=("positions_permuted",))))
 
 
 CHAPTER = ChapterSpec("observed_entries", Parameters, model_runs, key_numbers=KEY_NUMBERS)

@@ -183,8 +183,8 @@ def rows_summary(relative: pd.DataFrame, trained: int, seed: int = 0) -> str:
     worst of them, and the verdict, by the book's rule on the one model read (``seed``): close to it at every such
     row count, within the book's tolerance either way (``Claim``), as "close to" a value asks.
 
-    >>> rows_summary(pd.DataFrame({"BERT": [0.3, 0.1, 0.8], NN: [0.2, 0.15, 0.15]}, index=[3, 4, 6]), 4)[:101]
-    'The model misses at 1 of 2 row counts other than the trained one, worst at 6 rows (0.80 against 0.15)'
+    >>> rows_summary(pd.DataFrame({"BERT": [0.3, 0.1, 0.8], NN: [0.2, 0.15, 0.15]}, index=[3, 4, 6]), 4)[:90]
+    "The model misses (by the book's threshold) at 1 of 2 row counts other than the trained one"
     """
     bert, nn = relative[BERT], relative[NN]
     others = [v for v in relative.index if v != trained]
@@ -194,11 +194,11 @@ def rows_summary(relative: pd.DataFrame, trained: int, seed: int = 0) -> str:
              f"{len(others)} row counts within the book's tolerance, read on this one model: "
              f"{holds({seed: len(close) == len(others)})}")
     if not misses:
-        return (f"The model misses at none of the {len(others)} row counts other than the trained one: the paper's "
-                f"{claim}.")
+        return (f"The model misses (by the book's threshold) at none of the {len(others)} row counts other than the "
+                f"trained one; the paper's {claim}.")
     worst = max(misses, key=lambda v: bert[v] / nn[v])
-    return (f"The model misses at {len(misses)} of {len(others)} row counts other than the trained one, worst at "
-            f"{worst} rows ({bert[worst]:.2f} against {nn[worst]:.2f}): the paper's {claim}.")
+    return (f"The model misses (by the book's threshold) at {len(misses)} of {len(others)} row counts other than "
+            f"the trained one, worst at {worst} rows ({bert[worst]:.2f} against {nn[worst]:.2f}); the paper's {claim}.")
 
 
 def derivations(preset: str) -> list[Derivation]:

@@ -85,6 +85,8 @@ def finding_ladders(chapter: ChapterSpec, runs: Mapping[str, Mapping[int, tuple[
     if spec.metrics_only:
         raise ValueError(f"the {chapter.name} chapter's key numbers are read on metrics alone: drop_ladders")
     ids = [number.id for number in spec.numbers]
+    if DEPTH.id in ids:
+        raise ValueError(f"the {chapter.name} chapter declares a key number {DEPTH.id!r}: every ladder shows its own")
     pre_shift = [number.id for number in spec.numbers if number.pre_shift]
 
     def read(run: Run, phases: Phases | None) -> tuple[dict[str, Estimate], dict[str, str]]:

@@ -3,7 +3,8 @@ and a finding's verdict says on how many of the seeds trained for its task it ho
 that never left its plateau is counted as one on which a post-shift finding cannot be read, never left out,
 a seed whose number is an estimate within two standard errors of the value without the effect cannot tell
 either way, nor can a run a clock stopped before its number reached the paper's in the direction training moves
-it (it is judged as far as it was trained), nor one run's drop step (one draw of a wide distribution, as the
+it, or, where no one can say which way, before it reached it at all (it is judged as far as it was trained), nor
+one run's drop step (one draw of a wide distribution, as the
 paper's own is), and a mean is printed beside the seeds but never judged. The categories are defined once
 (``CATEGORIES``), shown on the book's first page, and every chapter's verdicts come from here, so the same
 numbers get the same verdict everywhere."""
@@ -46,7 +47,8 @@ CATEGORIES = {
     "cannot tell": "no seed that can be read tells: its number is an estimate within two standard errors of its "
                    "value without the effect (1 for a ratio, the bound the paper names), so the noise hides it; or "
                    "a clock stopped its run before its budget, short of the paper's number in the direction "
-                   "training still moves it; or it is one run's drop step, one draw of a wide distribution",
+                   "training still moves it (or, where training moves it the way no one can say, anywhere off it); "
+                   "or it is one run's drop step, one draw of a wide distribution",
     "cannot be read": "no seed trained for the task can be read: none left its plateau, or none was kept with the "
                       "checkpoints the finding reads",
 }
@@ -71,8 +73,8 @@ class Claim:
     ``at_least`` bounds one from below the same way ("increases significantly").
     ``training``: which way training still moves the number after the drop (``GROWS``: how far below its plateau
     a run is; ``FALLS``; ``MOVES``: it does, the way no one can say, as a patched loss over a clean loss that both
-    still fall), 0 where it does not (a number read on the pre-shift model, a head count, a ratio of two
-    interventions): a run a clock stopped short of the paper's that way cannot tell yet.
+    still fall), 0 where it does not (a number read on the pre-shift model alone, a head count, a share patching
+    restores): a run a clock stopped short of the paper's that way cannot tell yet.
     ``drawn``: the number is one draw of a wide distribution (a drop step: seed 0 of the paper's model dropped at
     15,783 on one engine and 22,973 on another), so one run cannot tell and several are judged by their range
     (``Spread``).

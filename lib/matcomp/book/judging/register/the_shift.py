@@ -102,14 +102,15 @@ CLAIMS: tuple[PaperClaim, ...] = (
                ' at step 14,000, averaged over 512 samples).',
                'copying_phase',
                "judged on the pre-shift model (the paper's step 4,000, or a run's own pre-shift step), one-sided, "
-               "against the largest cell of the paper's table; the table's other steps are shown on the page"),
+               "against the worst cell of the paper's own at step 4,000; the table's other steps are shown on the "
+               "page"),
     PaperClaim('copy_random_matrices',
                "NeurIPS §3.1.1, App. A, Table 1 'Random matrices' rows (WS §3.1.1, App. C, Table 1 row 2)",
                'On full-rank matrices with i.i.d. Unif[-1, 1] entries the pre-shift model copies just as well '
                "(e.g. L'_mask 2.8e-4-3.7e-4, L_obs 2.8e-4-3.5e-4 at step 4,000), so it computes no low-rank "
                'completion and copies every entry, masked or observed.',
                'copying_phase',
-               "judged on the pre-shift model, one-sided, against the largest cell of the paper's table; the "
+               "judged on the pre-shift model, one-sided, against the worst cell of the paper's own at step 4,000; the "
                "table's other steps are shown on the page"),
     PaperClaim('pre_shift_heads_uninterpretable',
                'NeurIPS §3.1.2, Fig. 22(a) (WS §3.1.2, Fig. 9a)',
@@ -184,7 +185,10 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'Sub-algorithm hypothesis: after the shift the model has two mechanisms: observed entries are '
                'still simply copied, as before the shift, needing neither attention nor positional information, '
                'while missing entries are computed from positional information through attention.',
-               'observed_entries'),
+               'observed_entries',
+               'judged by its observed half (the three L_obs rises, each no larger than the paper\'s); that the '
+               'missing entries are computed through attention is read by their own claims (uniform attention\'s '
+               'and the permuted positions\' L_mask, and patching), not by this one'),
     PaperClaim('patching_steers_missing',
                'NeurIPS §3.2.2, App. F (WS §3.2.2, App. J)',
                "Patching every attention head's output (before the output projection) from input X into the run "

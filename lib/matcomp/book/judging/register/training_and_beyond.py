@@ -150,7 +150,7 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'ood',
                "described on the page (relative and absolute L_mask), not judged: no number of the paper's to set "
                'beside ours'),
-    PaperClaim('ood_tracks_nuclear_norm',
+    PaperClaim('ood_close_to_nuclear_norm',
                'NeurIPS App. J.2, Fig. 19(a), (b)',
                "Out of distribution in rank and in the number of rows, the model's performance is close to "
                "nuclear-norm minimisation's on the same inputs.",

@@ -1,0 +1,70 @@
+"""The key numbers' readers (``matcomp.analysis.key_numbers``) on a tiny trained run: each number is the chapter's
+own analysis, and where it is an estimate its standard error is the spread the book's noise rule reads."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from matcomp.analysis.embeddings import cluster_score, position_embeddings, position_groups
+from matcomp.analysis.evaluation import copy_check
+from matcomp.analysis.key_numbers import jackknife, read_copying, read_embeddings, read_probing
+from matcomp.analysis.phases import Phases
+from matcomp.analysis.probing import answer_zero_mse, probe_layers
+from matcomp.data import sample_batch, second_moment
+from matcomp.runs.store import get_or_train
+from matcomp.seeding import analysis_generator
+
+
+@pytest.fixture
+def trained(micro, tmp_path):
+    run = get_or_train(micro, progress=False, root=tmp_path)
+    return run, Phases(dropped=False, plateau=(10,), pre=15, copy_steps=(10, 15, 20), post=40, note="")
+
+
+def test_the_masked_row_probe_ratio_is_the_probe_tables_with_a_paired_error_over_the_test_matrices(trained):
+    run, phases = trained
+    numbers = read_probing(run, phases, train_matrices=64, test_matrices=48)
+    test = sample_batch(run.config.data, 48, analysis_generator(1))
+    train = sample_batch(run.config.data, 64, analysis_generator(0))
+    row = probe_layers(run.bert(phases.post), train, test, "row")["test MSE"].drop(0)
+    ratio = numbers["row_probe_ratio"]
+    assert ratio.value == pytest.approx(row.min() / answer_zero_mse(test, "row"), rel=1e-6)  # its float32 mean
+    assert 0 < ratio.se < 0.2 * ratio.value  # 48 matrices: a few per cent, not nothing, not the whole
+
+
+def test_the_copy_errors_are_the_worst_table_1_cell_of_the_pre_shift_model_over_e_x2(trained):
+    run, phases = trained
+    numbers = read_copying(run, phases, copy_samples=32, ablation_samples=32, eval_seed=0)
+    table = copy_check(run.bert(phases.pre), run.config.data, 32)  # the pre-shift checkpoint, not the last
+    for key, inputs in (("copy_error_low_rank", "rank-1"), ("copy_error_random", "random")):
+        worst = table[table["inputs"] == inputs][["L'_mask", "L_obs"]].to_numpy().max()
+        assert numbers[key].value == pytest.approx(worst / second_moment(run.config.data), rel=1e-9)
+        assert math.isnan(numbers[key].se)  # a worst cell has no standard error here
+
+
+def test_the_position_silhouettes_carry_a_jackknife_error_over_the_positions(trained):
+    run, phases = trained
+    d = run.config.data
+    numbers = read_embeddings(run, phases)
+    points = position_embeddings(run.bert(phases.post), d.n_rows, d.n_cols)
+    rows, cols = position_groups(d.n_rows, d.n_cols)
+    assert numbers["column_silhouette"].value == pytest.approx(cluster_score(points, cols))
+    assert numbers["column_minus_row"].value == pytest.approx(cluster_score(points, cols) - cluster_score(points, rows))
+    leave_one_out = [cluster_score(np.delete(points.numpy(), i, 0), np.delete(cols, i)) for i in range(len(cols))]
+    n = len(cols)
+    assert numbers["column_silhouette"].se == pytest.approx(math.sqrt((n - 1) / n * np.var(leave_one_out) * n))
+    assert numbers["column_silhouette_pre"].se > 0  # the pre-shift model's too
+
+
+def test_a_jackknife_of_well_separated_groups_is_tight_and_of_no_grouping_is_wide():
+    generator = torch.Generator().manual_seed(0)
+    centres = torch.tensor([[0.0, 0.0], [10.0, 0.0], [0.0, 10.0]])
+    groups = np.repeat(np.arange(3), 6)
+    tight = centres[groups] + 0.1 * torch.randn(18, 2, generator=generator)
+    loose = torch.randn(18, 2, generator=generator)
+    clear = jackknife(lambda kept: cluster_score(tight[kept], groups[kept]), 18)
+    none = jackknife(lambda kept: cluster_score(loose[kept], groups[kept]), 18)
+    assert clear.value > 0.95 and clear.se < 0.01
+    assert abs(none.value) < 0.2 and none.se > 10 * clear.se
