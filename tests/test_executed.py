@@ -45,3 +45,11 @@ def test_the_fingerprint_reads_the_library_the_shipped_runs_and_the_settings(mon
     assert executed.inputs_fingerprint() == before  # the same inputs, the same fingerprint
     monkeypatch.setenv("MATCOMP_SET", "train.lr=2e-3")
     assert executed.inputs_fingerprint() != before
+
+
+def test_the_build_cache_read_is_the_one_jupyter_book_writes_in_the_repository():
+    """The tests read the build's executions from where ``jupyter-book build .`` writes them; a wrong folder never
+    fails a test, it only executes every chapter again (as it did when the module moved one folder down)."""
+    from matcomp.runs.shipped import REPO
+
+    assert executed.BUILD_CACHE == REPO / "_build" / ".jupyter_cache"

@@ -31,7 +31,7 @@ import nbformat
 # jupyter-book's default execution cache, in the repository (lib/matcomp/book/build/executed.py -> .); the library's
 # computing modules (torch, transformers) are imported only where a fingerprint is taken or written, so a script
 # that only reads a cache (scripts/compare_outputs.py) starts in a second
-BUILD_CACHE = Path(__file__).resolve().parents[3] / "_build" / ".jupyter_cache"
+BUILD_CACHE = Path(__file__).resolve().parents[4] / "_build" / ".jupyter_cache"
 CACHE_DB = "global.db"  # jupyter-cache's SQLite database, in its folder
 STAMP = "matcomp-inputs.json"  # in the cache's folder: cached record's hash key -> its inputs' fingerprint
 # in the cache's folder: cached record's hash key -> what its execution changed in the notebook's repository (the
