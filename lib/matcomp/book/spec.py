@@ -162,7 +162,8 @@ class ChapterSpec:
                   if name in cell and cell[name] != declared[name]]
         return missing + extra + differ
 
-    def _numbers(self) -> KeyNumbers:
+    def judged_numbers(self) -> KeyNumbers:
+        """The chapter's key numbers, refused by name where it judges none."""
         if self.key_numbers is None:
             raise ValueError(f"the {self.name} chapter judges no key numbers")
         return self.key_numbers
@@ -170,11 +171,11 @@ class ChapterSpec:
     def key_numbers_derivation(self, run: Run, phases: Phases, params: dict) -> Derivation:
         """The stored derivation of the chapter's key numbers on ``run`` at ``phases`` with ``params``; none for
         numbers read on a run's metrics alone, which are read, not stored."""
-        if self._numbers().metrics_only:
+        if self.judged_numbers().metrics_only:
             raise ValueError(f"the {self.name} chapter's key numbers are read on a run's metrics, not stored")
-        return reading.key_numbers_derivation(self.name, self._numbers().read, run, phases, params)
+        return reading.key_numbers_derivation(self.name, self.judged_numbers().read, run, phases, params)
 
     def read_key_numbers(self, run: Run, phases: Phases, params: dict) -> dict[str, reading.Estimate]:
         """The chapter's key numbers on ``run`` at ``phases`` with ``params`` (shipped, stored, or computed), by
         id."""
-        return reading.key_numbers(self.name, self._numbers().read, run, phases, params)
+        return reading.key_numbers(self.name, self.judged_numbers().read, run, phases, params)

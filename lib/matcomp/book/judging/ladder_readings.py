@@ -21,7 +21,7 @@ from matcomp.book.judging.ladder import (
     stopped_short,
     unread_reason,
 )
-from matcomp.book.spec import ChapterSpec, KeyNumber, KeyNumbers
+from matcomp.book.spec import ChapterSpec, KeyNumber
 from matcomp.runs.run import Run
 
 Numbers = Mapping[str, Estimate]  # one run's key numbers: id -> estimate
@@ -81,7 +81,7 @@ def finding_ladders(chapter: ChapterSpec, runs: Mapping[str, Mapping[int, tuple[
     seed without a drop is read on the numbers of its pre-shift model alone (``KeyNumber.pre_shift``). The
     first key number is how far below its plateau each run ends (``DEPTH``, judged on the sudden drop's page
     only): a number that holds on a deeper run and not on a shallower one points to an unfinished model."""
-    spec = _declared(chapter)
+    spec = chapter.judged_numbers()
     if spec.metrics_only:
         raise ValueError(f"the {chapter.name} chapter's key numbers are read on metrics alone: drop_ladders")
     ids = [number.id for number in spec.numbers]
@@ -103,10 +103,7 @@ def finding_ladders(chapter: ChapterSpec, runs: Mapping[str, Mapping[int, tuple[
     for label, seeds in runs.items():
         read_seeds = {seed: read(run, phases) for seed, (run, phases) in seeds.items()}
         rows[label] = {seed: numbers for seed, (numbers, _) in read_seeds.items()}
-        unread[label] = {}
-        for seed, (_, whys) in read_seeds.items():
-            for key, why in whys.items():
-                unread[label].setdefault(key, {})[seed] = why
+        unread[label] = _by_number({seed: whys for seed, (_, whys) in read_seeds.items()})
         steps[label] = {seed: run.last_step if phases is None else phases.post if phases.dropped else phases.pre
                         for seed, (run, phases) in seeds.items()}
     singles = {_single(label, run, phases.post): (run, phases) for label, (run, phases) in (beyond or {}).items()}
@@ -118,10 +115,18 @@ def finding_ladders(chapter: ChapterSpec, runs: Mapping[str, Mapping[int, tuple[
                    singles={place: run for place, (run, _) in singles.items()})
 
 
-def _declared(chapter: ChapterSpec) -> KeyNumbers:
-    if chapter.key_numbers is None:
-        raise ValueError(f"the {chapter.name} chapter judges no key numbers")
-    return chapter.key_numbers
+def _by_number(whys: Mapping[int, Mapping[str, str]]) -> dict[str, dict[int, str]]:
+    """Why each seed cannot read some of its numbers (seed -> key number -> why), by key number (key number ->
+    seed -> why), as a ladder's ``unread`` holds it.
+
+    >>> _by_number({0: {}, 1: {"post": "no drop"}, 2: {"post": "no drop", "pre": "kept with its metrics alone"}})
+    {'post': {1: 'no drop', 2: 'no drop'}, 'pre': {2: 'kept with its metrics alone'}}
+    """
+    by: dict[str, dict[int, str]] = {}
+    for seed, reasons in whys.items():
+        for key, why in reasons.items():
+            by.setdefault(key, {})[seed] = why
+    return by
 
 
 def _what(chapter: ChapterSpec) -> str:
@@ -156,7 +161,7 @@ def drop_ladders(chapter: ChapterSpec, runs: Mapping[str, Mapping[int, Run]],
     ``beyond`` (label -> run: larger tasks read on their metrics alone, ``chapter.rank_search_drops``). Every
     seed is read: a seed without a drop has no drop step, a later draw than it trained to, which its spread
     counts; the numbers only a drop has (how sharp it was) cannot be read on it."""
-    spec = _declared(chapter)
+    spec = chapter.judged_numbers()
     if not spec.metrics_only:
         raise ValueError(f"the {chapter.name} chapter's key numbers are read on checkpoints: finding_ladders")
 
@@ -167,11 +172,8 @@ def drop_ladders(chapter: ChapterSpec, runs: Mapping[str, Mapping[int, Run]],
 
     rows = {label: {seed: spec.read(run) for seed, run in seeds.items()} for label, seeds in runs.items()}
     steps = {label: {seed: run.last_step for seed, run in seeds.items()} for label, seeds in runs.items()}
-    whys: dict[str, dict[str, dict[int, str]]] = {label: {} for label in runs}
-    for label, seeds in runs.items():
-        for seed, run in seeds.items():
-            for key, why in unread(rows[label][seed], run).items():
-                whys[label].setdefault(key, {})[seed] = why
+    whys = {label: _by_number({seed: unread(rows[label][seed], run) for seed, run in seeds.items()})
+            for label, seeds in runs.items()}
     singles = {_single(label, run, run.last_step): run for label, run in (beyond or {}).items()}
     above = {place: spec.read(run) for place, run in singles.items()}
     above_unread = {place: missing for place, run in singles.items() if (missing := unread(above[place], run))}
