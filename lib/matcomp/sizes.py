@@ -27,6 +27,7 @@ class ChapterSizes:
     gaussian_steps: int | None  # the run on Gaussian factors (App. J.1)
     completion_samples: int  # matrices per method of the nuclear-norm comparison (Fig. 3)
     lambda_samples: int  # matrices per lambda of the regularised nuclear norm (App. B)
+    ood_samples: int = 1024  # matrices per shifted variant (App. J; the authors' script draws 1,024)
     after_drop: int = 2000  # steps a run of a drop-step table trains past its drop (train.stop_after_drop; 0: all)
     probe_layers: int | None = None  # depth of the deeper model the probes also read (Fig. 6: 12), at half the lr
     paper_steps: bool = False  # the pre-shift model at the paper's own steps, not at fractions of the drop
@@ -62,7 +63,7 @@ _PAPER_SIZES = ChapterSizes(seeds=3, drop_seeds=3, component_steps=None, widths=
 CHAPTER_SIZES: dict[str, ChapterSizes] = {
     "smoke": ChapterSizes(seeds=3, drop_seeds=3, component_steps=None, widths=(16, 32), depths=(1, 2),
                           shape_steps=None, shape_seeds=3, mixture_sizes=(3, 4), ranks=(1, 2), size_steps=None,
-                          gaussian_steps=None, completion_samples=32, lambda_samples=32, after_drop=100,
+                          gaussian_steps=None, completion_samples=32, lambda_samples=32, ood_samples=64, after_drop=100,
                           probe_layers=3, progress_seeds=3, alarm_seeds=2, shortening_seeds=2, one_model_seeds=(0, 1),
                           paper_scale=("smoke", "train.precision=tf32")),  # its stand-in: the pipeline's CI test
     "cpu": ChapterSizes(seeds=3, drop_seeds=8, component_steps=None, widths=(32, 64, 128), depths=(2, 4, 6),

@@ -9,6 +9,7 @@ chapter."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from collections.abc import Callable, Hashable
@@ -99,12 +100,12 @@ def read_copying(run: Run, phases: Phases, *, copy_samples: int, ablation_sample
     """How well the pre-shift model copies (Table 1: the worst of L'_mask and L_obs over its cells, on rank-r and
     on random full-rank inputs, over E[X²]: 0 copies exactly, 1 is no better than answering 0), and its losses
     under uniform attention and under the post-shift model's Q, K, V, over its own (NeurIPS §3.1)."""
-    table = copy_check(run.bert(phases.pre), run.config.data, matrix_count(run.config.data, copy_samples,
-                                                                           "copy_samples"), eval_seed)
+    pre = run.bert(phases.pre)
+    table = copy_check(pre, run.config.data, matrix_count(run.config.data, copy_samples, "copy_samples"), eval_seed)
     worst = table.set_index("inputs")[["L'_mask", "L_obs"]].max(axis=1).groupby(level=0).max()
     copying = second_moment(run.config.data)
     batch = _batch(run, ablation_samples, eval_seed, name="ablation_samples")
-    predictions = intervention_predictions(run.bert(phases.pre), run.bert(phases.post), batch, "post-shift")
+    predictions = intervention_predictions(pre, run.bert(phases.post), batch, "post-shift")
     return {"copy_error_low_rank": Estimate(float(worst[f"rank-{run.config.data.rank}"] / copying)),
             "copy_error_random": Estimate(float(worst["random"] / copying)),
             **_ratios(predictions, batch, {"uniform_pre_obs": ("all heads uniform", "L_obs"),
@@ -156,8 +157,8 @@ def read_taxonomy(run: Run, phases: Phases, *, samples: int, eval_seed: int, mas
     masks: dict[str, torch.Tensor | None] = {"random": None}  # None: random masks
     if min(d.n_rows, d.n_cols) >= 5:
         masks["separating"] = separating_mask(d.n_rows, d.n_cols)
-    tables = {name: classify_model(model, _batch(run, samples, eval_seed, mask), **thresholds)
-              for name, mask in masks.items()}
+    batches = {name: _batch(run, samples, eval_seed, mask) for name, mask in masks.items()}
+    tables = {name: classify_model(model, batch, **thresholds) for name, batch in batches.items()}
     counts = family_counts(tables).astype(float)
     numbers = {heads_id(family): Estimate(counts.loc[family, "random"]) for family in TAXONOMY_FAMILIES}
     identity = [layer for layer, _ in tables["random"].index[tables["random"].families.str.contains("identity")]]
@@ -167,7 +168,7 @@ def read_taxonomy(run: Run, phases: Phases, *, samples: int, eval_seed: int, mas
     for family in SEPARATED:
         numbers[heads_id(family, "separating")] = Estimate(counts.loc[family, "separating"] if "separating" in counts
                                                            else float("nan"))
-    before = classify_model(run.bert(phases.pre), _batch(run, samples, eval_seed), **thresholds)
+    before = classify_model(run.bert(phases.pre), batches["random"], **thresholds)
     numbers["pre_shift_family_heads"] = Estimate(float((before.families != NO_FAMILY).sum()))
     return numbers
 
@@ -188,14 +189,23 @@ def jackknife(statistic: Callable[[np.ndarray], float], n: int) -> Estimate:
 
 def _silhouettes(points: torch.Tensor, n_rows: int, n_cols: int) -> dict[str, Estimate]:
     """The positions' silhouette by column, and by column less by row, each with its jackknife standard error
-    over the positions (``jackknife``)."""
+    over the positions (``jackknife``); each subset of positions is scored once for both."""
     rows, cols = position_groups(n_rows, n_cols)
 
-    def by(groups: np.ndarray, kept: np.ndarray) -> float:
-        return cluster_score(points[kept], groups[kept])
+    @functools.cache
+    def scores(kept: tuple[int, ...]) -> tuple[float, float]:
+        """The silhouettes of the ``kept`` positions by column and by row."""
+        chosen = np.array(kept)
+        return cluster_score(points[chosen], cols[chosen]), cluster_score(points[chosen], rows[chosen])
 
-    return {"by column": jackknife(lambda kept: by(cols, kept), len(cols)),
-            "by column − by row": jackknife(lambda kept: by(cols, kept) - by(rows, kept), len(cols))}
+    def column(kept: np.ndarray) -> float:
+        return scores(tuple(kept))[0]
+
+    def column_minus_row(kept: np.ndarray) -> float:
+        by_column, by_row = scores(tuple(kept))
+        return by_column - by_row
+
+    return {"by column": jackknife(column, len(cols)), "by column − by row": jackknife(column_minus_row, len(cols))}
 
 
 def read_embeddings(run: Run, phases: Phases) -> dict[str, Estimate]:

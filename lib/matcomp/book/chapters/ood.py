@@ -3,7 +3,7 @@ sizes and masks beside nuclear-norm minimisation, and training on Gaussian facto
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 import pandas as pd
@@ -29,8 +29,9 @@ from matcomp.sizes import ChapterSizes, chapter_sizes
 class Parameters(RunParameters):
     """The parameters of the chapter's notebook (its ``parameters`` cell says what each does)."""
 
-    # matrices per variant (the authors' App. J script draws 1,024: `src/configs/ood.yaml:30`)
-    samples: int = parameter(1024, COUNT)
+    # matrices per variant (the authors' App. J script draws 1,024: `src/configs/ood.yaml:30`); None: 1,024, or 64
+    # at the smoke preset
+    samples: int | None = parameter(None, COUNT)
     reach: int = parameter(2, COUNT)  # rows and columns from trained - reach to trained + reach
     seeds: int | None = parameter(None, COUNT)  # seeds trained on each factor distribution; None: the preset's (cpu: 3)
     # budget of each run trained on Gaussian factors; None: the preset's (cpu: 20,000)
@@ -43,6 +44,9 @@ class Parameters(RunParameters):
         size = chapter_sizes(preset)
         return self.seeds or size.seeds, size.after_drop if self.after_drop is None else self.after_drop
 
+    def at_scale(self, preset: str) -> Parameters:
+        return replace(self, samples=self.samples or chapter_sizes(preset).ood_samples)
+
 
 def runs_read(preset: str) -> list[RunConfig]:
     """The scale's seeds on uniform factors, their twins on Gaussian factors, and the rank panel's run."""
@@ -54,7 +58,7 @@ def runs_read(preset: str) -> list[RunConfig]:
 
 class Opening(NamedTuple):
     """What ``setup`` opens: the config, run and phases, the scale's sizes, the seeds and steps past the drop of
-    the several-seed runs, and the post-shift model."""
+    the several-seed runs, the matrices per variant, and the post-shift model."""
 
     cfg: RunConfig
     run: Run
@@ -62,6 +66,7 @@ class Opening(NamedTuple):
     size: ChapterSizes
     seeds: int
     after_drop: int
+    samples: int
     model: Model
 
 
@@ -70,7 +75,8 @@ def setup(p: Parameters) -> Opening:
     the drop of its several-seed runs (None: the preset's), and the post-shift model."""
     cfg, run, phases = open_chapter(p.preset, p.seed, p.overrides)
     seeds, after_drop = p.counts(p.preset)
-    return Opening(cfg, run, phases, chapter_sizes(p.preset), seeds, after_drop, run.checkpoint(phases.post))
+    samples = p.at_scale(p.preset).samples
+    return Opening(cfg, run, phases, chapter_sizes(p.preset), seeds, after_drop, samples, run.checkpoint(phases.post))
 
 
 MISS = 0.5  # L_mask / E[X²] at or above this is a miss: the completion recovers less than half of E[X²]
@@ -204,7 +210,7 @@ def rows_summary(relative: pd.DataFrame, trained: int, seed: int = 0) -> str:
 def derivations(preset: str) -> list[Derivation]:
     """The chapter's rank, rows and columns panels at ``preset`` with its default parameters: shipped for the
     default build."""
-    p = Parameters()
+    p = Parameters().at_scale(preset)
     _, after_drop = p.counts(preset)
     cfg = named_preset(preset)
     run = required_reference(cfg)
