@@ -7,10 +7,14 @@ import pytest
 import torch
 
 from matcomp.analysis.heads import classify_model, mean_maps
+from matcomp.analysis.interventions import attention_interventions
+from matcomp.analysis.positions import permuted_losses
 from matcomp.analysis.probing import probe_layers
+from matcomp.analysis.stored_interventions import PERMUTED, stored_interventions
 from matcomp.analysis.stored_probes import probes_derivation, stored_probes
 from matcomp.book.chapters.head_taxonomy import maps_and_families
 from matcomp.book.chapters.nuclear_norm import Parameters, paper_sweep_derivation
+from matcomp.book.chapters.observed_entries import paper_interventions_derivation
 from matcomp.book.chapters.probing import paper_probes_derivation
 from matcomp.book.paper_model import absent_text, described, described_runs, paper_model, paper_runs
 from matcomp.config import DataConfig, ModelConfig
@@ -40,6 +44,7 @@ def test_a_scale_without_the_paper_model_says_so_and_derives_nothing_for_it():
     assert absent_text("smoke").startswith("The paper's own model is not shipped with its checkpoints at the smoke "
                                            "scale (it is at the default scale, cpu")
     assert paper_probes_derivation("smoke") is None and paper_sweep_derivation("smoke") is None
+    assert paper_interventions_derivation("smoke") is None
 
 
 def test_the_paper_models_derived_tables_are_named_by_its_run_and_keep_the_chapters_parameters():
@@ -48,6 +53,11 @@ def test_the_paper_models_derived_tables_are_named_by_its_run_and_keep_the_chapt
     assert [(c["run"], c["step"]) for c in probes.inputs()["checkpoints"]] == [("paper-d34517864a", 29000)]
     assert probes.params["train_matrices"] == 2048 and probes.params["test_matrices"] == 256
     assert sweep.params["samples"] == 512 and sweep.params["data"]["rank"] == 2
+    interventions = paper_interventions_derivation("cpu")
+    assert interventions.name == "interventions_paper-d34517864a"
+    assert [(c["run"], c["step"]) for c in interventions.inputs()["checkpoints"]] == [("paper-d34517864a", 4000),
+                                                                                     ("paper-d34517864a", 29000)]
+    assert (interventions.params["samples"], interventions.params["permutations"]) == (256, 5)
     fewer = paper_sweep_derivation("cpu", Parameters(samples=64, p_masks=[0.3]))
     assert fewer.params["samples"] == 64 and fewer.params["p_masks"] == [0.3] and fewer.key() != sweep.key()
 
@@ -76,3 +86,20 @@ def test_stored_probes_are_the_chapters_probes_computed_once_and_read_back(micro
     pd.testing.assert_frame_equal(again["element"], tables["element"])
     with pytest.raises(ValueError, match="targets must be some of"):
         probes_derivation(run, step, 64, 16, ("column",))
+
+
+def test_stored_interventions_are_the_chapters_interventions_computed_once_and_read_back(micro, store):
+    run = get_or_train(micro, progress=False)
+    pre, post = run.steps[1], run.steps[-1]
+    tables = stored_interventions(run, pre, post, 32, 3, 2)
+    batch = sample_batch(micro.data, 32, analysis_generator(3))
+    expected = attention_interventions(run.bert(post), run.bert(pre), batch, "pre-shift")
+    permuted = permuted_losses(run.bert(post), batch, seeds=range(2))
+    pd.testing.assert_frame_equal(tables["interventions"].drop(PERMUTED), expected)
+    assert tables["interventions"].loc[PERMUTED].tolist() == permuted.loc[["L_obs", "L_mask"], "mean"].tolist()
+    pd.testing.assert_frame_equal(tables["permuted"], permuted)
+    assert list((store / "derived").glob(f"interventions_{run.path.name}-*.json"))  # stored under its run's name
+    again = stored_interventions(run, pre, post, 32, 3, 2)
+    pd.testing.assert_frame_equal(again["interventions"], tables["interventions"])
+    with pytest.raises(ValueError, match="samples"):
+        stored_interventions(run, pre, post, 0, 3, 2)

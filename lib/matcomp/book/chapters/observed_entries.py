@@ -6,6 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from matcomp.analysis.key_numbers import read_observed
+from matcomp.analysis.phases import phases
+from matcomp.analysis.stored_interventions import interventions_derivation
+from matcomp.book.chapter import shipped_paper_scale
 from matcomp.book.chapters import model_runs
 from matcomp.book.judging.verdicts import MOVES, Claim
 from matcomp.book.parameters import COUNT, SEED, parameter
@@ -13,6 +16,7 @@ from matcomp.book.spec import ChapterSpec, KeyNumber, KeyNumbers, OneModelParame
 from matcomp.data import second_moment
 from matcomp.paper import POST_SHIFT, reported, reported_ratio
 from matcomp.presets import preset as named_preset
+from matcomp.runs.derived import Derivation
 
 
 @dataclass(frozen=True)
@@ -70,4 +74,22 @@ KEY_NUMBERS = KeyNumbers(read_observed, (
               tests=("positions_permuted",))))
 
 
-CHAPTER = ChapterSpec("observed_entries", Parameters, model_runs, key_numbers=KEY_NUMBERS)
+def paper_interventions_derivation(preset: str | None = None, samples: int = Parameters.samples,
+                                   eval_seed: int = Parameters.eval_seed,
+                                   permutations: int = Parameters.permutations) -> Derivation | None:
+    """The chapter's interventions on the paper's model, its last checkpoint with its pre-shift one as the donor,
+    where it is shipped with checkpoints (``shipped_paper_scale``), else None: its absolute losses beside the
+    stand-in's, minutes of forward passes on a CPU, so shipped."""
+    run = shipped_paper_scale(preset)
+    if run is None:
+        return None
+    at = phases(run)
+    return interventions_derivation(run, at.pre, at.post, samples, eval_seed, permutations)
+
+
+def derivations(preset: str) -> list[Derivation]:
+    """The paper's model's interventions table at ``preset`` with the chapter's default parameters, where shipped."""
+    return list(filter(None, [paper_interventions_derivation(preset)]))
+
+
+CHAPTER = ChapterSpec("observed_entries", Parameters, model_runs, key_numbers=KEY_NUMBERS, derivations=derivations)
