@@ -53,3 +53,32 @@ def test_the_build_cache_read_is_the_one_jupyter_book_writes_in_the_repository()
     from matcomp.runs.shipped import REPO
 
     assert executed.BUILD_CACHE == REPO / "_build" / ".jupyter_cache"
+
+
+def test_only_a_clean_builds_pages_of_todays_sources_are_taken_as_rendered_today(tmp_path):
+    from types import SimpleNamespace
+
+    root, html = tmp_path / "book_root", tmp_path / "book_root" / "_build" / "html"
+    (root / "book").mkdir(parents=True)
+    html.mkdir(parents=True)
+    (root / "_config.yml").write_text("title: t\n")
+    (root / "book" / "intro.md").write_text("# one\n")
+
+    def build(warnings: int, error: Exception | None = None, builder: str = "html") -> None:
+        app = SimpleNamespace(outdir=str(html), confdir=str(root), _warncount=warnings,
+                              builder=SimpleNamespace(name=builder))
+        executed.record_render(app, error)
+
+    assert not executed.rendered_today(html, root)  # no build noted
+    build(0)
+    assert executed.rendered_today(html, root)
+    (root / "book" / "intro.md").write_text("# two\n")  # a page changed since: its pages are not today's
+    assert not executed.rendered_today(html, root)
+    build(0)
+    assert executed.rendered_today(html, root)
+    build(1)  # a build that warned leaves no note, even over a clean one's
+    assert not executed.rendered_today(html, root)
+    build(0, RuntimeError("a page failed"))
+    assert not executed.rendered_today(html, root)
+    build(0, builder="latex")
+    assert not executed.rendered_today(html, root)

@@ -10,7 +10,8 @@ environment sets, the versions of the packages that compute), and what the execu
 (``git status``); a test reads a cached execution only where that fingerprint is still the current one, and
 executes the chapter itself otherwise (as in CI, which builds nothing first). ``tests/test_book.py`` renders the
 book from the executions of a build that executed every chapter so, where that build wrote nothing into the
-repository.
+repository; and where that build's own pages were rendered from today's pages and configuration and finished with
+no warning (``record_render``, ``rendered_today``), it checks those pages instead of rendering them again.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ STAMP = "matcomp-inputs.json"  # in the cache's folder: cached record's hash key
 WRITES = "matcomp-writes.json"
 PACKAGES = ("torch", "transformers", "numpy", "pandas", "scikit-learn", "cvxpy", "safetensors", "pyarrow",
             "matplotlib")  # what computes and draws the outputs
+RENDERED = "matcomp-rendered.json"  # in the HTML folder: the fingerprint of the pages' sources it was rendered from
+RENDERERS = ("jupyter-book", "sphinx", "myst-nb", "myst-parser", "sphinx-book-theme", "ipywidgets")
+PAGE_SOURCES = ("_config.yml", "_toc.yml", "book", "_static", "static")  # what the pages are rendered from
 
 
 @contextmanager
@@ -100,6 +104,40 @@ def inputs_fingerprint() -> str:
                 **{package: version(package) for package in PACKAGES}, "python": sys.version}
     digest.update(json.dumps(settings, sort_keys=True).encode())
     return digest.hexdigest()
+
+
+def pages_fingerprint(root: Path) -> str:
+    """The SHA-256 of what a build's pages are rendered from beyond the chapters' executions: every file of the book's
+    pages, configuration and static files under ``root`` (``PAGE_SOURCES``), the versions of the packages that render
+    them, and the chapters' inputs (``inputs_fingerprint``)."""
+    digest = hashlib.sha256()
+    for name in PAGE_SOURCES:
+        top = root / name
+        for path in sorted(p for p in ([top] if top.is_file() else top.rglob("*")) if p.is_file()):
+            digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    versions = {package: version(package) for package in RENDERERS}
+    digest.update(json.dumps({**versions, "inputs": inputs_fingerprint()}, sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+def record_render(app, exception: Exception | None) -> None:
+    """After an HTML build (Sphinx's ``build-finished``) that finished with no error and no warning, note in its
+    output folder the fingerprint of what it rendered (``pages_fingerprint``); after any other, remove the note, so
+    that no test takes a failed or warned build's pages for a clean one's."""
+    from matcomp.runs.folder import atomic_write_bytes
+
+    stamp = Path(app.outdir) / RENDERED
+    stamp.unlink(missing_ok=True)
+    clean = exception is None and getattr(app, "_warncount", None) == 0  # Sphinx counts the warnings it logged
+    if clean and app.builder.name == "html":
+        atomic_write_bytes(stamp, json.dumps({"pages": pages_fingerprint(Path(app.confdir))}).encode())
+
+
+def rendered_today(html: Path, root: Path) -> bool:
+    """Whether the pages in ``html`` are a clean build's (``record_render``) of today's pages, configuration and
+    chapter inputs under ``root``."""
+    stamp = html / RENDERED
+    return stamp.is_file() and json.loads(stamp.read_text()).get("pages") == pages_fingerprint(root)
 
 
 def repository_state(folder: Path | str) -> str | None:

@@ -7,7 +7,7 @@ MyST-NB runs it) into the cache MyST-NB then reads, so each page finds its outpu
 nothing more. A chapter that fails here is left uncached: MyST-NB executes it again and reports its error as
 it always does. Beside the cache it notes the inputs each chapter ran with and what the execution changed in the
 repository (``matcomp.book.build.executed``), so the tests that would execute a chapter again with the same inputs read
-it instead.
+it instead; and, after a build with no warning, what its pages were rendered from, so the book test checks them.
 
 Kernels get one thread each unless ``OMP_NUM_THREADS`` says otherwise (two kernels of two threads on two cores
 only contend). ``MATCOMP_BUILD_SERIAL=1`` turns it off; it is off on one core, and unless the execution mode is
@@ -25,11 +25,14 @@ ENV_SERIAL = "MATCOMP_BUILD_SERIAL"
 def setup(app) -> dict:
     from sphinx.errors import ConfigError
 
+    from matcomp.book.build.executed import record_render
+
     try:
         serial_requested()  # a bad value stops the build at once, not after the other chapters have run
     except ValueError as err:
         raise ConfigError(str(err)) from None
     app.connect("env-before-read-docs", execute_ahead)
+    app.connect("build-finished", record_render)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 
