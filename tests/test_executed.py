@@ -62,7 +62,7 @@ def test_only_a_clean_builds_pages_of_todays_sources_are_taken_as_rendered_today
     (root / "book").mkdir(parents=True)
     html.mkdir(parents=True)
     (root / "_config.yml").write_text("title: t\n")
-    (root / "book" / "intro.md").write_text("# one\n")
+    (root / "book" / "page.txt").write_text("# one\n")
 
     def build(warnings: int, error: Exception | None = None, builder: str = "html") -> None:
         app = SimpleNamespace(outdir=str(html), confdir=str(root), _warncount=warnings,
@@ -72,7 +72,7 @@ def test_only_a_clean_builds_pages_of_todays_sources_are_taken_as_rendered_today
     assert not executed.rendered_today(html, root)  # no build noted
     build(0)
     assert executed.rendered_today(html, root)
-    (root / "book" / "intro.md").write_text("# two\n")  # a page changed since: its pages are not today's
+    (root / "book" / "page.txt").write_text("# two\n")  # a page changed since: its pages are not today's
     assert not executed.rendered_today(html, root)
     build(0)
     assert executed.rendered_today(html, root)
