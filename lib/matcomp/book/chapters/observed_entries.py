@@ -79,7 +79,7 @@ def paper_interventions_derivation(preset: str | None = None, samples: int = Par
                                    permutations: int = Parameters.permutations) -> Derivation | None:
     """The chapter's interventions on the paper's model, its last checkpoint with its pre-shift one as the donor,
     where it is shipped with checkpoints (``shipped_paper_scale``), else None: its absolute losses beside the
-    stand-in's, minutes of forward passes on a CPU, so shipped."""
+    stand-in's, about a minute of forward passes on a CPU, so shipped."""
     run = shipped_paper_scale(preset)
     if run is None:
         return None
