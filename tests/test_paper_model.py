@@ -8,13 +8,17 @@ import torch
 
 from matcomp.analysis.heads import classify_model, mean_maps
 from matcomp.analysis.interventions import attention_interventions
+from matcomp.analysis.patching import all_layers, last_layer, negation_patching, per_head, per_layer
 from matcomp.analysis.positions import permuted_losses
 from matcomp.analysis.probing import probe_layers
 from matcomp.analysis.stored_interventions import PERMUTED, stored_interventions
+from matcomp.analysis.stored_patching import stored_patching
 from matcomp.analysis.stored_probes import probes_derivation, stored_probes
+from matcomp.book.chapters.attention_patching import paper_patching_derivation
 from matcomp.book.chapters.head_taxonomy import maps_and_families
 from matcomp.book.chapters.nuclear_norm import Parameters, paper_sweep_derivation
 from matcomp.book.chapters.observed_entries import paper_interventions_derivation
+from matcomp.book.chapters.ood import paper_panel_derivations, paper_panels
 from matcomp.book.chapters.probing import paper_probes_derivation
 from matcomp.book.paper_model import absent_text, described, described_runs, paper_model, paper_runs
 from matcomp.config import DataConfig, ModelConfig
@@ -44,7 +48,8 @@ def test_a_scale_without_the_paper_model_says_so_and_derives_nothing_for_it():
     assert absent_text("smoke").startswith("The paper's own model is not shipped with its checkpoints at the smoke "
                                            "scale (it is at the default scale, cpu")
     assert paper_probes_derivation("smoke") is None and paper_sweep_derivation("smoke") is None
-    assert paper_interventions_derivation("smoke") is None
+    assert paper_interventions_derivation("smoke") is None and paper_patching_derivation("smoke") is None
+    assert paper_panel_derivations("smoke", 64, 2) == {} and paper_panels("smoke", 64, 2) is None
 
 
 def test_the_paper_models_derived_tables_are_named_by_its_run_and_keep_the_chapters_parameters():
@@ -58,6 +63,17 @@ def test_the_paper_models_derived_tables_are_named_by_its_run_and_keep_the_chapt
     assert [(c["run"], c["step"]) for c in interventions.inputs()["checkpoints"]] == [("paper-d34517864a", 4000),
                                                                                      ("paper-d34517864a", 29000)]
     assert (interventions.params["samples"], interventions.params["permutations"]) == (256, 5)
+    patching = paper_patching_derivation("cpu")
+    assert patching.name == "patching_paper-d34517864a" and patching.params["samples"] == 256
+    assert [(c["run"], c["step"]) for c in patching.inputs()["checkpoints"]] == [("paper-d34517864a", 29000)]
+    panels = paper_panel_derivations("cpu", 1024, 2)  # its own rank panel: trained on rank 2, it is read on itself
+    assert {axis: d.name for axis, d in panels.items()} == {axis: f"ood_{axis}_paper-d34517864a"
+                                                           for axis in ("rank", "rows", "columns")}
+    around = [5, 6, 7, 8, 9]
+    assert {axis: d.params["values"] for axis, d in panels.items()} == {"rank": [1, 2, 3, 4, 5, 6, 7], "rows": around,
+                                                                       "columns": around}
+    assert all([(c["run"], c["step"]) for c in d.inputs()["checkpoints"]] == [("paper-d34517864a", 29000)]
+               for d in panels.values())
     fewer = paper_sweep_derivation("cpu", Parameters(samples=64, p_masks=[0.3]))
     assert fewer.params["samples"] == 64 and fewer.params["p_masks"] == [0.3] and fewer.key() != sweep.key()
 
@@ -103,3 +119,16 @@ def test_stored_interventions_are_the_chapters_interventions_computed_once_and_r
     pd.testing.assert_frame_equal(again["interventions"], tables["interventions"])
     with pytest.raises(ValueError, match="samples"):
         stored_interventions(run, pre, post, 0, 3, 2)
+
+
+def test_stored_patching_is_the_chapters_patching_of_layers_and_heads_computed_once_and_read_back(micro, store):
+    run = get_or_train(micro, progress=False)
+    step, (L, H) = run.steps[-1], (micro.model.layers, micro.model.heads)
+    tables = stored_patching(run, step, 16, 2)
+    batch = sample_batch(micro.data, 16, analysis_generator(2))
+    model = run.bert(step)
+    layers = negation_patching(model, batch, {**all_layers(L, H), **last_layer(L, H), **per_layer(L, H)})
+    pd.testing.assert_frame_equal(tables["layers"], layers)
+    pd.testing.assert_frame_equal(tables["heads"], negation_patching(model, batch, per_head(L, H), references=False))
+    assert list((store / "derived").glob(f"patching_{run.path.name}-*.json"))  # stored under its run's name
+    pd.testing.assert_frame_equal(stored_patching(run, step, 16, 2)["heads"], tables["heads"])

@@ -8,6 +8,9 @@ from dataclasses import dataclass
 import pandas as pd
 
 from matcomp.analysis.key_numbers import read_patching
+from matcomp.analysis.phases import phases
+from matcomp.analysis.stored_patching import patching_derivation
+from matcomp.book.chapter import shipped_paper_scale
 from matcomp.book.chapters import model_runs
 from matcomp.book.judging.verdicts import CHECK, MOVES, Claim
 from matcomp.book.parameters import COUNT, SEED, parameter
@@ -15,6 +18,7 @@ from matcomp.book.spec import ChapterSpec, KeyNumber, KeyNumbers, OneModelParame
 from matcomp.data import second_moment
 from matcomp.paper import PATCHING, POST_SHIFT, Side, reported
 from matcomp.presets import preset as named_preset
+from matcomp.runs.derived import Derivation
 
 
 @dataclass(frozen=True)
@@ -85,4 +89,18 @@ KEY_NUMBERS = KeyNumbers(read_patching, (
               from_code=True)))
 
 
-CHAPTER = ChapterSpec("attention_patching", Parameters, model_runs, key_numbers=KEY_NUMBERS)
+def paper_patching_derivation(preset: str | None = None, samples: int = Parameters.samples,
+                              eval_seed: int = Parameters.eval_seed) -> Derivation | None:
+    """The chapter's patching of the paper's model, its last checkpoint, where it is shipped with checkpoints
+    (``shipped_paper_scale``), else None: its layers and heads beside the stand-in's, minutes of forward passes on
+    a CPU, so shipped."""
+    run = shipped_paper_scale(preset)
+    return None if run is None else patching_derivation(run, phases(run).post, samples, eval_seed)
+
+
+def derivations(preset: str) -> list[Derivation]:
+    """The paper's model's patching tables at ``preset`` with the chapter's default parameters, where shipped."""
+    return list(filter(None, [paper_patching_derivation(preset)]))
+
+
+CHAPTER = ChapterSpec("attention_patching", Parameters, model_runs, key_numbers=KEY_NUMBERS, derivations=derivations)
