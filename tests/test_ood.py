@@ -38,6 +38,11 @@ def test_shifted_losses_score_both_methods_against_answering_zero(model):
     untrained = table.xs("BERT", level="method")  # a random model is no completer
     assert (untrained["L_mask / E[X²]"] > 0.8).all()
     assert (table["L_mask / E[X²]"] == table["L_mask"] / table["E[X²]"]).all()
+    from matcomp.book.chapters.ood import relative_losses
+
+    (relative,) = relative_losses({"rows": table}).values()  # a column per method, a row per number of rows
+    assert relative.index.name == "rows" and list(relative.index) == [3, 4]
+    assert relative.loc[4, "nuclear norm min"] == table.loc[(4, "nuclear norm min"), "L_mask / E[X²]"]
 
 
 def test_shifted_losses_refuse_shapes_beyond_the_positions(model):

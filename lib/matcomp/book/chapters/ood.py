@@ -11,7 +11,7 @@ import pandas as pd
 from matcomp.analysis.baselines import BERT, NN
 from matcomp.analysis.ood import default_axes, gaussian_config, panel_derivations, rank_panel, rank_panel_config
 from matcomp.analysis.phases import Phases, phases
-from matcomp.book.chapter import chapter_config, open_chapter
+from matcomp.book.chapter import chapter_config, open_chapter, shipped_paper_scale
 from matcomp.book.chapters import seed_runs
 from matcomp.book.judging.verdicts import MATCHES, Claim, holds
 from matcomp.book.parameters import COUNT, STEP, STEPS, parameter
@@ -19,7 +19,7 @@ from matcomp.book.spec import ChapterSpec, RunParameters
 from matcomp.config import RunConfig
 from matcomp.models.factory import Model
 from matcomp.presets import preset as named_preset
-from matcomp.runs.derived import Derivation
+from matcomp.runs.derived import Derivation, load_or_compute
 from matcomp.runs.run import Run
 from matcomp.runs.shipped import required_reference
 from matcomp.sizes import ChapterSizes, chapter_sizes
@@ -218,7 +218,33 @@ def derivations(preset: str) -> list[Derivation]:
     rank_cfg = rank_panel_config(cfg, cfg.train.steps, after_drop)
     rank_run, rank_step, _ = rank_panel(run, post, None if rank_cfg is None else required_reference(rank_cfg))
     axes = default_axes(cfg.data, p.reach)
-    return list(panel_derivations(run, post, rank_run, rank_step, cfg.data, axes, p.samples, cfg.train.seed).values())
+    ours = panel_derivations(run, post, rank_run, rank_step, cfg.data, axes, p.samples, cfg.train.seed)
+    return [*ours.values(), *paper_panel_derivations(preset, p.samples, p.reach).values()]
+
+
+def paper_panel_derivations(preset: str | None, samples: int, reach: int) -> dict[str, Derivation]:
+    """Fig. 19's panels on the paper's model, its last checkpoint, where the scale ships it with checkpoints
+    (``shipped_paper_scale``), else none: trained on rank 2, it reads its own rank panel. Minutes of forward passes
+    of a 768-wide model on a CPU, so shipped; named by its run, so that its tables never replace the stand-in's."""
+    run = shipped_paper_scale(preset)
+    if run is None:
+        return {}
+    post, data = phases(run).post, run.config.data
+    panels = panel_derivations(run, post, run, post, data, default_axes(data, reach), samples, run.config.train.seed)
+    return {axis: replace(d, name=f"{d.name}_{run.path.name}") for axis, d in panels.items()}
+
+
+def relative_losses(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """Each panel's L_mask / E[X²] (``tables``: axis -> a ``shifted_losses`` table), a column per method, a row per
+    value of its axis."""
+    return {axis: table["L_mask / E[X²]"].unstack("method").rename_axis(axis) for axis, table in tables.items()}
+
+
+def paper_panels(preset: str | None, samples: int, reach: int) -> dict[str, pd.DataFrame] | None:
+    """``paper_panel_derivations``' tables (axis -> a ``shifted_losses`` table): shipped, stored, or computed and
+    stored; None where the scale ships no paper model."""
+    derivations = paper_panel_derivations(preset, samples, reach)
+    return {axis: load_or_compute(d)["losses"] for axis, d in derivations.items()} or None
 
 
 def drops_by_factors(table: pd.DataFrame, steps: int) -> list[str]:
