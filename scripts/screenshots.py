@@ -87,7 +87,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.out.exists() and not args.out.is_dir():
         parser.error(f"argument --out: {args.out} is a file, not a folder for the tiles")
-    pages = {name: args.build / f"{name}.html" for name in args.pages or toc_pages()}
+    build = args.build.resolve()  # a page opens by its file URI, which a relative path has none of
+    pages = {name: build / f"{name}.html" for name in args.pages or toc_pages()}
     absent = [str(page) for page in pages.values() if not page.exists()]
     if absent:
         raise SystemExit(f"{absent[0]} does not exist ({len(absent)} of {len(pages)} pages do not): build the book "
