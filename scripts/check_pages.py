@@ -30,7 +30,7 @@ FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--
 WIDTHS = (800, 1280, 1600)
 MIN_TRACK_PX = 100  # a slider narrower than this cannot be dragged to a chosen position
 SETTLE_MS = 1500  # a page is watched this long after its load at least: the widget manager renders after load
-RENDER_MS = 10_000  # the longest wait for an explorer to be drawn after a reload
+RENDER_MS = 10_000  # the longest wait for an explorer to be drawn after its page loads
 ANSWER_MS = 3_000  # the longest wait for the picture to follow a control
 
 
@@ -102,33 +102,43 @@ def rendered(page) -> None:
         pass
 
 
-def open_page(browser, html: Path, name: str, problems: list[str]):
-    """Page ``name`` loaded in a tab of its own, its console errors, page errors and failed requests noted in
-    ``problems`` for as long as the tab is open."""
-    page = browser.new_page(viewport={"width": WIDTHS[0], "height": 900})
-    page.on("console", lambda m: problems.append(f"{name}: console {m.type}: {m.text[:300]}")
-            if m.type == "error" else None)
-    page.on("pageerror", lambda e: problems.append(f"{name}: page error: {str(e)[:300]}"))
-    page.on("requestfailed", lambda r: problems.append(f"{name}: failed request {r.url}"))
+def open_page(browser, html: Path, name: str, problems: list[str], width: int = WIDTHS[0]) -> tuple:
+    """Page ``name`` loaded in a tab of its own ``width`` px wide, its console errors, page errors and failed
+    requests noted in ``problems`` until ``close_page``; the tab and its listeners."""
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    listeners = {"console": lambda m: problems.append(f"{name}: console {m.type}: {m.text[:300]}")
+                 if m.type == "error" else None,
+                 "pageerror": lambda e: problems.append(f"{name}: page error: {str(e)[:300]}"),
+                 "requestfailed": lambda r: problems.append(f"{name}: failed request {r.url}")}
+    for event, listener in listeners.items():
+        page.on(event, listener)
     page.goto((html / f"{name}.html").as_uri(), wait_until="load")
-    return page
+    return page, listeners
+
+
+def close_page(page, listeners: dict) -> None:
+    """Close a tab of ``open_page``, its errors no longer noted first: the widget manager torn down in the middle of
+    a message logs an error of the closing itself, which no reader of the page meets (a reload, as a test of each
+    width once did, logged it too)."""
+    for event, listener in listeners.items():
+        page.remove_listener(event, listener)
+    page.close()
 
 
 def check_pages(browser, html: Path, names: list[str]) -> list[str]:
     """Console errors and failed requests of every page of ``names``, each left open ``SETTLE_MS`` after its load
-    at least (the tabs settle together); the controls of every page with an explorer."""
+    at least (the tabs settle together); the controls of every page with an explorer, in a new tab at each width."""
     problems: dict[str, list[str]] = {name: [] for name in names}
-    pages = {name: open_page(browser, html, name, problems[name]) for name in names}
-    pages[names[-1]].wait_for_timeout(SETTLE_MS)  # the widget manager renders after load
-    for name, page in pages.items():
-        if page.locator(".widget-slider, .widget-dropdown").count():
-            for width in WIDTHS:
-                page.set_viewport_size({"width": width, "height": 900})
-                page.reload(wait_until="load")
-                rendered(page)
-                problems[name] += check_controls(page, name, width)
-    for page in pages.values():
-        page.close()
+    tabs = {name: open_page(browser, html, name, problems[name]) for name in names}
+    tabs[names[-1]][0].wait_for_timeout(SETTLE_MS)  # the widget manager renders after load
+    for name, (page, _) in tabs.items():
+        for width in WIDTHS if page.locator(".widget-slider, .widget-dropdown").count() else ():
+            tab = open_page(browser, html, name, problems[name], width)
+            rendered(tab[0])
+            problems[name] += check_controls(tab[0], name, width)
+            close_page(*tab)
+    for tab in tabs.values():  # watched until every explorer is checked
+        close_page(*tab)
     return [problem for found in problems.values() for problem in sorted(set(found), key=found.index)]
 
 
