@@ -6,8 +6,11 @@ the key numbers hash is not changed by it (as ``stored_probes``)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Hashable
+from typing import cast
 
 import pandas as pd
+import torch
 
 from matcomp.analysis.patching import all_layers, last_layer, negation_patching, per_head, per_layer
 from matcomp.data import Batch, matrix_count, sample_batch
@@ -21,9 +24,10 @@ def patching_tables(model: MatrixBert, batch: Batch, layers: int, heads: int) ->
     """``negation_patching`` of ``model`` (``layers`` of ``heads`` heads) on ``batch``: every layer at once, the last,
     each layer alone, with the clean and corrupted runs (``"layers"``); and every head alone (``"heads"``, indexed
     by layer and head)."""
-    sites = {**all_layers(layers, heads), **last_layer(layers, heads), **per_layer(layers, heads)}
+    Sites = dict[Hashable, torch.Tensor]
+    sites = cast(Sites, {**all_layers(layers, heads), **last_layer(layers, heads), **per_layer(layers, heads)})
     return {"layers": negation_patching(model, batch, sites),
-            "heads": negation_patching(model, batch, per_head(layers, heads), references=False)}
+            "heads": negation_patching(model, batch, cast(Sites, per_head(layers, heads)), references=False)}
 
 
 def patching_derivation(run: Run, step: int, samples: int, eval_seed: int) -> Derivation:

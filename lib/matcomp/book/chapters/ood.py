@@ -44,8 +44,12 @@ class Parameters(RunParameters):
         size = chapter_sizes(preset)
         return self.seeds or size.seeds, size.after_drop if self.after_drop is None else self.after_drop
 
+    def matrices(self, preset: str | None) -> int:
+        """The matrices per variant: ``samples``, or where None the scale's."""
+        return self.samples or chapter_sizes(preset).ood_samples
+
     def at_scale(self, preset: str) -> Parameters:
-        return replace(self, samples=self.samples or chapter_sizes(preset).ood_samples)
+        return replace(self, samples=self.matrices(preset))
 
 
 def runs_read(preset: str) -> list[RunConfig]:
@@ -75,8 +79,8 @@ def setup(p: Parameters) -> Opening:
     the drop of its several-seed runs (None: the preset's), and the post-shift model."""
     cfg, run, phases = open_chapter(p.preset, p.seed, p.overrides)
     seeds, after_drop = p.counts(p.preset)
-    samples = p.at_scale(p.preset).samples
-    return Opening(cfg, run, phases, chapter_sizes(p.preset), seeds, after_drop, samples, run.checkpoint(phases.post))
+    return Opening(cfg, run, phases, chapter_sizes(p.preset), seeds, after_drop, p.matrices(p.preset),
+                   run.checkpoint(phases.post))
 
 
 MISS = 0.5  # L_mask / E[X²] at or above this is a miss: the completion recovers less than half of E[X²]
@@ -210,16 +214,16 @@ def rows_summary(relative: pd.DataFrame, trained: int, seed: int = 0) -> str:
 def derivations(preset: str) -> list[Derivation]:
     """The chapter's rank, rows and columns panels at ``preset`` with its default parameters: shipped for the
     default build."""
-    p = Parameters().at_scale(preset)
-    _, after_drop = p.counts(preset)
+    p = Parameters()
+    (_, after_drop), samples = p.counts(preset), p.matrices(preset)
     cfg = named_preset(preset)
     run = required_reference(cfg)
     post = phases(run).post
     rank_cfg = rank_panel_config(cfg, cfg.train.steps, after_drop)
     rank_run, rank_step, _ = rank_panel(run, post, None if rank_cfg is None else required_reference(rank_cfg))
     axes = default_axes(cfg.data, p.reach)
-    ours = panel_derivations(run, post, rank_run, rank_step, cfg.data, axes, p.samples, cfg.train.seed)
-    return [*ours.values(), *paper_panel_derivations(preset, p.samples, p.reach).values()]
+    ours = panel_derivations(run, post, rank_run, rank_step, cfg.data, axes, samples, cfg.train.seed)
+    return [*ours.values(), *paper_panel_derivations(preset, samples, p.reach).values()]
 
 
 def paper_panel_derivations(preset: str | None, samples: int, reach: int) -> dict[str, Derivation]:
