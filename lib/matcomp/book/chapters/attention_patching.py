@@ -8,11 +8,10 @@ from dataclasses import dataclass
 import pandas as pd
 
 from matcomp.analysis.key_numbers import read_patching
-from matcomp.analysis.phases import phases
 from matcomp.analysis.stored_patching import patching_derivation
-from matcomp.book.chapter import shipped_paper_scale
 from matcomp.book.chapters import model_runs
 from matcomp.book.judging.verdicts import CHECK, MOVES, Claim
+from matcomp.book.paper_model import paper_model
 from matcomp.book.parameters import COUNT, SEED, parameter
 from matcomp.book.spec import ChapterSpec, KeyNumber, KeyNumbers, OneModelParameters
 from matcomp.data import second_moment
@@ -92,10 +91,10 @@ KEY_NUMBERS = KeyNumbers(read_patching, (
 def paper_patching_derivation(preset: str | None = None, samples: int = Parameters.samples,
                               eval_seed: int = Parameters.eval_seed) -> Derivation | None:
     """The chapter's patching of the paper's model, its last checkpoint, where it is shipped with checkpoints
-    (``shipped_paper_scale``), else None: its layers and heads beside the stand-in's, minutes of forward passes on
-    a CPU, so shipped."""
-    run = shipped_paper_scale(preset)
-    return None if run is None else patching_derivation(run, phases(run).post, samples, eval_seed)
+    (``paper_model``), else None: its layers and heads beside the stand-in's, minutes of forward passes on a CPU,
+    so shipped."""
+    paper = paper_model(preset)
+    return None if paper is None else patching_derivation(paper[0], paper[1].post, samples, eval_seed)
 
 
 def derivations(preset: str) -> list[Derivation]:

@@ -20,9 +20,10 @@ from matcomp.analysis.baselines import (
 from matcomp.analysis.key_numbers import read_nuclear, sweep_derivation_by_run
 from matcomp.analysis.phases import Phases, phases
 from matcomp.analysis.solvers import SOLVER
-from matcomp.book.chapter import model_preset, open_chapter, shipped_paper_scale
+from matcomp.book.chapter import model_preset, open_chapter
 from matcomp.book.chapters import model_runs
 from matcomp.book.judging.verdicts import FALLS, GROWS, Claim
+from matcomp.book.paper_model import paper_model
 from matcomp.book.parameters import COUNT, MULTIPLE, MULTIPLES, RATES, SEED, parameter
 from matcomp.book.spec import ChapterSpec, KeyNumber, KeyNumbers, OneModelParameters
 from matcomp.book.tables import span_text
@@ -249,14 +250,14 @@ KEY_NUMBERS = KeyNumbers(read_nuclear, (
 
 def paper_sweep_derivation(preset: str | None = None, parameters: Parameters | None = None) -> Derivation | None:
     """The chapter's sweep (``sweep_derivation``, with ``parameters``, default the chapter's) on the paper's model,
-    its last checkpoint, where it is shipped with checkpoints (``shipped_paper_scale``), else None: its Fig. 3
-    beside the stand-in's, and the table its key numbers read (``sweep_derivation_by_run``: named by its run)."""
-    run = shipped_paper_scale(preset)
-    if run is None:
+    its last checkpoint, where it is shipped with checkpoints (``paper_model``), else None: its Fig. 3 beside the
+    stand-in's, and the table its key numbers read (``sweep_derivation_by_run``: named by its run)."""
+    paper = paper_model(preset)
+    if paper is None:
         return None
     p = parameters or Parameters()
     samples, _ = p.counts(preset)
-    return sweep_derivation_by_run(run, phases(run).post, p.p_masks, samples, p.lam, p.eval_seed, p.workers)
+    return sweep_derivation_by_run(paper[0], paper[1].post, p.p_masks, samples, p.lam, p.eval_seed, p.workers)
 
 
 def derivations(preset: str) -> list[Derivation]:

@@ -6,11 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from matcomp.analysis.key_numbers import read_observed
-from matcomp.analysis.phases import phases
 from matcomp.analysis.stored_interventions import interventions_derivation
-from matcomp.book.chapter import shipped_paper_scale
 from matcomp.book.chapters import model_runs
 from matcomp.book.judging.verdicts import MOVES, Claim
+from matcomp.book.paper_model import paper_model
 from matcomp.book.parameters import COUNT, SEED, parameter
 from matcomp.book.spec import ChapterSpec, KeyNumber, KeyNumbers, OneModelParameters
 from matcomp.data import second_moment
@@ -78,12 +77,12 @@ def paper_interventions_derivation(preset: str | None = None, samples: int = Par
                                    eval_seed: int = Parameters.eval_seed,
                                    permutations: int = Parameters.permutations) -> Derivation | None:
     """The chapter's interventions on the paper's model, its last checkpoint with its pre-shift one as the donor,
-    where it is shipped with checkpoints (``shipped_paper_scale``), else None: its absolute losses beside the
-    stand-in's, about a minute of forward passes on a CPU, so shipped."""
-    run = shipped_paper_scale(preset)
-    if run is None:
+    where it is shipped with checkpoints (``paper_model``), else None: its absolute losses beside the stand-in's,
+    about a minute of forward passes on a CPU, so shipped."""
+    paper = paper_model(preset)
+    if paper is None:
         return None
-    at = phases(run)
+    run, at = paper
     return interventions_derivation(run, at.pre, at.post, samples, eval_seed, permutations)
 
 

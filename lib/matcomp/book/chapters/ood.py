@@ -11,9 +11,10 @@ import pandas as pd
 from matcomp.analysis.baselines import BERT, NN
 from matcomp.analysis.ood import default_axes, gaussian_config, panel_derivations, rank_panel, rank_panel_config
 from matcomp.analysis.phases import Phases, phases
-from matcomp.book.chapter import chapter_config, open_chapter, shipped_paper_scale
+from matcomp.book.chapter import chapter_config, open_chapter
 from matcomp.book.chapters import seed_runs
 from matcomp.book.judging.verdicts import MATCHES, Claim, holds
+from matcomp.book.paper_model import paper_model
 from matcomp.book.parameters import COUNT, STEP, STEPS, parameter
 from matcomp.book.spec import ChapterSpec, RunParameters
 from matcomp.config import RunConfig
@@ -228,12 +229,12 @@ def derivations(preset: str) -> list[Derivation]:
 
 def paper_panel_derivations(preset: str | None, samples: int, reach: int) -> dict[str, Derivation]:
     """Fig. 19's panels on the paper's model, its last checkpoint, where the scale ships it with checkpoints
-    (``shipped_paper_scale``), else none: trained on rank 2, it reads its own rank panel. Minutes of forward passes
-    of a 768-wide model on a CPU, so shipped; named by its run, so that its tables never replace the stand-in's."""
-    run = shipped_paper_scale(preset)
-    if run is None:
+    (``paper_model``), else none: trained on rank 2, it reads its own rank panel. Minutes of forward passes of a
+    768-wide model on a CPU, so shipped; named by its run, so that its tables never replace the stand-in's."""
+    paper = paper_model(preset)
+    if paper is None:
         return {}
-    post, data = phases(run).post, run.config.data
+    run, post, data = paper[0], paper[1].post, paper[0].config.data
     panels = panel_derivations(run, post, run, post, data, default_axes(data, reach), samples, run.config.train.seed)
     return {axis: replace(d, name=f"{d.name}_{run.path.name}") for axis, d in panels.items()}
 

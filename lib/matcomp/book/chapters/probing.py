@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from matcomp.analysis.key_numbers import read_probing
-from matcomp.analysis.phases import phases
 from matcomp.analysis.stored_probes import probes_derivation
-from matcomp.book.chapter import probing_config, shipped_paper_scale
+from matcomp.book.chapter import probing_config
 from matcomp.book.chapters import model_runs
 from matcomp.book.judging.verdicts import CHECK, FALLS, Claim
+from matcomp.book.paper_model import paper_model
 from matcomp.book.parameters import COUNT, parameter
 from matcomp.book.spec import ChapterSpec, KeyNumber, KeyNumbers, OneModelParameters
 from matcomp.config import RunConfig
@@ -51,10 +51,10 @@ KEY_NUMBERS = KeyNumbers(read_probing, (
 def paper_probes_derivation(preset: str | None = None, train_matrices: int = Parameters.train_matrices,
                             test_matrices: int = Parameters.test_matrices) -> Derivation | None:
     """The chapter's three probes on the paper's model, its last checkpoint, where it is shipped with checkpoints
-    (``shipped_paper_scale``), else None: its Fig. 6 profile beside the stand-in's, minutes of forward passes on a
-    CPU, so shipped."""
-    run = shipped_paper_scale(preset)
-    return None if run is None else probes_derivation(run, phases(run).post, train_matrices, test_matrices)
+    (``paper_model``), else None: its Fig. 6 profile beside the stand-in's, minutes of forward passes on a CPU, so
+    shipped."""
+    paper = paper_model(preset)
+    return None if paper is None else probes_derivation(paper[0], paper[1].post, train_matrices, test_matrices)
 
 
 def derivations(preset: str) -> list[Derivation]:
