@@ -146,6 +146,28 @@ def test_the_key_holds_the_source_of_every_module_the_computation_can_reach(tmp_
     assert derivation.key() != base
 
 
+def test_the_key_holds_the_code_not_its_comments_or_docstrings(tmp_path, monkeypatch):
+    """Rewording a module's, a class's or a function's docstring, a comment or the blank lines keeps the key (the
+    shipped tables stay current); a changed string, number or name in the code does not."""
+    package(tmp_path, {"wordedpkg.__init__": "",
+                       "wordedpkg.a": ('"""Module."""\nSCALE = 1.0  # why\n\n\nclass T:\n    """Holds."""\n'
+                                       '    unit = "# not a comment"\n\n\ndef compute():\n    """Doc."""\n    return {}\n')})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import wordedpkg.a
+
+    derivation = Derivation("worded", wordedpkg.a.compute)
+    source = (tmp_path / "wordedpkg" / "a").with_suffix(".py")
+    text, base = source.read_text(), derivation.key()
+    for old, new in [('"""Module."""', '"""The module, ×\nreworded."""'), ("# why", "# another reason, ‖x‖"),
+                     ('"""Holds."""', "'''Holds what it holds.'''"), ('"""Doc."""', '"""Doc."""  # and a comment'),
+                     ("\n\n\ndef", "\n\n\n\ndef")]:
+        source.write_text(text.replace(old, new))
+        assert derivation.key() == base, new
+    for old, new in [("SCALE = 1.0", "SCALE = 2.0"), ('"# not a comment"', '"# not one"'), ("return {}", "return {1: 2}")]:
+        source.write_text(text.replace(old, new))
+        assert derivation.key() != base, new
+
+
 def test_the_shipped_tables_keys_reach_the_modules_the_hand_lists_left_out():
     """What the lists written by hand missed, which the closure holds: the drop detection and the run
     folders the phases and checkpoints are read through, the presets, the model factory."""
@@ -225,7 +247,7 @@ def test_two_processes_asking_at_once_compute_once(store, shipped):
 
 
 def test_the_shipped_tables_are_those_the_code_would_compute():
-    """A shipped table whose key no longer matches (a checkpoint, parameter, source line or library version
+    """A shipped table whose key no longer matches (a checkpoint, parameter, line of code or library version
     changed) fails here, naming the command that refreshes it, rather than being silently recomputed
     by every build."""
     from matcomp.book.build.plan import plan

@@ -2,11 +2,12 @@
 
 A ``Derivation`` names an analysis, the checkpoints it reads, its parameters and a function that
 computes its tables (a dict of name -> DataFrame). Its **key** is the SHA-256 of all it depends on: each
-checkpoint's SHA-256 as its run's ``complete.json`` records it, the parameters (as JSON), the source of
+checkpoint's SHA-256 as its run's ``complete.json`` records it, the parameters (as JSON), the code of
 every module the computation can run (``import_closure`` of the module that defines the function: the
-imports of its package, followed from module to module, read from the source, none listed by hand), and
-the versions of the libraries whose numerics it depends on (``VERSIONED``). A changed input, line of code
-or library gives a new key, so a table is recomputed rather than read stale.
+imports of its package, followed from module to module, read from the source, none listed by hand; each
+module's source without its comments, docstrings and blank lines, ``code_text``), and the versions of the
+libraries whose numerics it depends on (``VERSIONED``). A changed input, line of code or library gives a
+new key, so a table is recomputed rather than read stale; a reworded comment or docstring does not.
 
 ``load_or_compute(derivation)`` returns its tables from, in order:
 
@@ -32,6 +33,7 @@ import importlib.util
 import io
 import json
 import sys
+import tokenize
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,11 +85,11 @@ class Derivation:
         return {"name": self.name,
                 "checkpoints": [checkpoint_sha256(run, step) for run, step in self.checkpoints],
                 "params": self.params,
-                "sources": {module: source_sha256(module) for module in self.sources()},
+                "sources": {module: code_sha256(module) for module in self.sources()},
                 "versions": versions()}
 
     def key(self) -> str:
-        """The SHA-256 of ``inputs()``: changes when a checkpoint, parameter, source line or version does."""
+        """The SHA-256 of ``inputs()``: changes when a checkpoint, parameter, line of code or version does."""
         text = json.dumps(self.inputs(), sort_keys=True, allow_nan=False, ensure_ascii=True)
         return hashlib.sha256(text.encode()).hexdigest()
 
@@ -122,9 +124,39 @@ def source_path(module: str) -> Path:
     raise ValueError(f"no Python source found for module {module!r}")
 
 
-def source_sha256(module: str) -> str:
-    """The SHA-256 of a module's source file (not importing it)."""
-    return hashlib.sha256(source_path(module).read_bytes()).hexdigest()
+def code_text(source: str) -> str:
+    r"""``source`` without its comments, its docstrings (of the module, classes and functions) and its blank
+    lines, every line's trailing spaces cut: what runs, so that rewording an explanation keeps the tables'
+    keys (docstrings found by ``ast``, comments by ``tokenize``).
+
+    >>> code_text("'''Doc.'''\nX = 1  # one\n\n\ndef f():\n    '''Why ×.'''\n    return '# kept'  # ×\n")
+    "X = 1\ndef f():\n    return '# kept'"
+    """
+    lines = source.splitlines()
+    cuts = []  # ((line, column), (line, column)) spans in characters, lines counted from 1
+    for node in ast.walk(ast.parse(source)):
+        body = getattr(node, "body", None)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body \
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            doc = body[0]
+            cuts.append(((doc.lineno, _characters(lines[doc.lineno - 1], doc.col_offset)),
+                         (doc.end_lineno, _characters(lines[doc.end_lineno - 1], doc.end_col_offset))))
+    cuts += [(token.start, token.end) for token in tokenize.generate_tokens(io.StringIO(source).readline)
+             if token.type == tokenize.COMMENT]
+    for (first, start), (last, end) in sorted(cuts, reverse=True):  # from the end, so earlier spans stay put
+        lines[first - 1:last] = [lines[first - 1][:start] + lines[last - 1][end:]]
+    return "\n".join(line.rstrip() for line in lines if line.strip())
+
+
+def _characters(line: str, offset: int) -> int:
+    """The character column of ``ast``'s UTF-8 byte offset ``offset`` in ``line``."""
+    return len(line.encode()[:offset].decode())
+
+
+def code_sha256(module: str) -> str:
+    """The SHA-256 of a module's code (``code_text`` of its source file, not importing it)."""
+    return hashlib.sha256(code_text(source_path(module).read_text(encoding="utf-8")).encode()).hexdigest()
 
 
 _IMPORTS: dict[tuple[str, int, int], tuple[str, ...]] = {}  # (path, mtime, size) -> its package's imports

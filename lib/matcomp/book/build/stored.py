@@ -7,7 +7,7 @@ parameters (``ChapterSpec.defaults``), so the shipped tables are exactly the one
 
 ``python -m matcomp derive`` computes whichever is missing or stale and replaces the old files;
 ``tests/test_derived.py`` fails, naming that command, when a shipped table no longer matches what the
-code would compute (its key: checkpoints, parameters, source, library versions).
+code would compute (its key: checkpoints, parameters, code, library versions).
 """
 
 from __future__ import annotations
