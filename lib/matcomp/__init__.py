@@ -21,7 +21,7 @@ the imports to keep it so):
 
 import importlib
 
-# the package's shortcuts, imported on first use: ``import matcomp.book.sweep`` (a sweep's kernel) does not
+# the package's shortcuts, imported on first use: ``import matcomp.book.build.sweep`` (a sweep's kernel) does not
 # pay for torch and transformers
 _SHORTCUTS = {
     "matcomp.config": ["DataConfig", "ModelConfig", "RunConfig", "TrainConfig"],

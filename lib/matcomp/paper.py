@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-SUDDEN_DROP = {  # NeurIPS §3, Fig. 2
+SUDDEN_DROP = {  # NeurIPS §3, Fig. 2; the plateau's L_mask is §3.1.2's, of the pre-shift model at step 4,000
     "L_mask on the plateau": 0.2236,
     "drop step": 15000,
     "final L": 4e-3,
@@ -33,7 +33,7 @@ COPY_TABLE = {
     (14000, "random", -0.24): (4.1e-6, 1.1e-4),
 }
 
-# NeurIPS §3.1 (attention ablation, model switching): the pre-shift model (step 4,000), 256 samples:
+# NeurIPS §3.1.2 (uniform ablation, model switching): the pre-shift model (step 4,000), 256 samples:
 # condition -> (L_obs, L_mask)
 PRE_SHIFT = {
     "no intervention": (3.4e-4, 0.2236),

@@ -1,5 +1,5 @@
 """What a run costs on this machine: seconds per training step, measured for its shape and cached,
-or estimated from its FLOPs where it was never measured (the plan of ``matcomp.book.plan``).
+or estimated from its FLOPs where it was never measured (the plan of ``matcomp.book.build.plan``).
 
 A step's cost depends on the shape of the work (matrix size, model, batch, precision), the device
 and the threads, not on the seed or the learning rate: measurements are cached by that key in
