@@ -9,12 +9,15 @@ import torch
 from matcomp.analysis.heads import classify_model, mean_maps
 from matcomp.analysis.interventions import attention_interventions
 from matcomp.analysis.patching import all_layers, last_layer, negation_patching, per_head, per_layer
+from matcomp.analysis.evaluation import copy_check, losses
 from matcomp.analysis.positions import permuted_losses
 from matcomp.analysis.probing import probe_layers
+from matcomp.analysis.stored_copying import POST_SHIFT_MODEL, stored_copying
 from matcomp.analysis.stored_interventions import PERMUTED, stored_interventions
 from matcomp.analysis.stored_patching import stored_patching
 from matcomp.analysis.stored_probes import probes_derivation, stored_probes
 from matcomp.book.chapters.attention_patching import paper_patching_derivation
+from matcomp.book.chapters.copying_phase import paper_copying_derivation
 from matcomp.book.chapters.head_taxonomy import maps_and_families
 from matcomp.book.chapters.nuclear_norm import Parameters, paper_sweep_derivation
 from matcomp.book.chapters.observed_entries import paper_interventions_derivation
@@ -49,6 +52,7 @@ def test_a_scale_without_the_paper_model_says_so_and_derives_nothing_for_it():
                                            "scale (it is at the default scale, cpu")
     assert paper_probes_derivation("smoke") is None and paper_sweep_derivation("smoke") is None
     assert paper_interventions_derivation("smoke") is None and paper_patching_derivation("smoke") is None
+    assert paper_copying_derivation("smoke") is None
     assert paper_panel_derivations("smoke", 64, 2) == {} and paper_panels("smoke", 64, 2) is None
 
 
@@ -63,6 +67,11 @@ def test_the_paper_models_derived_tables_are_named_by_its_run_and_keep_the_chapt
     assert [(c["run"], c["step"]) for c in interventions.inputs()["checkpoints"]] == [("paper-d34517864a", 4000),
                                                                                      ("paper-d34517864a", 29000)]
     assert (interventions.params["samples"], interventions.params["permutations"]) == (256, 5)
+    copying = paper_copying_derivation("cpu")  # Table 1 on its pre-shift checkpoint, the paper's step 4,000
+    assert copying.name == "copying_paper-d34517864a"
+    assert [(c["run"], c["step"]) for c in copying.inputs()["checkpoints"]] == [("paper-d34517864a", 4000),
+                                                                               ("paper-d34517864a", 29000)]
+    assert (copying.params["copy_samples"], copying.params["ablation_samples"]) == (512, 256)
     patching = paper_patching_derivation("cpu")
     assert patching.name == "patching_paper-d34517864a" and patching.params["samples"] == 256
     assert [(c["run"], c["step"]) for c in patching.inputs()["checkpoints"]] == [("paper-d34517864a", 29000)]
@@ -119,6 +128,22 @@ def test_stored_interventions_are_the_chapters_interventions_computed_once_and_r
     pd.testing.assert_frame_equal(again["interventions"], tables["interventions"])
     with pytest.raises(ValueError, match="samples"):
         stored_interventions(run, pre, post, 0, 3, 2)
+
+
+def test_stored_copying_is_the_chapters_copy_table_and_pre_shift_interventions_read_back(micro, store):
+    run = get_or_train(micro, progress=False)
+    pre, post = run.steps[1], run.steps[-1]
+    tables = stored_copying(run, pre, post, 24, 16, 3)
+    pd.testing.assert_frame_equal(tables["copy"], copy_check(run.bert(pre), micro.data, 24, 3))
+    batch = sample_batch(micro.data, 16, analysis_generator(3))
+    expected = attention_interventions(run.bert(pre), run.bert(post), batch, "post-shift")
+    pd.testing.assert_frame_equal(tables["interventions"].drop(POST_SHIFT_MODEL), expected)
+    assert tables["interventions"].loc[POST_SHIFT_MODEL].tolist() == [losses(run.bert(post), batch)[name]
+                                                                      for name in ("L_obs", "L_mask")]
+    assert list((store / "derived").glob(f"copying_{run.path.name}-*.json"))  # stored under its run's name
+    pd.testing.assert_frame_equal(stored_copying(run, pre, post, 24, 16, 3)["copy"], tables["copy"])
+    with pytest.raises(ValueError, match="ablation_samples"):
+        stored_copying(run, pre, post, 24, 0, 3)
 
 
 def test_stored_patching_is_the_chapters_patching_of_layers_and_heads_computed_once_and_read_back(micro, store):

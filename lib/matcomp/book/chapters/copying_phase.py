@@ -6,13 +6,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from matcomp.analysis.key_numbers import read_copying
+from matcomp.analysis.stored_copying import copying_derivation
 from matcomp.book.chapters import model_runs
 from matcomp.book.judging.verdicts import MOVES, Claim
+from matcomp.book.paper_model import paper_model
 from matcomp.book.parameters import COUNT, SEED, parameter
 from matcomp.book.spec import ChapterSpec, KeyNumber, KeyNumbers, OneModelParameters
 from matcomp.data import second_moment
 from matcomp.paper import COPY_TABLE, PRE_SHIFT, PRE_SHIFT_STEP, reported_ratio
 from matcomp.presets import preset as named_preset
+from matcomp.runs.derived import Derivation
 
 
 @dataclass(frozen=True)
@@ -59,4 +62,22 @@ KEY_NUMBERS = KeyNumbers(read_copying, (
               tests=("pre_shift_model_switching",))))
 
 
-CHAPTER = ChapterSpec("copying_phase", Parameters, model_runs, key_numbers=KEY_NUMBERS)
+def paper_copying_derivation(preset: str | None = None, copy_samples: int = Parameters.copy_samples,
+                              ablation_samples: int = Parameters.ablation_samples,
+                              eval_seed: int = Parameters.eval_seed) -> Derivation | None:
+    """The chapter's copy table and interventions on the paper's model, its pre-shift checkpoint (the paper's step
+    4,000) with its last as the donor, where it is shipped with checkpoints (``paper_model``), else None: minutes of
+    forward passes on a CPU, so shipped."""
+    paper = paper_model(preset)
+    if paper is None:
+        return None
+    run, at = paper
+    return copying_derivation(run, at.pre, at.post, copy_samples, ablation_samples, eval_seed)
+
+
+def derivations(preset: str) -> list[Derivation]:
+    """The paper's model's copying tables at ``preset`` with the chapter's default parameters, where shipped."""
+    return list(filter(None, [paper_copying_derivation(preset)]))
+
+
+CHAPTER = ChapterSpec("copying_phase", Parameters, model_runs, key_numbers=KEY_NUMBERS, derivations=derivations)
