@@ -15,7 +15,9 @@ from matcomp.analysis.heads import (
     longest_column_margin,
     longest_runs,
     map_scores,
+    matrix_masses,
     mean_maps,
+    resampled_counts,
     score_baselines,
     separating_mask,
 )
@@ -228,3 +230,31 @@ def test_the_separating_mask_keeps_its_longest_column_apart_from_the_masked_rows
 def test_a_separating_mask_needs_five_rows_and_columns():
     with pytest.raises(ValueError, match="must be >= 5"):
         separating_mask(4, 7)
+
+
+def test_matrix_masses_are_the_scores_before_their_mean_and_an_identical_batch_resamples_to_itself():
+    observed = random_mask(16, M, N_COLS, 0.3, torch.Generator().manual_seed(1))
+    maps = synthetic_maps(16)
+    sums, counts = matrix_masses(maps, observed)
+    assert sums.shape == (16, 4, len(SCORES)) and counts.shape == (16, len(SCORES))
+    torch.testing.assert_close(sums.sum(0) / counts.sum(0), torch.tensor(map_scores(maps, observed).to_numpy()),
+                               equal_nan=True)
+    # one matrix repeated: every resample is the batch itself, so every draw counts the batch's heads
+    same = observed[:1].expand(16, M, N_COLS)
+    cache = {"probs.0": maps, "probs.1": maps.flip(1)}
+    draws = resampled_counts(cache, same, 5, torch.Generator().manual_seed(0))
+    whole = classify_heads(pd.concat([map_scores(cache[f"probs.{i}"], same) for i in (0, 1)], keys=[0, 1],
+                                     names=["layer", "head"]), score_baselines(same))
+    assert len(draws) == 5 and (draws == family_counts({"all": whole})["all"]).all().all()
+    assert draws.loc[0, "row"] == 2 and draws.loc[0, "identity"] == 2  # a row and an identity head in each layer
+
+
+def test_a_head_at_its_threshold_changes_family_between_resamples():
+    """Half the matrices give a head a row score above the mass threshold and half below: its count moves
+    with the matrices a resample draws, which is the spread a count's standard error reports."""
+    observed = torch.ones(40, M, N_COLS, dtype=torch.bool)
+    maps = synthetic_maps(40)[:, [0, 3]].clone()  # a row head and a uniform head
+    maps[20:, 0] = normalised(torch.ones(S, S, dtype=torch.bool))  # the row head uniform on half the matrices
+    draws = resampled_counts({"probs.0": maps}, observed, 200, torch.Generator().manual_seed(0),
+                             mass=float(map_scores(maps, observed).loc[0, "row"]))
+    assert 0.2 < (draws["row"] == 1).mean() < 0.8  # the threshold is its score over the whole batch

@@ -7,9 +7,25 @@ import numpy as np
 import pytest
 import torch
 
-from matcomp.analysis.embeddings import cluster_score, position_embeddings, position_groups
+from matcomp.analysis.embeddings import (
+    arrangement_correlation,
+    cluster_score,
+    position_embeddings,
+    position_groups,
+    task_values,
+    value_embeddings,
+)
 from matcomp.analysis.evaluation import copy_check
-from matcomp.analysis.key_numbers import jackknife, read_copying, read_embeddings, read_probing
+from matcomp.analysis.heads import NO_FAMILY, classify_model, family_counts, group_ablation
+from matcomp.analysis.key_numbers import (
+    _least_group_ablation,
+    heads_id,
+    jackknife,
+    read_copying,
+    read_embeddings,
+    read_probing,
+    read_taxonomy,
+)
 from matcomp.analysis.phases import Phases
 from matcomp.analysis.probing import answer_zero_mse, probe_layers
 from matcomp.data import sample_batch, second_moment
@@ -47,7 +63,7 @@ def test_the_copy_errors_are_the_worst_table_1_cell_of_the_pre_shift_model_over_
 def test_the_position_silhouettes_carry_a_jackknife_error_over_the_positions(trained):
     run, phases = trained
     d = run.config.data
-    numbers = read_embeddings(run, phases)
+    numbers = read_embeddings(run, phases, value_samples=64)
     points = position_embeddings(run.bert(phases.post), d.n_rows, d.n_cols)
     rows, cols = position_groups(d.n_rows, d.n_cols)
     assert numbers["column_silhouette"].value == pytest.approx(cluster_score(points, cols))
@@ -56,6 +72,42 @@ def test_the_position_silhouettes_carry_a_jackknife_error_over_the_positions(tra
     n = len(cols)
     assert numbers["column_silhouette"].se == pytest.approx(math.sqrt((n - 1) / n * np.var(leave_one_out) * n))
     assert numbers["column_silhouette_pre"].se > 0  # the pre-shift model's too
+
+
+def test_the_value_tokens_arrangement_is_read_at_the_copy_tables_last_step_with_an_error_over_the_tokens(trained):
+    run, phases = trained
+    numbers = read_embeddings(run, phases, value_samples=64)
+    values = task_values(run.config.data, 64)
+    final, earlier = (value_embeddings(run.bert(step), values) for step in (phases.post, phases.copy_steps[-1]))
+    aligned = numbers["tokens_arranged_before_drop"]
+    assert aligned.value == pytest.approx(arrangement_correlation(final, earlier))
+    assert aligned.value != pytest.approx(arrangement_correlation(final, value_embeddings(run.bert(phases.pre),
+                                                                                          values)))
+    assert 0 < aligned.se < 1
+
+
+def test_head_counts_carry_a_bootstrap_error_and_no_family_leaves_no_family_ablation(trained):
+    run, phases = trained
+    thresholds = {"mass": 0.3, "enrichment": 1.5, "identity_enrichment": 2.0, "mask_ratio": 0.25, "near": 0.8}
+    numbers = read_taxonomy(run, phases, samples=32, eval_seed=0, **thresholds)
+    batch = sample_batch(run.config.data, 32, analysis_generator(0))
+    counts = family_counts({"random": classify_model(run.bert(phases.post), batch, **thresholds)})["random"]
+    for family in ("row", "column"):
+        assert numbers[heads_id(family)].value == counts[family]
+        assert numbers[heads_id(family)].se >= 0  # 0 where every resample classifies alike
+    assert (counts.drop(NO_FAMILY) == 0).all() and math.isnan(numbers["least_group_ablation"].value)  # near-uniform
+
+
+def test_the_least_family_ablation_is_the_smallest_l_mask_rise_of_app_ls_table_leaving_out_no_family(trained):
+    run, phases = trained
+    model = run.bert(phases.post)
+    batch = sample_batch(run.config.data, 32, analysis_generator(0))
+    table = classify_model(model, batch).assign(families=["row, column", NO_FAMILY])  # families given by hand
+    least = _least_group_ablation(model, batch, table)
+    ablated = group_ablation(model, batch, {"row": [(0, 0)], "column": [(0, 0)], NO_FAMILY: [(0, 1)]})
+    assert least.value == pytest.approx(ablated.loc["row", "L_mask ratio"], rel=1e-5)  # head (0, 1) left out
+    assert least.value != pytest.approx(ablated.loc[NO_FAMILY, "L_mask ratio"], rel=1e-5)
+    assert least.se > 0
 
 
 def test_a_jackknife_of_well_separated_groups_is_tight_and_of_no_grouping_is_wide():

@@ -6,10 +6,10 @@ import pandas as pd
 import pytest
 import torch
 
+from matcomp.analysis.evaluation import copy_check, losses
 from matcomp.analysis.heads import classify_model, mean_maps
 from matcomp.analysis.interventions import attention_interventions
 from matcomp.analysis.patching import all_layers, last_layer, negation_patching, per_head, per_layer
-from matcomp.analysis.evaluation import copy_check, losses
 from matcomp.analysis.positions import permuted_losses
 from matcomp.analysis.probing import probe_layers
 from matcomp.analysis.stored_copying import POST_SHIFT_MODEL, stored_copying

@@ -3,9 +3,10 @@
 A run of seed s initialises its model from ``torch.manual_seed(s)`` (``seeded``), draws its training
 batches from stream s·1000 + 1, its evaluation batches from s·1000 + 2 and, with the grid
 position initialisation, that grid from s·1000 + 3 (``stream``). Analyses of a trained model draw
-from 10⁶ + s (``analysis_generator``), apart from every training stream of seeds below 1000;
-position permutations from their own seed (``permutation_generator``), and the random masks of the
-identifiability count (``matcomp.analysis.variants``) from theirs (``mask_generator``).
+from 10⁶ + s (``analysis_generator``), apart from every training stream of seeds below 1000, and resample
+their matrices from 2·10⁶ + s (``analysis_generator(10⁶ + s)``: ``key_numbers.resample_generator``, the bootstraps
+of a head count's standard error); position permutations from their own seed (``permutation_generator``), and
+the random masks of the identifiability count (``matcomp.analysis.variants``) from theirs (``mask_generator``).
 
 >>> stream(2, TRAIN).initial_seed(), analysis_generator(2).initial_seed()
 (2001, 1000002)

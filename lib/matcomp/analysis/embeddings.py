@@ -197,6 +197,21 @@ def tsne_layout(points: torch.Tensor, seed: int = 0) -> np.ndarray:
                 init="pca").fit_transform(np.asarray(points))
 
 
+def arrangement_correlation(final: torch.Tensor, earlier: torch.Tensor, k: int = 2) -> float:
+    """How closely the value tokens' embeddings ``earlier`` (V, d) lie in their ``final`` arrangement (V, d), as the
+    paper's Fig. 9 shows it: both seen on ``final`` 's top ``k`` principal directions (``on_top_components``), the
+    correlation of the two pictures' coordinates on each direction, averaged over the ``k``: 1 is the final picture
+    up to a stretch and a shift of each axis, about 0 an arrangement unrelated to it (an untrained embedding).
+
+    >>> final = torch.tensor([[-2.0, 0.0, 1.0], [2.0, 0.0, 1.0], [0.0, 1.0, 1.0], [0.0, -1.0, 1.0]])
+    >>> stretched, shuffled = 3 * final + 1, final.flip(0)  # each token's place taken by another's
+    >>> round(arrangement_correlation(final, stretched), 6), round(arrangement_correlation(final, shuffled), 6)
+    (1.0, 0.0)
+    """
+    seen = [on_top_components(final, points, k).double() for points in (final, earlier)]
+    return float(np.mean([np.corrcoef(seen[0][:, i], seen[1][:, i])[0, 1] for i in range(k)]))
+
+
 def on_top_components(reference: torch.Tensor, points: torch.Tensor, k: int = 2) -> torch.Tensor:
     """(N, k): ``points`` (N, d) centred on ``reference`` 's mean and projected on the top ``k``
     principal directions of ``reference`` (M, d), so that the value tokens of earlier checkpoints are

@@ -114,7 +114,28 @@ def _mass(maps: torch.Tensor, keys: torch.Tensor, queries: torch.Tensor) -> torc
 def map_scores(maps: torch.Tensor, observed: torch.Tensor) -> pd.DataFrame:
     """The scores (columns ``SCORES``) of each head (rows, index ``head``) of one layer, from its
     per-matrix maps (N, H, S, S) and the masks (N, m, n) or one shared mask (m, n)."""
-    observed = _observed(observed, maps)
+    observed, maps = _observed(observed, maps), maps.float()
+    sets = _score_sets(observed)
+    return pd.DataFrame({name: _mass(maps, *sets[name]).numpy() for name in SCORES},
+                        index=pd.RangeIndex(maps.shape[1], name="head"))
+
+
+def matrix_masses(maps: torch.Tensor, observed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each score's mass summed over each matrix's queries, (N, H, len(SCORES)), and how many queries each
+    matrix gives it, (N, len(SCORES)), for one layer's maps (N, H, S, S) and masks (N, m, n): a score is their sums'
+    ratio, so that the scores of any resample of the matrices follow without another forward pass
+    (``resampled_counts``)."""
+    observed, maps, sums, counts = _observed(observed, maps), maps.float(), [], []
+    sets = _score_sets(observed)
+    for keys, queries in (sets[name] for name in SCORES):
+        weight = queries.expand(maps.shape[0], maps.shape[-1]).float()  # (N, S)
+        sums.append(((maps * keys.unsqueeze(-3)).sum(-1) * weight.unsqueeze(1)).sum(-1))  # (N, H)
+        counts.append(weight.sum(-1))
+    return torch.stack(sums, -1), torch.stack(counts, -1)
+
+
+def _score_sets(observed: torch.Tensor) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """Each score's keys (broadcastable to (N, S, S)) and queries (broadcastable to (N, S)) on masks (N, m, n)."""
     N, m, n = observed.shape
     S = m * n
     row, col = torch.arange(S) // n, torch.arange(S) % n
@@ -125,7 +146,7 @@ def map_scores(maps: torch.Tensor, observed: torch.Tensor) -> pd.DataFrame:
     every = torch.ones(1, S, dtype=torch.bool)
     lone = (observed.sum(-1) == 1)[:, row] & ~flat[:, 0]  # (N, S): missing, in a row with one observed entry
     best = longest_column(observed)  # (N,)
-    sets = {
+    return {
         "row": (same_row & ~eye, ~lone),
         "column": (same_col & ~eye, every),
         "self": (eye, every),
@@ -135,9 +156,6 @@ def map_scores(maps: torch.Tensor, observed: torch.Tensor) -> pd.DataFrame:
         "masked_row": (flat & same_row, lone),
         "longest_column": ((col[None, :] == best[:, None]).unsqueeze(1), every),
     }
-    maps = maps.float()
-    return pd.DataFrame({name: _mass(maps, keys, queries).numpy() for name, (keys, queries) in sets.items()},
-                        index=pd.RangeIndex(maps.shape[1], name="head"))
 
 
 def uniform_row_column(m: int, n: int) -> tuple[float, float]:
@@ -234,6 +252,26 @@ def family_counts(tables: dict, families=FAMILIES + (NO_FAMILY,)) -> pd.DataFram
     seeds); a head of several families counts in each."""
     return pd.DataFrame({key: [sum(f in labels.split(", ") for labels in table.families) for f in families]
                          for key, table in tables.items()}, index=pd.Index(families, name="family"))
+
+
+def resampled_counts(cache: dict[str, torch.Tensor], observed: torch.Tensor, draws: int,
+                     generator: torch.Generator, **thresholds) -> pd.DataFrame:
+    """Heads of each family (columns, ``FAMILIES`` and ``NO_FAMILY``) in each of ``draws`` bootstrap resamples
+    (rows) of the matrices behind a ``run_with_cache`` cache of every layer's ``probs`` (masks ``observed``,
+    (N, m, n)), each resample classified as a whole batch is (``classify_heads`` with ``thresholds``, against its
+    own masks' baselines): how far a head count rests on which matrices were drawn."""
+    draws = checks.count(draws, "draws")
+    layers = sorted(int(name.split(".")[1]) for name in cache if name.startswith("probs."))
+    masses = [matrix_masses(cache[f"probs.{i}"], observed) for i in layers]
+    index = pd.MultiIndex.from_product([layers, range(masses[0][0].shape[1])], names=["layer", "head"])
+    rows = []
+    for _ in range(draws):
+        pick = torch.randint(observed.shape[0], (observed.shape[0],), generator=generator)
+        scores = torch.cat([sums[pick].sum(0) / counts[pick].sum(0) for sums, counts in masses])  # (L·H, scores)
+        table = classify_heads(pd.DataFrame(scores.numpy(), columns=list(SCORES), index=index),
+                               score_baselines(observed[pick]), **thresholds)
+        rows.append(family_counts({"draw": table})["draw"])
+    return pd.DataFrame(rows).reset_index(drop=True)
 
 
 def classify_model(model: MatrixBert, batch: Batch, **thresholds) -> pd.DataFrame:

@@ -22,10 +22,28 @@ import torch
 
 from matcomp import checks
 from matcomp.analysis.baselines import BERT, NN, REGULARISED, headline_table, sweep_derivation
-from matcomp.analysis.embeddings import cluster_score, middle_row_z, position_embeddings, position_groups
-from matcomp.analysis.evaluation import copy_check
-from matcomp.analysis.heads import NO_FAMILY, classify_model, family_counts, separating_mask
-from matcomp.analysis.interventions import intervention_predictions, interventions_table
+from matcomp.analysis.embeddings import (
+    arrangement_correlation,
+    cluster_score,
+    middle_row_z,
+    position_embeddings,
+    position_groups,
+    task_values,
+    value_embeddings,
+)
+from matcomp.analysis.evaluation import copy_check, predict
+from matcomp.analysis.heads import (
+    NO_FAMILY,
+    cached_scores,
+    classify_heads,
+    classify_model,
+    family_counts,
+    heads_by_family,
+    resampled_counts,
+    score_baselines,
+    separating_mask,
+)
+from matcomp.analysis.interventions import ablate_heads, intervention_predictions, interventions_table
 from matcomp.analysis.patching import all_layers, last_layer, negation_patching, restored_fraction
 from matcomp.analysis.phases import Phases
 from matcomp.analysis.positions import permuted_losses
@@ -33,13 +51,22 @@ from matcomp.analysis.probing import fit_probe, layer_features, probe_layers, pr
 from matcomp.data import Batch, matrix_count, sample_batch, second_moment
 from matcomp.drop import leave_step
 from matcomp.metrics import loss_ratio
+from matcomp.models.bert import MatrixBert
+from matcomp.models.hooks import attention_hooks, explicit_attention, run_with_cache
 from matcomp.runs.derived import Derivation, load_or_compute
 from matcomp.runs.run import Run
-from matcomp.seeding import analysis_generator
+from matcomp.seeding import ANALYSIS_OFFSET, analysis_generator
 
 NOISE_SE = 2.0  # standard errors within which an estimate cannot be told from no effect (the verdicts' rule too)
 TAXONOMY_FAMILIES = ("row", "column", "masked-row", "longest-contiguous-column")
 SEPARATED = ("masked-row", "longest-contiguous-column")  # the families fig5_mask cannot tell apart
+RESAMPLES = 200  # bootstrap resamples of the evaluation matrices behind a head count's standard error
+
+
+def resample_generator(seed: int) -> torch.Generator:
+    """The CPU generator of the bootstrap resamples of the matrices ``analysis_generator(seed)`` drew: stream
+    2·10⁶ + ``seed``, their own, as ``matcomp.seeding`` lists it."""
+    return analysis_generator(ANALYSIS_OFFSET + checks.seed(seed, "eval_seed", ANALYSIS_OFFSET), "eval_seed")
 
 
 class Estimate(NamedTuple):
@@ -158,19 +185,47 @@ def read_taxonomy(run: Run, phases: Phases, *, samples: int, eval_seed: int, mas
     if min(d.n_rows, d.n_cols) >= 5:
         masks["separating"] = separating_mask(d.n_rows, d.n_cols)
     batches = {name: _batch(run, samples, eval_seed, mask) for name, mask in masks.items()}
-    tables = {name: classify_model(model, batch, **thresholds) for name, batch in batches.items()}
+    classified = {name: _classified(model, batch, thresholds, eval_seed) for name, batch in batches.items()}
+    tables = {name: table for name, (table, _) in classified.items()}
     counts = family_counts(tables).astype(float)
-    numbers = {heads_id(family): Estimate(counts.loc[family, "random"]) for family in TAXONOMY_FAMILIES}
+    spread = {name: draws.std(ddof=1) for name, (_, draws) in classified.items()}
+    numbers = {heads_id(family): Estimate(counts.loc[family, "random"], spread["random"][family])
+               for family in TAXONOMY_FAMILIES}
     identity = [layer for layer, _ in tables["random"].index[tables["random"].families.str.contains("identity")]]
     last = run.config.model.layers - 1  # layers counted from 0
     numbers["identity_last_layer_share"] = Estimate(sum(layer == last for layer in identity) / len(identity)
                                                     if identity else float("nan"))
     for family in SEPARATED:
-        numbers[heads_id(family, "separating")] = Estimate(counts.loc[family, "separating"] if "separating" in counts
-                                                           else float("nan"))
+        numbers[heads_id(family, "separating")] = (Estimate(counts.loc[family, "separating"],
+                                                            spread["separating"][family])
+                                                   if "separating" in counts else Estimate(float("nan")))
+    numbers["least_group_ablation"] = _least_group_ablation(model, batches["random"], tables["random"])
     before = classify_model(run.bert(phases.pre), batches["random"], **thresholds)
     numbers["pre_shift_family_heads"] = Estimate(float((before.families != NO_FAMILY).sum()))
     return numbers
+
+
+def _classified(model: MatrixBert, batch: Batch, thresholds: dict, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``classify_model`` of ``model`` on ``batch``, and the family counts of ``RESAMPLES`` bootstrap resamples of
+    its matrices (``resampled_counts``, drawn from ``resample_generator(seed)``), from one forward pass."""
+    _, cache = run_with_cache(model, batch.ids, ["probs"])
+    table = classify_heads(cached_scores(cache, batch.observed), score_baselines(batch.observed), **thresholds)
+    return table, resampled_counts(cache, batch.observed, RESAMPLES, resample_generator(seed), **thresholds)
+
+
+def _least_group_ablation(model: MatrixBert, batch: Batch, table: pd.DataFrame) -> Estimate:
+    """NeurIPS App. L: the heads of each family of ``table`` (``heads_by_family``; not those of no family, whose
+    like the paper calls of no significant effect, §3.2.2) ablated uniformly together, one family at a time, on
+    ``batch``; the smallest rise of L_mask over the unablated model's, with its paired standard error
+    (``loss_ratio``): the family that moves the output least. NaN where no head has a family."""
+    with attention_hooks(model, explicit_attention(model)):  # the ablations' own attention path, so 1 is no change
+        base = predict(model, batch.ids)
+    rises = []
+    for family, heads in heads_by_family(table).items():
+        if family != NO_FAMILY:
+            with ablate_heads(model, heads):
+                rises.append(Estimate(*loss_ratio(predict(model, batch.ids), base, batch.values, ~batch.observed)))
+    return min(rises, key=lambda rise: rise.value, default=Estimate(float("nan")))
 
 
 def jackknife(statistic: Callable[[np.ndarray], float], n: int) -> Estimate:
@@ -208,14 +263,20 @@ def _silhouettes(points: torch.Tensor, n_rows: int, n_cols: int) -> dict[str, Es
     return {"by column": jackknife(column, len(cols)), "by column − by row": jackknife(column_minus_row, len(cols))}
 
 
-def read_embeddings(run: Run, phases: Phases) -> dict[str, Estimate]:
+def read_embeddings(run: Run, phases: Phases, *, value_samples: int) -> dict[str, Estimate]:
     """How the position embeddings cluster by column before and after the drop, with standard errors over the
-    positions, and the middle row's norm dip (NeurIPS §3.2.3, Fig. 7; WS Fig. 8)."""
+    positions, and the middle row's norm dip (NeurIPS §3.3, Fig. 7; WS Fig. 8); and how closely the value tokens
+    (every one the task uses, found from ``value_samples`` matrices) lie in their final arrangement at the copy
+    table's last step, the paper's 14,000 of its drop at 15,000 (Fig. 9), with its standard error over the tokens."""
     d = run.config.data
     before, after = (_silhouettes(position_embeddings(run.bert(step), d.n_rows, d.n_cols), d.n_rows, d.n_cols)
                      for step in (phases.pre, phases.post))
+    values = task_values(d, matrix_count(d, value_samples, "value_samples"))
+    final, earlier = (value_embeddings(run.bert(step), values) for step in (phases.post, phases.copy_steps[-1]))
+    aligned = jackknife(lambda kept: arrangement_correlation(final[kept], earlier[kept]), len(values))
     return {"column_silhouette": after["by column"], "column_minus_row": after["by column − by row"],
-            "column_silhouette_pre": before["by column"], "middle_row_z": Estimate(middle_row_z(run, phases.post))}
+            "column_silhouette_pre": before["by column"], "middle_row_z": Estimate(middle_row_z(run, phases.post)),
+            "tokens_arranged_before_drop": aligned}
 
 
 def read_probing(run: Run, phases: Phases, *, train_matrices: int, test_matrices: int) -> dict[str, Estimate]:
@@ -275,9 +336,9 @@ def reader_parameters(read: Reader) -> tuple[str, ...]:
 
 
 def key_numbers_derivation(finding: str, read: Reader, run: Run, phases: Phases, params: dict) -> Derivation:
-    """The key numbers of ``finding`` (a chapter) read by ``read`` on ``run``'s pre- and post-shift checkpoints
-    with the chapter's parameters ``params`` (those ``read`` does not take are ignored), as a stored derivation
-    with one table, "numbers" (one row an id: its value and standard error)."""
+    """The key numbers of ``finding`` (a chapter) read by ``read`` on ``run``'s pre-shift, copy-table and post-shift
+    checkpoints with the chapter's parameters ``params`` (those ``read`` does not take are ignored), as a stored
+    derivation with one table, "numbers" (one row an id: its value and standard error)."""
     names = reader_parameters(read)
     missing = sorted(set(names) - set(params))
     if missing:
@@ -290,7 +351,7 @@ def key_numbers_derivation(finding: str, read: Reader, run: Run, phases: Phases,
         return {"numbers": table.rename_axis("key number")}
 
     key = {name: value for name, value in given.items() if name != "workers"}  # workers change the speed only
-    checkpoints = [(run, phases.pre), (run, phases.post)]
+    checkpoints = [(run, step) for step in sorted({phases.pre, *phases.copy_steps, phases.post})]
     return Derivation(f"key_numbers_{finding}_{run.path.name}", compute, checkpoints, key)
 
 

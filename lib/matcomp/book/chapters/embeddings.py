@@ -20,7 +20,7 @@ from matcomp.analysis.key_numbers import read_embeddings
 from matcomp.analysis.phases import Phases
 from matcomp.book.chapter import model_preset, open_chapter
 from matcomp.book.chapters import model_runs, seed_runs
-from matcomp.book.judging.verdicts import CHECK, Claim
+from matcomp.book.judging.verdicts import CHECK, MOVES, Claim
 from matcomp.book.parameters import COUNT, TSNE_SEED, parameter
 from matcomp.book.spec import ChapterSpec, KeyNumber, KeyNumbers, OneModelParameters
 from matcomp.book.tables import at_step
@@ -137,7 +137,11 @@ KEY_NUMBERS = KeyNumbers(read_embeddings, (
               Claim(Side(0.1, above=False, strict=True), ours=True), pre_shift=True, check=CHECK,
               tests=("position_clusters_after_drop",)),
     # its mean norm in sd of the other rows' norms, from their mean
-    KeyNumber("middle_row_z", "position norms: middle row's z", MIDDLE_ROW_DIP, tests=("position_norm_dip",))))
+    KeyNumber("middle_row_z", "position norms: middle row's z", MIDDLE_ROW_DIP, tests=("position_norm_dip",)),
+    # "align very closely to the final arrangement before the actual drop" (§3.3, Fig. 9), at the paper's last panel
+    # before it; the final arrangement is the last checkpoint's, which training still moves (``MOVES``)
+    KeyNumber("tokens_arranged_before_drop", "value tokens before the drop: correlation with their final arrangement",
+              Claim(Side(0.9), ours=True, training=MOVES), tests=("token_embeddings_before_drop",))))
 
 
 CHAPTER = ChapterSpec("embeddings", Parameters, runs_read, opening=Opening, key_numbers=KEY_NUMBERS)

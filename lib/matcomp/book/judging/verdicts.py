@@ -138,6 +138,9 @@ class Claim:
         ('matches', 'against', 'against')
         >>> Claim(Side(1, above=False, strict=True)).mark(0.915, se=0.14), Claim(2.6, 1).mark(1.9, se=0.2)
         ('cannot tell', 'direction only')
+        >>> heads = Claim(Side(1), reference=0)  # a head count, 0 without the family; s.e. 0: every resample agrees
+        >>> heads.mark(1.0, se=0.5), heads.mark(1.0, se=0.0), heads.mark(0.0, se=0.0)
+        ('cannot tell', 'matches', 'against')
         >>> [Claim(2.56, 1, at_least=True).mark(v) for v in (9.0, 2.1, 1.5)], Claim(2.56, at_least=True).text()
         (['matches', 'matches', 'direction only'], '≥ 2.56')
         >>> [Claim(40.2, at_most=True).mark(v) for v in (3.06, 49.0, 300.0)], Claim(40.2, at_most=True).text()
@@ -157,7 +160,7 @@ class Claim:
             raise ValueError("a drawn number (a drop step) is judged with its other draws, by verdict")
         if pd.isna(value):
             return AGAINST
-        if self.no_effect is not None and not pd.isna(se) and abs(value - self.no_effect) <= NOISE_SE * se:
+        if self.no_effect is not None and se > 0 and abs(value - self.no_effect) <= NOISE_SE * se:
             return NOISE
         if isinstance(self.paper, Side):
             held = self.paper.holds(value)

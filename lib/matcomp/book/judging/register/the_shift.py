@@ -276,7 +276,9 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'mask-ignore, longest-contiguous-column, input-processing) significantly affects the output, to '
                'varying degrees depending on the group.',
                'head_taxonomy',
-               "ablated per family on the page, not judged: no number of the paper's to set beside ours"),
+               "App. L's numbers were lost in extraction: judged on our families (on random masks) by the one that "
+               "moves L_mask least, against the rise §3.2.2 calls not significant; the varying degrees are shown, "
+               "not judged"),
     PaperClaim('probe_masked_row',
                "NeurIPS §3.2.2 'Probing', Fig. 6 (WS App. I, Fig. 11)",
                "In the 12-layer model, a linear least-squares probe from an element's hidden state to the "
