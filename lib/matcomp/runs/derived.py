@@ -141,11 +141,11 @@ def code_text(source: str) -> str:
                 and isinstance(body[0].value.value, str):
             doc = body[0]
             cuts.append(((doc.lineno, _characters(lines[doc.lineno - 1], doc.col_offset)),
-                         (doc.end_lineno, _characters(lines[doc.end_lineno - 1], doc.end_col_offset))))
+                         (doc.end_lineno, _characters(lines[doc.end_lineno - 1], doc.end_col_offset))))  # type: ignore[operator, arg-type]
     cuts += [(token.start, token.end) for token in tokenize.generate_tokens(io.StringIO(source).readline)
              if token.type == tokenize.COMMENT]
     for (first, start), (last, end) in sorted(cuts, reverse=True):  # from the end, so earlier spans stay put
-        lines[first - 1:last] = [lines[first - 1][:start] + lines[last - 1][end:]]
+        lines[first - 1:last] = [lines[first - 1][:start] + lines[last - 1][end:]]  # type: ignore[operator]
     return "\n".join(line.rstrip() for line in lines if line.strip())
 
 
