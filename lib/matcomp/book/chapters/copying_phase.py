@@ -69,10 +69,8 @@ def paper_copying_derivation(preset: str | None = None, copy_samples: int = Para
     4,000) with its last as the donor, where it is shipped with checkpoints (``paper_model``), else None: minutes of
     forward passes on a CPU, so shipped."""
     paper = paper_model(preset)
-    if paper is None:
-        return None
-    run, at = paper
-    return copying_derivation(run, at.pre, at.post, copy_samples, ablation_samples, eval_seed)
+    return None if paper is None else copying_derivation(paper[0], paper[1].pre, paper[1].post, copy_samples,
+                                                         ablation_samples, eval_seed)
 
 
 def derivations(preset: str) -> list[Derivation]:

@@ -80,10 +80,8 @@ def paper_interventions_derivation(preset: str | None = None, samples: int = Par
     where it is shipped with checkpoints (``paper_model``), else None: its absolute losses beside the stand-in's,
     about a minute of forward passes on a CPU, so shipped."""
     paper = paper_model(preset)
-    if paper is None:
-        return None
-    run, at = paper
-    return interventions_derivation(run, at.pre, at.post, samples, eval_seed, permutations)
+    return None if paper is None else interventions_derivation(paper[0], paper[1].pre, paper[1].post, samples,
+                                                               eval_seed, permutations)
 
 
 def derivations(preset: str) -> list[Derivation]:
