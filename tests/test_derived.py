@@ -147,8 +147,8 @@ def test_the_key_holds_the_source_of_every_module_the_computation_can_reach(tmp_
 
 
 def test_the_key_holds_the_code_not_its_comments_or_docstrings(tmp_path, monkeypatch):
-    """Rewording a module's, a class's or a function's docstring, a comment or the blank lines keeps the key (the
-    shipped tables stay current); a changed string, number or name in the code does not."""
+    """Rewording a module's, a class's or a function's docstring or a comment keeps the key (the shipped tables
+    stay current); a changed string, number or name in the code does not, nor a blank line inside a string."""
     package(tmp_path, {"wordedpkg.__init__": "",
                        "wordedpkg.a": ('"""Module."""\nSCALE = 1.0  # why\n\n\nclass T:\n    """Holds."""\n'
                                        '    unit = "# not a comment"\n\n\ndef compute():\n'
@@ -160,14 +160,18 @@ def test_the_key_holds_the_code_not_its_comments_or_docstrings(tmp_path, monkeyp
     source = (tmp_path / "wordedpkg" / "a").with_suffix(".py")
     text, base = source.read_text(), derivation.key()
     for old, new in [('"""Module."""', '"""The module, ×\nreworded."""'), ("# why", "# another reason, ‖x‖"),
-                     ('"""Holds."""', "'''Holds what it holds.'''"), ('"""Doc."""', '"""Doc."""  # and a comment'),
-                     ("\n\n\ndef", "\n\n\n\ndef")]:
+                     ('"""Holds."""', "'''Holds what it holds.'''"), ('"""Doc."""', '"""Doc."""  # and a comment')]:
         source.write_text(text.replace(old, new))
         assert derivation.key() == base, new
     for old, new in [("SCALE = 1.0", "SCALE = 2.0"), ('"# not a comment"', '"# not one"'),
                      ("return {}", "return {1: 2}")]:
         source.write_text(text.replace(old, new))
         assert derivation.key() != base, new
+    keys = []
+    for value in ('"""a\nb"""', '"""a\n\nb"""'):  # a string's value, which a blank line changes
+        source.write_text(text.replace('"# not a comment"', value))
+        keys.append(derivation.key())
+    assert keys[0] != keys[1]
 
 
 def test_the_shipped_tables_keys_reach_the_modules_the_hand_lists_left_out():

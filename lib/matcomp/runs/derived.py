@@ -125,14 +125,16 @@ def source_path(module: str) -> Path:
 
 
 def code_text(source: str) -> str:
-    r"""``source`` without its comments, its docstrings (of the module, classes and functions) and its blank
-    lines, every line's trailing spaces cut: what runs, so that rewording an explanation keeps the tables'
-    keys (docstrings found by ``ast``, comments by ``tokenize``).
+    r"""``source`` without its comments and its docstrings (of the module, classes and functions), found by
+    ``tokenize`` and ``ast``: what runs, so that rewording an explanation keeps the tables' keys. A line a cut
+    leaves blank goes, the others stay as they are (a blank line in a string is part of its value).
 
-    >>> code_text("'''Doc.'''\nX = 1  # one\n\n\ndef f():\n    '''Why ×.'''\n    return '# kept'  # ×\n")
-    "X = 1\ndef f():\n    return '# kept'"
+    >>> code_text("'''Doc.'''\nX = 1  # one\n\ndef f():\n    '''Why ×.'''\n    return '# kept'  # ×\n")
+    "X = 1\n\ndef f():\n    return '# kept'\n"
+    >>> code_text("X = '''a\n\nb'''  # a blank line of its value\n")
+    "X = '''a\n\nb'''\n"
     """
-    lines = source.splitlines()
+    original = source.split("\n")  # as ast and tokenize count lines (str.splitlines breaks at \x0c and others too)
     cuts = []  # ((line, column), (line, column)) spans in characters, lines counted from 1
     for node in ast.walk(ast.parse(source)):
         body = getattr(node, "body", None)
@@ -140,13 +142,19 @@ def code_text(source: str) -> str:
                 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
                 and isinstance(body[0].value.value, str):
             doc = body[0]
-            cuts.append(((doc.lineno, _characters(lines[doc.lineno - 1], doc.col_offset)),
-                         (doc.end_lineno, _characters(lines[doc.end_lineno - 1], doc.end_col_offset))))  # type: ignore[operator, arg-type]
+            cuts.append(((doc.lineno, _characters(original[doc.lineno - 1], doc.col_offset)),
+                         (doc.end_lineno, _characters(original[doc.end_lineno - 1], doc.end_col_offset))))  # type: ignore[operator, arg-type]
     cuts += [(token.start, token.end) for token in tokenize.generate_tokens(io.StringIO(source).readline)
              if token.type == tokenize.COMMENT]
-    for (first, start), (last, end) in sorted(cuts, reverse=True):  # from the end, so earlier spans stay put
-        lines[first - 1:last] = [lines[first - 1][:start] + lines[last - 1][end:]]  # type: ignore[operator]
-    return "\n".join(line.rstrip() for line in lines if line.strip())
+    lines: list[str | None] = list(original)
+    touched = set()
+    for (first, start), (last, end) in sorted(cuts, reverse=True):  # from the end: no span overlaps a later one
+        lines[first - 1] = lines[first - 1][:start] + lines[last - 1][end:]  # type: ignore[index, operator]
+        lines[first:last] = [None] * (last - first)  # type: ignore[operator]  # its other lines, gone in place
+        touched.add(first - 1)
+    kept = [(line.rstrip(), True) if i in touched else (line, False)
+            for i, line in enumerate(lines) if line is not None]
+    return "\n".join(line for line, cut in kept if line or not cut)
 
 
 def _characters(line: str, offset: int) -> int:
@@ -154,9 +162,18 @@ def _characters(line: str, offset: int) -> int:
     return len(line.encode()[:offset].decode())
 
 
+_CODE: dict[tuple[str, int, int], str] = {}  # (path, mtime, size) -> the SHA-256 of its code
+
+
 def code_sha256(module: str) -> str:
-    """The SHA-256 of a module's code (``code_text`` of its source file, not importing it)."""
-    return hashlib.sha256(code_text(source_path(module).read_text(encoding="utf-8")).encode()).hexdigest()
+    """The SHA-256 of a module's code (``code_text`` of its source file, not importing it), computed once per
+    version of the file in a process: every key reads the same modules."""
+    path = source_path(module)
+    stat = path.stat()
+    place = (str(path), stat.st_mtime_ns, stat.st_size)
+    if place not in _CODE:
+        _CODE[place] = hashlib.sha256(code_text(path.read_text(encoding="utf-8")).encode()).hexdigest()
+    return _CODE[place]
 
 
 _IMPORTS: dict[tuple[str, int, int], tuple[str, ...]] = {}  # (path, mtime, size) -> its package's imports
