@@ -65,7 +65,8 @@ RESAMPLES = 200  # bootstrap resamples of the evaluation matrices behind a head 
 
 def resample_generator(seed: int) -> torch.Generator:
     """The CPU generator of the bootstrap resamples of the matrices ``analysis_generator(seed)`` drew: stream
-    2·10⁶ + ``seed``, their own, as ``matcomp.seeding`` lists it."""
+    2·10⁶ + ``seed``, as ``matcomp.seeding`` lists it, apart from the stream that drew them (it is the stream of
+    ``analysis_generator(10⁶ + seed)``, which no chapter's evaluation seed reaches)."""
     return analysis_generator(ANALYSIS_OFFSET + checks.seed(seed, "eval_seed", ANALYSIS_OFFSET), "eval_seed")
 
 
@@ -214,8 +215,9 @@ def _classified(model: MatrixBert, batch: Batch, thresholds: dict, seed: int) ->
 
 
 def _least_group_ablation(model: MatrixBert, batch: Batch, table: pd.DataFrame) -> Estimate:
-    """NeurIPS App. L: the heads of each family of ``table`` (``heads_by_family``; not those of no family, whose
-    like the paper calls of no significant effect, §3.2.2) ablated uniformly together, one family at a time, on
+    """NeurIPS App. L: the heads of each family of ``table`` (``heads_by_family``; not those of no family, which
+    mix what the paper keeps apart: its input-processing group, which App. L ablates, and its uninterpretable heads,
+    which §3.2.2 calls of no significant effect) ablated uniformly together, one family at a time, on
     ``batch``; the smallest rise of L_mask over the unablated model's, with its paired standard error
     (``loss_ratio``): the family that moves the output least. NaN where no head has a family."""
     with attention_hooks(model, explicit_attention(model)):  # the ablations' own attention path, so 1 is no change
@@ -267,7 +269,9 @@ def read_embeddings(run: Run, phases: Phases, *, value_samples: int) -> dict[str
     """How the position embeddings cluster by column before and after the drop, with standard errors over the
     positions, and the middle row's norm dip (NeurIPS §3.3, Fig. 7; WS Fig. 8); and how closely the value tokens
     (every one the task uses, found from ``value_samples`` matrices) lie in their final arrangement at the copy
-    table's last step, the paper's 14,000 of its drop at 15,000 (Fig. 9), with its standard error over the tokens."""
+    table's last step, the paper's 14,000 of its drop at 15,000 (Fig. 9), with its standard error over the tokens: on
+    a run that ships no checkpoint of the plateau after its pre-shift one (the paper's model: 4,000), at that one; on
+    a run without a drop, its last checkpoint against itself (1, read by no ladder)."""
     d = run.config.data
     before, after = (_silhouettes(position_embeddings(run.bert(step), d.n_rows, d.n_cols), d.n_rows, d.n_cols)
                      for step in (phases.pre, phases.post))

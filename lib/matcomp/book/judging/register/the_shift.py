@@ -276,9 +276,10 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'mask-ignore, longest-contiguous-column, input-processing) significantly affects the output, to '
                'varying degrees depending on the group.',
                'head_taxonomy',
-               "App. L's numbers were lost in extraction: judged on our families (on random masks) by the one that "
-               "moves L_mask least, against the rise §3.2.2 calls not significant; the varying degrees are shown, "
-               "not judged"),
+               "App. L's numbers were lost in extraction: judged on our families (on random masks; row and column "
+               "among them, which App. L does not list) by the one that moves L_mask least, against the rise §3.2.2 "
+               "calls not significant; the heads of no family are left out, as they mix the input-processing group "
+               "with the heads §3.2.2 calls of no significant effect; the varying degrees are shown, not judged"),
     PaperClaim('probe_masked_row',
                "NeurIPS §3.2.2 'Probing', Fig. 6 (WS App. I, Fig. 11)",
                "In the 12-layer model, a linear least-squares probe from an element's hidden state to the "

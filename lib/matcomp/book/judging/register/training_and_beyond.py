@@ -25,8 +25,9 @@ CLAIMS: tuple[PaperClaim, ...] = (
                'components they align closely with the final arrangement before the drop, as copying only needs '
                'the embedding-unembedding (WS: such components evolving beforehand may drive the shift).',
                'embeddings',
-               "judged at the copy table's last step (the paper's 14,000 of its drop at 15,000, scaled to ours), the "
-               "picture's likeness as a correlation with a bound of the book's; the WS's driving force is not judged"),
+               "judged at the copy table's last step (the paper's 14,000 of its drop at 15,000, scaled to ours; on "
+               "the paper's model, which ships no later plateau checkpoint, at its step 4,000), the picture's "
+               "likeness as a correlation with a bound of the book's; the WS's driving force is not judged"),
     PaperClaim('position_column_clusters',
                'NeurIPS §3.3, Fig. 7(c) (WS §4, Fig. 4c)',
                'In the t-SNE projection of the post-shift positional embeddings, positions in the same column '
