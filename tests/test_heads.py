@@ -258,3 +258,18 @@ def test_a_head_at_its_threshold_changes_family_between_resamples():
     draws = resampled_counts({"probs.0": maps}, observed, 200, torch.Generator().manual_seed(0),
                              mass=float(map_scores(maps, observed).loc[0, "row"]))
     assert 0.2 < (draws["row"] == 1).mean() < 0.8  # the threshold is its score over the whole batch
+
+
+def test_each_resample_is_classified_against_its_own_masks_baselines(monkeypatch):
+    """The observed share of the masks differs from matrix to matrix, so a resample's baselines (those of the
+    "observed" and "mask" scores) are its own, not the whole batch's."""
+    from matcomp.analysis import heads
+
+    observed = random_mask(24, M, N_COLS, 0.3, torch.Generator().manual_seed(2))
+    observed[:12] = True  # half the matrices fully observed
+    seen = []
+    real = heads.score_baselines
+    monkeypatch.setattr(heads, "score_baselines", lambda masks: seen.append(real(masks)["observed"]) or real(masks))
+    resampled_counts({"probs.0": synthetic_maps(24)}, observed, 20, torch.Generator().manual_seed(0))
+    whole = real(observed)["observed"]
+    assert len(seen) == 20 and len(set(seen)) > 5 and min(seen) < whole < max(seen)
