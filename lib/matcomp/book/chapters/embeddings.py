@@ -95,27 +95,32 @@ def silhouette_findings(by_seed: pd.DataFrame) -> list[str]:
     return sentences
 
 
-def closing_findings(values, norms, correlations: pd.DataFrame, scores: pd.DataFrame, silhouettes: pd.DataFrame,
-                     phases, run, by_seed: pd.DataFrame, seed_task: str) -> list[str]:
-    """The chapter's closing sentences: the value tokens' norm curve (``values``, ``norms``) and which principal
-    component reads sign and magnitude (``component_correlations``); the final position embeddings' silhouettes
-    (``scores``) and their path from the pre- to the post-shift checkpoint (``silhouettes`` by step, ``phases``
-    the run's phases); and how the seeds of ``seed_task`` ("4×4") group them (``silhouettes_over_seeds``)."""
+def closing_values(values, norms, correlations: pd.DataFrame, scores: pd.DataFrame, silhouettes: pd.DataFrame,
+                   phases, run) -> dict[str, str]:
+    """What the chapter's closing sentences quote, by name (their text is the notebook's): the value tokens' norm
+    curve (``values``, ``norms``) and which principal component reads sign and magnitude
+    (``component_correlations``); the final position embeddings' silhouettes (``scores``) and their path from the
+    pre- to the post-shift checkpoint (``silhouettes`` by step, ``phases`` the run's phases)."""
     sign_pc, size_pc = (correlations.loc[feature].abs().idxmax() for feature in ("sign(x)", "|x|"))
-    pre, post = silhouettes.loc[phases.pre], silhouettes.loc[phases.post]
-    final = scores.iloc[0]
-    return [f"The norm curve has symmetry error {norm_symmetry(values, norms):.2f}; the sign is read by {sign_pc} "
-            f"(correlation {correlations.loc['sign(x)', sign_pc]:+.2f}) and the magnitude by {size_pc} "
-            f"({correlations.loc['|x|', size_pc]:+.2f}).",
-            f"The norm is lowest at |x| = {values[norms.argmin()].abs():.2f} and highest at |x| = "
-            f"{values[norms.argmax()].abs():.2f}.",
-            f"This model's final position embeddings ({run.config.data.n_rows}×{run.config.data.n_cols}): silhouette "
-            f"{final['by column']:+.2f} by column and {final['by row']:+.2f} by row: it groups them by "
-            f"{position_grouping(scores).iloc[0]}.",
-            f"Across its training the silhouette goes by column from {pre['by column']:+.2f} and by row from "
-            f"{pre['by row']:+.2f} at the pre-shift step {phases.pre:,} to {post['by column']:+.2f} and "
-            f"{post['by row']:+.2f} at step {phases.post:,} (the drop: {at_step(run.drop.half_step)}).",
-            f"The {seed_task} seeds' silhouette by column / by row: "
+    pre, post, final = silhouettes.loc[phases.pre], silhouettes.loc[phases.post], scores.iloc[0]
+    return {"emb_symmetry": f"{norm_symmetry(values, norms):.2f}", "emb_sign_pc": sign_pc,
+            "emb_sign_r": f"{correlations.loc['sign(x)', sign_pc]:+.2f}", "emb_size_pc": size_pc,
+            "emb_size_r": f"{correlations.loc['|x|', size_pc]:+.2f}",
+            "emb_norm_lowest": f"{values[norms.argmin()].abs():.2f}",
+            "emb_norm_highest": f"{values[norms.argmax()].abs():.2f}",
+            "emb_shape": f"{run.config.data.n_rows}×{run.config.data.n_cols}",
+            "emb_final_column": f"{final['by column']:+.2f}", "emb_final_row": f"{final['by row']:+.2f}",
+            "emb_final_grouping": position_grouping(scores).iloc[0],
+            "emb_pre_column": f"{pre['by column']:+.2f}", "emb_pre_row": f"{pre['by row']:+.2f}",
+            "emb_pre_step": f"{phases.pre:,}", "emb_post_column": f"{post['by column']:+.2f}",
+            "emb_post_row": f"{post['by row']:+.2f}", "emb_post_step": f"{phases.post:,}",
+            "emb_drop": at_step(run.drop.half_step)}
+
+
+def seed_findings(by_seed: pd.DataFrame, seed_task: str) -> list[str]:
+    """The closing sentences on how the seeds of ``seed_task`` ("4×4") group their positions
+    (``silhouettes_over_seeds``), a list as long as the seeds."""
+    return [f"The {seed_task} seeds' silhouette by column / by row: "
             + "; ".join(f"seed {s}: {row['by column']:+.2f} / {row['by row']:+.2f}" for s, row in by_seed.iterrows())
             + ".",
             f"Of {len(by_seed)} seeds, " + ", ".join(f"{(by_seed['groups by'] == g).sum()} group their positions by {g}"
