@@ -581,14 +581,14 @@ def test_a_gpu_preset_asked_of_a_chapter_on_a_cpu_is_refused_at_once_without_tim
 
 def test_many_seeds_are_announced_and_bounded_as_a_whole_before_the_first_trains(store, monkeypatch, capsys):
     from matcomp.analysis.seeds import seed_configs
-    from matcomp.book.chapter import announce_runs, trained_runs
+    from matcomp.book.chapter import announce_runs, open_runs
     from matcomp.runs.store import locate
 
     configs = seed_configs(preset("smoke"), range(100, 1100))
     monkeypatch.setenv("MATCOMP_MAX_TRAIN_MIN", "10")
     with pytest.raises(RunError, match=r"1000 runs would train here, about .* in all, beyond \$MATCOMP_MAX_TRAIN_MIN "
                                        r"= 10 minutes .*: fewer seeds or arms"):
-        trained_runs(configs, "smoke")
+        open_runs(configs, "smoke")
     assert not any(store.glob("smoke-*"))  # not one trained
     announce_runs([locate(cfg) for cfg in list(configs.values())[:3]], "smoke")
     assert "3 runs must train here, about" in capsys.readouterr().out

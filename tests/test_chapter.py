@@ -149,33 +149,39 @@ def test_arm_summary_counts_censored_seeds_as_later_and_keeps_them_out_of_the_sp
 
 
 def test_a_chapter_says_it_must_train_before_it_starts(store, capsys):
-    from matcomp.book.chapter import open_with_phases
+    from matcomp.book.chapter import open_run
 
     cfg = preset("smoke").override({"train.steps": 120})
-    open_with_phases(cfg, "smoke")
+    open_run(cfg, "smoke", with_phases=True)
     out = capsys.readouterr().out
     assert out.startswith(f"Training run {cfg.run_id} (120 steps, about ") and "s a step timed here): it is neither " \
         "shipped nor in the run store" in out
     assert "-p model cpu" in out and "python -m matcomp prepare --preset smoke" in out
     assert f"{cfg.run_id}: 100%" in out  # the progress bar, as text that papermill logs
-    open_with_phases(cfg, "smoke")
+    open_run(cfg, "smoke", with_phases=True)
     assert capsys.readouterr().out == ""  # stored now: nothing to say
 
 
 def test_a_run_shipped_with_its_metrics_alone_serves_its_table_but_a_checkpoint_reader_trains_it(
         store, tmp_path, monkeypatch, capsys):
     import matcomp.runs.shipped
-    from matcomp.book.chapter import open_with_phases, trained_run
+    from matcomp.book.chapter import open_run, open_runs
     from matcomp.runs.shipped import export_reference
     from matcomp.runs.store import get_or_train
 
     monkeypatch.setattr(matcomp.runs.shipped, "REFERENCE_ROOT", tmp_path / "reference")
     micro = preset("smoke").override({"train.steps": 120})
     shipped = export_reference(get_or_train(micro, progress=False, root=tmp_path / "elsewhere"), [], "python ...")
-    assert trained_run(micro, "smoke").path == shipped.path and capsys.readouterr().out == ""  # its metrics serve
-    run, shift = open_with_phases(micro, "smoke")  # its checkpoints are needed: trained into the store, announced
+    assert open_run(micro, "smoke").path == shipped.path and capsys.readouterr().out == ""  # its metrics serve
+    # a seed of a several-seed part, phases asked: read as it is, its phases None, nothing trained
+    (task, seeds), = open_runs({"task": {0: micro}}, "smoke", with_phases=True).items()
+    assert task == "task" and list(seeds) == [0] and seeds[0].run.path == shipped.path and seeds[0].phases is None
+    assert capsys.readouterr().out == "" and not (store / micro.run_id).exists()
+    run, shift = open_run(micro, "smoke", with_phases=True, metrics_only="train")  # trained into the store, announced
     assert run.path == store / micro.run_id and run.steps[0] == 0 and shift.post == run.last_step
     assert "it is shipped with its metrics alone (no checkpoint to analyse)" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="metrics_only must be 'read' or 'train'; got 'skip'"):
+        open_run(micro, "smoke", with_phases=True, metrics_only="skip")
 
 
 def test_opening_a_shipped_run_looks_it_up_once_and_hashes_its_files_once(store, tmp_path, monkeypatch):
@@ -184,7 +190,7 @@ def test_opening_a_shipped_run_looks_it_up_once_and_hashes_its_files_once(store,
     import matcomp.runs.folder
     import matcomp.runs.shipped
     import matcomp.runs.store
-    from matcomp.book.chapter import open_with_phases, seed_run
+    from matcomp.book.chapter import open_run
     from matcomp.runs.shipped import export_reference
     from matcomp.runs.store import get_or_train
 
@@ -200,9 +206,9 @@ def test_opening_a_shipped_run_looks_it_up_once_and_hashes_its_files_once(store,
     monkeypatch.setattr(matcomp.runs.folder, "file_digest", lambda path, *a: hashed.append(path) or digest(path, *a))
     read_store = []
     monkeypatch.setattr(matcomp.runs.store, "extendable", lambda *a: read_store.append(a))
-    run, _ = open_with_phases(micro, "smoke")
+    run, _ = open_run(micro, "smoke", with_phases=True, metrics_only="train")
     assert run.path == shipped.path and len(lookups) == 1
-    seed_run(micro, "smoke")
+    open_run(micro, "smoke", with_phases=True)
     assert len(lookups) == 2 and sorted(hashed) == shipped.folder.files()  # two openings, each file hashed once
     assert read_store == []  # a shipped run's opening never reads the working store
     with pytest.raises(ValueError, match="the location given is run smoke-"):

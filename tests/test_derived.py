@@ -260,17 +260,17 @@ def test_the_shipped_tables_are_those_the_code_would_compute():
     by every build."""
     from matcomp.book.build.plan import plan
     from matcomp.book.build.stored import shipped_derivations
-    from matcomp.book.chapter import ladder_configs, shipped_paper_scale
+    from matcomp.book.chapter import ladder_configs, paper_scale_configs
     from matcomp.book.chapters import chapter_specs
     from matcomp.presets import DEFAULT_PRESET
     from matcomp.runs.shipped import find_reference
 
     derivations = shipped_derivations()
     names = [d.name for chapter in chapter_specs() if chapter.derivations for d in chapter.derivations(DEFAULT_PRESET)]
-    paper_scale = shipped_paper_scale(DEFAULT_PRESET)  # seed 0 of the paper's run, trained on a lent GPU
-    assert paper_scale is not None
+    paper_scale = paper_scale_configs(DEFAULT_PRESET)  # seed 0 of the paper's run, trained on a lent GPU
+    assert len(paper_scale) == 1
     configs = [*(cfg for seeds in ladder_configs(DEFAULT_PRESET).values() for cfg in seeds.values()),
-               paper_scale.config]
+               *paper_scale.values()]
     assert {cfg.run_id for cfg in configs} <= {p.cfg.run_id for p in plan(DEFAULT_PRESET)}  # the book's own runs
     runs = [find_reference(cfg) for cfg in configs]  # the ladder's order: 4x4, 5x5, 7x7 seeds 0-6, the paper's run
     dropped = [run.path.name for run in runs if run.drop.half_step is not None]

@@ -54,14 +54,14 @@ def test_each_nudge_is_the_first_weight_of_a_tensor_every_pass_reads():
 
 
 def test_the_shipped_nudged_runs_give_each_seed_its_spread_beside_the_paper_seed_trained_twice():
-    from matcomp.book.chapter import chapter_config, trained_run
+    from matcomp.book.chapter import chapter_config, open_run
     from matcomp.book.chapters.sudden_drop import nudged_spread, paper_seed_runs, spread_sentences
 
     cfg = chapter_config("cpu")
     nudged = nudged_spread(cfg, "cpu")  # shipped with their metrics alone: nothing trains
     assert list(nudged.table.index) == [0, 1] and (nudged.table["nudged runs"] == 8).all()
     for seed in (0, 1):
-        own = trained_run(cfg.override({"train.seed": seed}), "cpu").drop.half_step
+        own = open_run(cfg.override({"train.seed": seed}), "cpu").drop.half_step
         steps = nudged.steps.xs(seed, level="seed")["drop step"].astype(float)
         row = nudged.table.loc[seed]
         assert row["own drop step"] == own and row["no drop"] == 0 and len(set(steps)) > 1

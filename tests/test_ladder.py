@@ -10,7 +10,7 @@ import pytest
 from matcomp.analysis.evaluation import copy_check
 from matcomp.analysis.interventions import attention_interventions
 from matcomp.analysis.key_numbers import Estimate
-from matcomp.book.chapter import ladder_runs
+from matcomp.book.chapter import ladder_configs, open_runs
 from matcomp.book.chapters import chapter_spec
 from matcomp.book.chapters.nuclear_norm import BEST_LAMBDA
 from matcomp.book.judging.ladder import DEPTH, OWN_RECIPE, stopped_short, unread_reason
@@ -164,7 +164,7 @@ UNREAD = {1: "no drop in 60,000 steps", 2: "no drop in 60,000 steps", 4: "no dro
 
 @pytest.fixture(scope="module")
 def runs():
-    return ladder_runs("cpu")
+    return open_runs(ladder_configs("cpu"), "cpu", with_phases=True)
 
 
 def test_the_ladder_reads_every_7x7_seed_trained_and_the_shipped_ones_at_their_own_phases(runs):

@@ -15,7 +15,7 @@ from transformers import BertConfig, BertModel
 
 import matcomp.runs.derived as derived
 import matcomp.runs.shipped as shipped
-from matcomp.book.chapter import paper_scale_runs
+from matcomp.book.chapter import open_runs, paper_scale_configs
 from matcomp.book.chapters import chapter_spec, chapter_specs
 from matcomp.book.judging.ladder_readings import finding_ladders
 from matcomp.data import sample_batch
@@ -183,7 +183,8 @@ def test_the_pipeline_at_smoke_trains_packs_unpacks_and_the_chapters_read_it(tmp
     monkeypatch.setattr(derived, "SHIPPED_ROOT", reference / "derived")
     monkeypatch.setenv("MATCOMP_RUNS", str(tmp_path / "home"))
     monkeypatch.setenv("MATCOMP_NO_TRAINING", "1")
-    (label, (run, shift)), = paper_scale_runs("smoke").items()
+    paper_scale = open_runs(paper_scale_configs("smoke"), "smoke", with_phases=True, metrics_only="train")
+    (label, (run, shift)), = paper_scale.items()
     assert label.startswith("4×4 rank 1 (smoke, trained on ") and run.path.parent == reference
     tables = [s.key_numbers_derivation(run, shift, s.defaults("smoke")) for s in chapter_specs()
               if s.key_numbers and not s.key_numbers.metrics_only]
@@ -199,8 +200,7 @@ def test_the_pipeline_at_smoke_trains_packs_unpacks_and_the_chapters_read_it(tmp
     for key, row in stored.iterrows():  # each value and, where it is an estimate, its standard error
         assert again[key].value == pytest.approx(row.value, rel=1e-6), key
         assert again[key].se == pytest.approx(row.se, rel=1e-6, nan_ok=True), key
-    ladder = finding_ladders(chapter_spec("embeddings"), {"stand-in": {0: (run, shift)}}, params,
-                             paper_scale_runs("smoke"))
+    ladder = finding_ladders(chapter_spec("embeddings"), {"stand-in": {0: (run, shift)}}, params, paper_scale)
     rung, = ladder.beyond.index  # the stand-in has no drop: counted, and read on its pre-shift number alone
     why = ladder.beyond_unread[rung]
     assert rung.startswith(label) and why["column_silhouette"] == "no drop in 300 steps"

@@ -1,5 +1,6 @@
 """What every chapter of the book does first: turn its papermill parameters into a run config, get
-the run, and pick the checkpoints it analyses from the run's own drop (``open_chapter``, one line).
+the run, and pick the checkpoints it analyses from the run's own drop (``open_chapter``, one line); and the one way
+every part opens runs (``open_runs``), the run sets being configurations (``ladder_configs``, ...).
 
 A chapter's ``parameters`` cell holds literals (``preset = None``, ``seed = None``, ``overrides = ""``);
 ``chapter_config`` resolves ``None`` from the environment, so that one variable switches every
@@ -9,8 +10,9 @@ chapter (``MATCOMP_PRESET=smoke`` in CI), and papermill's ``-p preset smoke -p s
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from textwrap import fill
+from typing import Literal, NamedTuple, TypeVar, overload
 
 import torch
 
@@ -105,31 +107,89 @@ def probing_config(preset: str | None = None, seed: int | None = None,
     return cfg.override({"model.layers": layers, "train.lr": cfg.train.lr / 2})
 
 
-def trained_run(cfg: RunConfig, preset: str | None = None, where: Location | None = None) -> Run:
-    """The run of ``cfg`` for its metrics and stored tables: shipped (even with its metrics alone), stored,
-    or trained; a run that must train is announced first (``announce_training``) and shows its progress.
-    ``where``: its ``locate``, if already done."""
-    where = where or locate(cfg)
-    needed = announce_training(where, preset)
-    return get_or_train(cfg, progress="text" if needed else False, location=where)
+K = TypeVar("K")
+J = TypeVar("J")
+MetricsOnly = Literal["read", "train"]
 
 
-def trained_runs(configs: dict, preset: str | None = None) -> dict:
-    """``trained_run`` of every config of ``configs`` (any keys: seeds, arms, variants), keys kept: the
-    runs the several-run analyses of ``matcomp.analysis`` read, which take runs and train none."""
-    located = {key: locate(cfg) for key, cfg in configs.items()}  # once a run: the whole announced, then each
-    announce_runs(located.values(), preset)
-    return {key: trained_run(where.cfg, preset, where) for key, where in located.items()}
+class Opened(NamedTuple):
+    """A run a chapter reads its checkpoints from, and its phases: None for those of a run shipped with its metrics
+    alone and read as it is (``open_runs``' ``metrics_only="read"``)."""
+
+    run: Run
+    phases: Phases | None
 
 
-def open_with_phases(cfg: RunConfig, preset: str | None = None, where: Location | None = None) -> tuple[Run, Phases]:
-    """The run of ``cfg`` and its phases, for a chapter that reads its checkpoints: a run shipped with its
-    metrics alone is trained into the store instead (announced). ``where``: its ``locate``, if already done."""
-    where = where or locate(cfg)
-    use_shipped = where.reference is None or bool(where.reference.steps)
+# where phases are asked with metrics_only="train", every run has them: typed (Run, Phases)
+@overload
+def open_runs(configs: Mapping[K, RunConfig], preset: str | None = None, *, with_phases: Literal[False] = False,
+              metrics_only: MetricsOnly = "read") -> dict[K, Run]: ...
+@overload
+def open_runs(configs: Mapping[K, RunConfig], preset: str | None = None, *, with_phases: Literal[True],
+              metrics_only: Literal["read"] = "read") -> dict[K, Opened]: ...
+@overload
+def open_runs(configs: Mapping[K, RunConfig], preset: str | None = None, *, with_phases: Literal[True],
+              metrics_only: Literal["train"]) -> dict[K, tuple[Run, Phases]]: ...
+@overload
+def open_runs(configs: Mapping[K, Mapping[J, RunConfig]], preset: str | None = None, *,
+              with_phases: Literal[False] = False, metrics_only: MetricsOnly = "read") -> dict[K, dict[J, Run]]: ...
+@overload
+def open_runs(configs: Mapping[K, Mapping[J, RunConfig]], preset: str | None = None, *, with_phases: Literal[True],
+              metrics_only: Literal["read"] = "read") -> dict[K, dict[J, Opened]]: ...
+def open_runs(configs, preset=None, *, with_phases=False, metrics_only="read"):
+    """The runs of ``configs`` (any keys: seeds, arms, variants, tasks; or a mapping of such mappings, as a ladder's
+    tasks and seeds), keys kept: the one way the chapters open runs. Each is shipped, stored or trained; those
+    that must train are announced first as a whole (and refused where the whole is beyond
+    ``$MATCOMP_MAX_TRAIN_MIN``), then each as it starts, with its progress.
+
+    - ``with_phases``: each run with its phases (``Opened``), for a part that reads checkpoints; without, the runs
+      alone, for the analyses that read their metrics (a run shipped with its metrics alone is read as it is).
+    - ``metrics_only``: where phases are asked, what becomes of a run shipped with its metrics alone: ``"read"``
+      as it is, with None for its phases (a seed of a several-seed part: counted, not trained to be read), or
+      ``"train"`` into the store, to read its checkpoints (a chapter's own run).
+    """
+    if metrics_only not in ("read", "train"):
+        raise ValueError(f"metrics_only must be 'read' or 'train'; got {metrics_only!r}")
+    train_shipped = with_phases and metrics_only == "train"
+    located = _nested(configs, locate)  # once a run: the whole announced, then each
+    announce_runs(_leaves(located), preset, train_shipped)
+    return _nested(located, lambda where: _opened(where, preset, with_phases, train_shipped))
+
+
+def _nested(tree: Mapping, leaf: Callable) -> dict:
+    """``tree`` (a mapping whose values are leaves or such mappings) with ``leaf`` applied to each leaf."""
+    return {key: _nested(value, leaf) if isinstance(value, Mapping) else leaf(value) for key, value in tree.items()}
+
+
+def _leaves(tree: Mapping) -> Iterator:
+    for value in tree.values():
+        yield from _leaves(value) if isinstance(value, Mapping) else (value,)
+
+
+@overload
+def open_run(cfg: RunConfig, preset: str | None = None, *, with_phases: Literal[False] = False,
+             metrics_only: MetricsOnly = "read") -> Run: ...
+@overload
+def open_run(cfg: RunConfig, preset: str | None = None, *, with_phases: Literal[True],
+             metrics_only: Literal["read"] = "read") -> Opened: ...
+@overload
+def open_run(cfg: RunConfig, preset: str | None = None, *, with_phases: Literal[True],
+             metrics_only: Literal["train"]) -> tuple[Run, Phases]: ...
+def open_run(cfg, preset=None, *, with_phases=False, metrics_only="read"):
+    """``open_runs`` of the one config ``cfg``."""
+    return open_runs({0: cfg}, preset, with_phases=with_phases, metrics_only=metrics_only)[0]
+
+
+def _opened(where: Location, preset: str | None, with_phases: bool, train_shipped: bool) -> Run | Opened:
+    """The run ``where`` locates, as ``open_runs`` opens it (``train_shipped``: a run shipped with its metrics alone
+    is trained for its checkpoints)."""
+    metrics_alone = where.reference is not None and not where.reference.steps
+    if with_phases and where.reference is not None and metrics_alone and not train_shipped:
+        return Opened(where.reference, None)
+    use_shipped = not (train_shipped and metrics_alone)
     needed = announce_training(where, preset, use_shipped)
-    run = get_or_train(cfg, progress="text" if needed else False, shipped=use_shipped, location=where)
-    return run, phases(run)
+    run = get_or_train(where.cfg, progress="text" if needed else False, shipped=use_shipped, location=where)
+    return Opened(run, phases(run)) if with_phases else run
 
 
 def steps_to_train(where: Location, shipped: bool = True) -> int:
@@ -189,11 +249,14 @@ def announce_training(where: Location, preset: str | None = None, shipped: bool 
     return True
 
 
-def announce_runs(located: Iterable[Location], preset: str | None = None) -> None:
+def announce_runs(located: Iterable[Location], preset: str | None = None, train_shipped: bool = False) -> None:
     """Before a several-run part trains any of the runs ``located`` (their ``locate``): how many must train here and
     about how long in all, refused (``training_seconds``) where the whole is beyond the bound, so a large ``seeds``
-    is refused before its first run rather than announced run by run."""
-    todo = [(where.cfg, steps) for where in located if (steps := steps_to_train(where))]
+    is refused before its first run rather than announced run by run. ``train_shipped``: a run shipped with its
+    metrics alone trains for its checkpoints (``open_runs``)."""
+    todo = [(where.cfg, steps) for where in located
+            if (steps := steps_to_train(where, not (train_shipped and where.reference is not None
+                                                    and not where.reference.steps)))]
     if len(todo) < 2:
         return
     costs = CostBook(writable_store(), resolve_device(None), torch.get_num_threads())  # one for all: shapes repeat
@@ -245,83 +308,37 @@ def rank_search_configs(preset: str | None = None) -> list[RunConfig]:
     return [chapter_config(name, overrides=overrides) for name, overrides in chapter_sizes(preset).rank_search]
 
 
-def rank_search_drops(preset: str | None = None) -> dict[str, Run]:
-    """The rank-2 search's runs that leave their plateau (``trained_run``; at ``cpu`` the paper's run, trained
-    on a GPU and shipped with its metrics alone), by task, preset and device: a rung above the ladder for
-    the findings its metrics show."""
-    runs = [trained_run(cfg, preset) for cfg in rank_search_configs(preset)]
-    return {f"{r.config.data.n_rows}×{r.config.data.n_cols} rank {r.config.data.rank} ({r.config.name}, "
-            f"trained on {trained_on(r.summary)})": r for r in runs if r.drop.half_step is not None}
+def task_label(run: Run) -> str:
+    """A run's label on the verdicts' larger tasks: its task, preset and the device it trained on
+    ("7×7 rank 2 (paper, trained on NVIDIA H200)")."""
+    d = run.config.data
+    return f"{d.n_rows}×{d.n_cols} rank {d.rank} ({run.config.name}, trained on {trained_on(run.summary)})"
+
+
+def dropped_by_task(runs: Iterable[Run]) -> dict[str, Run]:
+    """The runs of ``runs`` that leave their plateau, by ``task_label`` (the later of two of one label)."""
+    return {task_label(run): run for run in runs if run.drop.half_step is not None}
+
+
+def paper_scale_configs(preset: str | None = None) -> dict[str, RunConfig]:
+    """The run of the paper's scale (``ChapterSizes.paper_scale``) by its ``task_label``, where it is shipped with
+    its checkpoints (trained on a lent GPU and brought home by ``matcomp.remote``): the one-model chapters' last
+    rung, judged as one seed. Empty where it is not: it is never trained here."""
+    spec = chapter_sizes(preset).paper_scale
+    run = None if spec is None else find_reference(chapter_config(spec[0], overrides=spec[1]))
+    return {task_label(run): run.config} if run is not None and run.steps else {}
 
 
 def paper_task_runs(preset: str | None = None) -> list[tuple[str, Run]]:
-    """Every run of the paper's own task shipped at this scale, each with its task's label: the rank-2 search's
-    runs that drop, then the paper-scale run (``paper_scale_runs``), even where two share a label (two trainings
-    of one seed). ``dict`` of it is what the drop's verdicts read (``larger_task_drops``)."""
-    runs = list(rank_search_drops(preset).items())
-    return runs + [(label, run) for label, (run, _) in paper_scale_runs(preset).items()
-                   if all(run.path != other.path for _, other in runs)]
-
-
-def larger_task_drops(preset: str | None = None) -> dict[str, Run]:
-    """The runs above the ladder that the drop's verdicts read, one a label: the paper-scale run the one-model
-    chapters read in place of a rank-search run of the same label, so the verdict table's paper column holds
-    one run, whichever chapter reads it."""
-    return dict(paper_task_runs(preset))  # the paper-scale run comes last: it wins its label
-
-
-def paper_scale_runs(preset: str | None = None) -> dict[str, tuple[Run, Phases]]:
-    """The run of the paper's scale (``ChapterSizes.paper_scale``) and its phases, labelled by task and
-    device, where it is shipped with its checkpoints (trained on a lent GPU and brought home by
-    ``matcomp.remote``): the one-model chapters' last rung, judged as one seed. Empty where it is not: it is
-    never trained here."""
-    run = shipped_paper_scale(preset)
-    if run is None:
-        return {}
-    d, name = run.config.data, run.config.name
-    label = f"{d.n_rows}×{d.n_cols} rank {d.rank} ({name}, trained on {trained_on(run.summary)})"
-    return {label: (run, phases(run))}
-
-
-def shipped_paper_scale(preset: str | None = None) -> Run | None:
-    """The run of the paper's scale (``ChapterSizes.paper_scale``) where it is shipped with checkpoints, else
-    None: the one-model chapters read it then, and it is never trained here."""
-    spec = chapter_sizes(preset).paper_scale
-    run = None if spec is None else find_reference(chapter_config(spec[0], overrides=spec[1]))
-    return run if run is not None and run.steps else None
-
-
-def ladder_runs(preset: str | None = None) -> dict[str, dict[int, tuple[Run, Phases | None]]]:
-    """Every run of ``ladder_configs`` with its phases (task label -> seed -> run and phases): ``open_with_phases``, but
-    a run shipped with its metrics alone is read as it is, with None for its phases (a seed kept without its
-    checkpoints: counted by the verdicts as one that cannot be read, never trained here)."""
-    return {label: {seed: seed_run(cfg, preset) for seed, cfg in seeds.items()}
-            for label, seeds in ladder_configs(preset).items()}
-
-
-def seed_run(cfg: RunConfig, preset: str | None = None, where: Location | None = None) -> tuple[Run, Phases | None]:
-    """``open_with_phases`` of one seed of a several-seed part, or, where it is shipped with its metrics alone, that run
-    and None: the seed is counted, and not trained to be read. ``where``: its ``locate``, if already done."""
-    where = where or locate(cfg)
-    if where.reference is not None and not where.reference.steps:
-        return where.reference, None
-    return open_with_phases(cfg, preset, where)
-
-
-def ladder_trained(preset: str | None = None) -> dict[str, dict[int, Run]]:
-    """``trained_runs`` of every task of ``ladder_configs``: the runs whose metrics alone a ladder reads."""
-    return {label: trained_runs(seeds, preset) for label, seeds in ladder_configs(preset).items()}
-
-
-def open_seeds(preset: str | None, seed: int | None, overrides: str | dict | None,
-               offsets: Iterable[int]) -> dict[int, tuple[Run, Phases | None]]:
-    """The run and phases of the chapter's config at its own seed plus each of ``offsets`` (``seed_run``:
-    shipped, stored or trained; None for the phases of a seed shipped with its metrics alone), for the
-    chapters that read one analysis over several seeds."""
-    cfg = chapter_config(preset, seed, overrides)
-    located = {s: locate(seed_cfg) for s, seed_cfg in seed_configs(cfg, seeds_at(cfg, offsets)).items()}
-    announce_runs(located.values(), preset)
-    return {s: seed_run(where.cfg, preset, where) for s, where in located.items()}
+    """Every run of the paper's own task shipped at this scale, by ``task_label``: the rank-2 search's runs that
+    leave their plateau (at ``cpu`` the paper's run, trained on a GPU and shipped with its metrics alone), then the
+    paper-scale run (``paper_scale_configs``), even where two share a label (two trainings of one seed). ``dict``
+    of it is what the drop's verdicts read: the paper-scale run comes last and wins its label, so the verdict
+    table's paper column holds one run, whichever chapter reads it."""
+    search = dropped_by_task(open_runs(dict(enumerate(rank_search_configs(preset))), preset).values())
+    paper = open_runs(paper_scale_configs(preset), preset)
+    return [*search.items(), *((label, run) for label, run in paper.items()
+                               if all(run.path != other.path for other in search.values()))]
 
 
 def open_chapter(preset: str | None = None, seed: int | None = None, overrides: str | dict | None = None,
@@ -329,9 +346,9 @@ def open_chapter(preset: str | None = None, seed: int | None = None, overrides: 
     """A chapter's config, its run (shipped or stored; trained only if neither) and the run's
     phases; prints the phases' note, which says what "pre-" and "post-shift" mean for this run."""
     cfg = chapter_config(preset, seed, overrides, variant)
-    run, phases = open_with_phases(cfg, preset)
-    print(phase_note(run, phases))
-    return cfg, run, phases
+    run, read = open_run(cfg, preset, with_phases=True, metrics_only="train")
+    print(phase_note(run, read))
+    return cfg, run, read
 
 
 FAR = 0.25  # a pre-shift checkpoint further than this share of its target step from it: the note says why it is read

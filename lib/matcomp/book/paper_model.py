@@ -1,13 +1,13 @@
 """The paper's own model in the one-model chapters' figures: each draws its main figure for it beside the stand-in's,
-by the same code, where the scale ships it with its checkpoints (``chapter.shipped_paper_scale``: at the default
+by the same code, where the scale ships it with its checkpoints (``chapter.paper_scale_configs``: at the default
 ``cpu`` scale, trained on a lent GPU). These say which run it is and where it stopped, for the figure's title and
 caption, and what a chapter says where the scale does not ship it, instead of showing an empty figure."""
 
 from __future__ import annotations
 
-from matcomp.analysis.phases import Phases, phases
+from matcomp.analysis.phases import Phases
 from matcomp.analysis.seeds import trained_on
-from matcomp.book.chapter import paper_task_runs, shipped_paper_scale
+from matcomp.book.chapter import open_runs, paper_scale_configs, paper_task_runs
 from matcomp.presets import DEFAULT_PRESET, preset, preset_name
 from matcomp.runs.run import Run
 
@@ -15,19 +15,19 @@ from matcomp.runs.run import Run
 def paper_model(scale: str | None = None) -> tuple[Run, Phases] | None:
     """The paper's model at ``scale`` (None: ``$MATCOMP_PRESET``, else ``cpu``) and its phases, where the scale ships
     it with checkpoints, else None."""
-    run = shipped_paper_scale(scale)
-    return None if run is None else (run, phases(run))
+    opened = open_runs(paper_scale_configs(scale), scale, with_phases=True, metrics_only="train")
+    return next(iter(opened.values()), None)
 
 
 def paper_runs(scale: str | None = None) -> list[Run]:
     """Every shipped run of the paper's model at ``scale`` (its seed, trained once a loan; at ``cpu`` the first
     loan's, shipped with its metrics alone, and the one with checkpoints), in ``paper_task_runs``'s order; none
     where the scale ships no paper model with checkpoints."""
-    shipped = shipped_paper_scale(scale)
+    shipped = next(iter(paper_scale_configs(scale).values()), None)
     if shipped is None:
         return []
-    return [run for _, run in paper_task_runs(scale) if run.config.name == shipped.config.name
-            and run.config.train.seed == shipped.config.train.seed]
+    return [run for _, run in paper_task_runs(scale) if run.config.name == shipped.name
+            and run.config.train.seed == shipped.train.seed]
 
 
 def stopped_text(run: Run) -> str:

@@ -12,7 +12,7 @@ code would compute (its key: checkpoints, parameters, code, library versions).
 
 from __future__ import annotations
 
-from matcomp.book.chapter import ladder_runs, paper_scale_runs
+from matcomp.book.chapter import ladder_configs, open_runs, paper_scale_configs
 from matcomp.book.chapters import chapter_specs
 from matcomp.book.judging.ladder import unread_reason
 from matcomp.presets import DEFAULT_PRESET
@@ -23,10 +23,11 @@ def ladder_derivations(preset: str = DEFAULT_PRESET) -> list[Derivation]:
     """The key numbers of every one-model chapter on each run of its size ladder at ``preset`` that reads them
     (``ladder_readings.finding_ladders``: every finding on a seed that dropped, those with pre-shift numbers
     on a seed kept with its pre-shift checkpoint that did not) and on its paper-scale run where one is shipped
-    with checkpoints (``chapter.paper_scale_runs``; recomputed here from its bf16 weights), with the chapter's
+    with checkpoints (``chapter.paper_scale_configs``; recomputed here from its bf16 weights), with the chapter's
     default parameters, finding by finding."""
-    runs = [(run, phases) for seeds in ladder_runs(preset).values() for run, phases in seeds.values()
-            if phases is not None] + list(paper_scale_runs(preset).values())
+    ladder = open_runs(ladder_configs(preset), preset, with_phases=True)
+    runs = [(run, phases) for seeds in ladder.values() for run, phases in seeds.values() if phases is not None]
+    runs += list(open_runs(paper_scale_configs(preset), preset, with_phases=True, metrics_only="train").values())
     return [chapter.key_numbers_derivation(run, phases, chapter.defaults(preset))
             for chapter in chapter_specs() if chapter.key_numbers is not None and not chapter.key_numbers.metrics_only
             for run, phases in runs

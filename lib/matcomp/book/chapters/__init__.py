@@ -14,7 +14,7 @@ from pathlib import Path, PurePosixPath
 import yaml
 
 from matcomp.analysis.seeds import seed_configs, seeds_from
-from matcomp.book.chapter import chapter_config, one_model_configs, shipped_paper_scale
+from matcomp.book.chapter import chapter_config, one_model_configs, paper_scale_configs
 from matcomp.book.spec import ChapterSpec
 from matcomp.config import RunConfig
 from matcomp.runs.shipped import REPO
@@ -48,8 +48,7 @@ def chapter_specs() -> list[ChapterSpec]:
 def model_runs(preset: str) -> list[RunConfig]:
     """The one-model preset's runs at its seeds, and the paper-scale run where it is shipped with checkpoints:
     what a one-model chapter and its ladder read."""
-    paper_scale = shipped_paper_scale(preset)
-    return list(one_model_configs(preset).values()) + ([paper_scale.config] if paper_scale is not None else [])
+    return list(one_model_configs(preset).values()) + list(paper_scale_configs(preset).values())
 
 
 def seed_runs(preset: str, count: str = "seeds") -> list[RunConfig]:

@@ -9,7 +9,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from matcomp.analysis.components import component_config
-from matcomp.book.chapter import chapter_config, trained_run
+from matcomp.book.chapter import chapter_config, open_run
 from matcomp.book.parameters import COUNT, STEP, STEPS, parameter
 from matcomp.book.spec import ChapterSpec, RunParameters
 from matcomp.book.tables import at_step
@@ -52,13 +52,13 @@ def setup(p: Parameters) -> Opening:
     """The chapter's config, its trained run, the budget of each group's run (``p.steps``, None: the preset's)
     and the group -> run of each group trained alone from the run's start, printed as it goes."""
     cfg = chapter_config(p.preset, p.seed, p.overrides)
-    base = trained_run(cfg, p.preset)
+    base = open_run(cfg, p.preset)
     steps = p.steps or chapter_sizes(p.preset).steps("component_steps", cfg)
     after_drop = chapter_sizes(p.preset).after_drop if p.after_drop is None else p.after_drop
     print(f"trained model: {base.config.run_id} ({preset_name(p.preset)} preset), final checkpoint step "
           f"{base.steps[-1]}; its own drop: {base.drop}")
 
-    runs = {c: trained_run(component_config(cfg, c, base.config.run_id, steps, after_drop), p.preset)
+    runs = {c: open_run(component_config(cfg, c, base.config.run_id, steps, after_drop), p.preset)
             for c in COMPONENT_PATTERNS}
     for c, run in runs.items():
         print(f"{c:>9} alone: run {run.config.run_id}, stopped at step {run.last_step:,} of {steps:,}")

@@ -15,7 +15,7 @@ from matcomp.analysis.gpt import (
     late_gain,
 )
 from matcomp.analysis.seeds import trained_on
-from matcomp.book.chapter import chapter_config, trained_run
+from matcomp.book.chapter import chapter_config, open_run
 from matcomp.book.parameters import COUNT, STEP, parameter
 from matcomp.book.spec import ChapterSpec, RunParameters
 from matcomp.book.tables import at_step, span_text
@@ -61,7 +61,7 @@ def map_steps(run: Run, onset: int | None, before: int | None, after: int | None
 def default_gpt(samples: int) -> tuple[Run, dict[str, float], Completion]:
     """The default preset's GPT run, the ``greedy_reading`` of its last checkpoint and its ``completion_table``
     beside the default BERT, on ``samples`` matrices drawn as the gpt chapter draws them."""
-    gpt, bert = (trained_run(named_preset(name)) for name in (f"{DEFAULT_PRESET}_gpt", DEFAULT_PRESET))
+    gpt, bert = (open_run(named_preset(name)) for name in (f"{DEFAULT_PRESET}_gpt", DEFAULT_PRESET))
     batch = sample_batch(gpt.config.data, samples, analysis_generator(gpt.config.train.seed))
     return gpt, greedy_reading(gpt.gpt(gpt.steps[-1]), batch), completion_table(gpt, bert, batch)
 

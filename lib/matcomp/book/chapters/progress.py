@@ -18,7 +18,7 @@ from matcomp.analysis.progress import (
     progress_table,
 )
 from matcomp.analysis.seeds import seeds_from, trained_on
-from matcomp.book.chapter import chapter_config, open_with_phases, phase_note, trained_runs
+from matcomp.book.chapter import chapter_config, open_run, open_runs, phase_note
 from matcomp.book.parameters import COUNT, COUNTS, parameter
 from matcomp.book.spec import ChapterSpec, RunParameters
 from matcomp.book.tables import seeds_text, span_text, steps_text
@@ -72,7 +72,7 @@ def setup(p: Parameters) -> Opening:
     cfg, size = chapter_config(p.preset, p.seed, p.overrides), chapter_sizes(p.preset)
     seeds = p.seeds or size.progress_seeds
     configs = progress_configs(cfg, seeds_from(cfg, seeds), size.after_drop)
-    run, phases = open_with_phases(configs[cfg.train.seed], p.preset)
+    run, phases = open_run(configs[cfg.train.seed], p.preset, with_phases=True, metrics_only="train")
     print(phase_note(run, phases))
     table = progress_table(run, p.samples)
     spacing = configs[cfg.train.seed].train.checkpoint_every
@@ -85,7 +85,7 @@ def default_progress(windows, samples: int) -> tuple[pd.DataFrame, int]:
     preset's progress runs, and their checkpoint spacing (steps)."""
     cfg, size = named_preset(DEFAULT_PRESET), chapter_sizes(DEFAULT_PRESET)
     configs = progress_configs(cfg, seeds_from(cfg, size.progress_seeds), size.after_drop)
-    runs = trained_runs(configs, DEFAULT_PRESET)
+    runs = open_runs(configs, DEFAULT_PRESET)
     return leads_over_seeds(runs, windows, samples), next(iter(configs.values())).train.checkpoint_every
 
 
@@ -161,7 +161,7 @@ def seed_findings(by_seed: pd.DataFrame, summary: pd.DataFrame, sensitivity: pd.
                          + ", ".join(ahead) + f" seeds at windows {', '.join(map(str, ahead.index))}; its lead "
                          f"changes by up to {sensitivity.loc[measure, 'largest change (steps)']:,.0f} steps with the "
                          "window.")
-    twins = trained_runs({s: cfg.override({"train.seed": s}) for s in drops.index}, preset)
+    twins = open_runs({s: cfg.override({"train.seed": s}) for s in drops.index}, preset)
     sentences.append("These runs trained on " + "; ".join(f"seed {s}: {trained_on(r.summary)}" for s, r in runs.items())
                      + ". The same seeds without the dense checkpoints, the runs the other chapters read, drop at "
                      + "; ".join(f"seed {s}: {steps_text([twins[s].drop.half_step])} ({trained_on(twins[s].summary)})"

@@ -23,7 +23,7 @@ from matcomp.analysis.shortening import (
     shortening_defaults,
     with_and_without,
 )
-from matcomp.book.chapter import chapter_config, trained_run, trained_runs
+from matcomp.book.chapter import chapter_config, open_run, open_runs
 from matcomp.book.chapters import seed_runs
 from matcomp.book.judging.verdicts import seed_list
 from matcomp.book.parameters import COUNT, parameter
@@ -55,7 +55,7 @@ def runs_read(preset: str) -> list[RunConfig]:
 def arm_drops(cfg: RunConfig, changed: dict[str, RunConfig], seeds: Sequence[int], preset: str | None):
     """Plain training (``cfg``) and each arm of ``changed`` at ``seeds``: every arm's runs (arm -> seed -> run,
     plain first), plain training's drops (``drop_over_seeds``) and each changed arm's."""
-    arms = {name: trained_runs(seed_configs(c, seeds), preset) for name, c in ({"plain": cfg} | changed).items()}
+    arms = {name: open_runs(seed_configs(c, seeds), preset) for name, c in ({"plain": cfg} | changed).items()}
     return arms, drop_over_seeds(arms["plain"]), {name: drop_over_seeds(arms[name]) for name in changed}
 
 
@@ -152,9 +152,9 @@ def default_twins(seeds) -> dict[str, str]:
     twins = progress_configs(cfg, seeds, size.after_drop)
     rows = {}
     for seed in seeds:
-        plain, changed = (trained_run(c.override({"train.seed": seed})) for c in (cfg, arm))
+        plain, changed = (open_run(c.override({"train.seed": seed})) for c in (cfg, arm))
         rows[seed] = {"plain": trained_on(plain.summary), "arms": trained_on(changed.summary),
-                      "twin": trained_on((twin := trained_run(twins[seed])).summary),
+                      "twin": trained_on((twin := open_run(twins[seed])).summary),
                       "twin drop": twin.drop.half_step, "plain drop": plain.drop.half_step}
     table = pd.DataFrame.from_dict(rows, orient="index")
     other = table[table["plain"] != table["arms"]]

@@ -19,7 +19,7 @@ from matcomp.analysis.variants import (
     variant_overrides,
     variant_table,
 )
-from matcomp.book.chapter import chapter_config, rank_search_configs, rank_search_drops, trained_run, trained_runs
+from matcomp.book.chapter import chapter_config, dropped_by_task, open_run, open_runs, rank_search_configs
 from matcomp.book.parameters import COUNT, COUNTS, STEPS, parameter
 from matcomp.book.spec import ChapterSpec, RunParameters
 from matcomp.book.tables import and_text, span_text
@@ -79,7 +79,7 @@ def setup(p: Parameters) -> Opening:
     seeds, sizes, ranks = p.seeds or size.seeds, p.sizes or list(size.mixture_sizes), p.ranks or list(size.ranks)
     steps = p.steps or size.steps("size_steps", cfg)
     mixture_cfg = cfg.override(mixture_overrides(sizes))
-    mixtures = trained_runs(seed_configs(mixture_cfg, seeds_from(cfg, seeds)), p.preset)
+    mixtures = open_runs(seed_configs(mixture_cfg, seeds_from(cfg, seeds)), p.preset)
     print(f"mixture of sizes {sizes}, rank 1, {mixture_cfg.train.steps:,} steps: "
           + ", ".join(f"seed {s} {r.config.run_id}" for s, r in mixtures.items()))
     return Opening(cfg, size, steps, mixture_cfg, mixtures, seeds, sizes, ranks)
@@ -91,9 +91,9 @@ def default_sizes() -> tuple[pd.DataFrame, pd.DataFrame, RunConfig]:
     cfg, size = named_preset(DEFAULT_PRESET), chapter_sizes(DEFAULT_PRESET)
     sizes = list(size.mixture_sizes)
     mixture = cfg.override(mixture_overrides(sizes))
-    mixtures = trained_runs(seed_configs(mixture, seeds_from(cfg, size.seeds)), DEFAULT_PRESET)
+    mixtures = open_runs(seed_configs(mixture, seeds_from(cfg, size.seeds)), DEFAULT_PRESET)
     steps = size.steps("size_steps", cfg)
-    runs = trained_runs(variant_configs(cfg, variant_overrides(cfg, {"size": sizes, "rank": list(size.ranks)}, steps)),
+    runs = open_runs(variant_configs(cfg, variant_overrides(cfg, {"size": sizes, "rank": list(size.ranks)}, steps)),
                         DEFAULT_PRESET)
     return mixture_orders(mixtures, sizes), variant_table(runs, steps), cfg
 
@@ -147,7 +147,8 @@ def rank_drop_numbers() -> dict[str, str]:
     and column heads at its last checkpoint before the drop and its first after; and how early the one-model
     run, which drops, leaves its plateau (``rank1_moves``, ``early_move``), which the search's runs are read
     against."""
-    runs = list(rank_search_drops(DEFAULT_PRESET).values())
+    search = open_runs(dict(enumerate(rank_search_configs(DEFAULT_PRESET))), DEFAULT_PRESET)
+    runs = list(dropped_by_task(search.values()).values())
     if len(runs) != 1:
         raise ValueError(f"the rank-2 search at the {DEFAULT_PRESET} preset has {len(runs)} runs that drop; "
                          "its prose reads one")
@@ -156,7 +157,7 @@ def rank_drop_numbers() -> dict[str, str]:
     before, after = table[table.index < drop.half_step].iloc[-1], table[table.index > drop.half_step].iloc[0]
     heads = "best row head / uniform", "best column head / uniform"
     data = run.config.data
-    one_model = trained_run(chapter_config(chapter_sizes(DEFAULT_PRESET).one_model), DEFAULT_PRESET)
+    one_model = open_run(chapter_config(chapter_sizes(DEFAULT_PRESET).one_model), DEFAULT_PRESET)
     measures = progress_table(one_model)
     drop_step = one_model.drop.half_step
     if drop_step is None:

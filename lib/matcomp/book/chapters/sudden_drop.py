@@ -11,7 +11,7 @@ import pandas as pd
 from matcomp.analysis import drop_spread
 from matcomp.analysis.key_numbers import read_drop
 from matcomp.analysis.seeds import seed_configs, seeds_from, trained_on
-from matcomp.book.chapter import chapter_config, model_preset, paper_task_runs, trained_run, trained_runs
+from matcomp.book.chapter import chapter_config, model_preset, open_run, open_runs, paper_task_runs
 from matcomp.book.chapters import model_runs, seed_runs
 from matcomp.book.judging.ladder import DEPTH
 from matcomp.book.judging.verdicts import Claim
@@ -67,8 +67,8 @@ def nudged_spread(seed_cfg: RunConfig, preset: str | None) -> Nudged | None:
     nudged = nudged_configs(seed_cfg, preset)
     if not nudged:
         return None
-    own_runs = trained_runs(seed_configs(seed_cfg, seeds_from(seed_cfg, drop_spread.SEEDS)), preset)
-    steps = drop_spread.nudged_steps(trained_runs(nudged, preset))
+    own_runs = open_runs(seed_configs(seed_cfg, seeds_from(seed_cfg, drop_spread.SEEDS)), preset)
+    steps = drop_spread.nudged_steps(open_runs(nudged, preset))
     own = pd.Series({seed: run.drop.half_step for seed, run in own_runs.items()}, dtype="Float64")
     return Nudged(steps, own, drop_spread.spread_table(steps, own))
 
@@ -139,7 +139,7 @@ def setup(p: Parameters) -> Opening:
     cfg = chapter_config(model_preset(p.preset, p.model), p.seed, p.overrides)
     seed_cfg = chapter_config(p.preset, p.seed, p.overrides)  # the drop-step distribution: the scale's own preset
     seeds = p.seeds or chapter_sizes(p.preset).drop_seeds
-    run = trained_run(cfg, p.preset)  # a shipped or stored run loads in a second; any other trains
+    run = open_run(cfg, p.preset)  # a shipped or stored run loads in a second; any other trains
     d, m = cfg.data, cfg.model
     plateau_level = second_moment(d)  # E[X_ij^2] = r/9 for uniform[-1, 1] factors
     stopped = (f" of its budget of {cfg.train.steps:,} (it stops {cfg.train.stop_after_drop:,} after its drop)"

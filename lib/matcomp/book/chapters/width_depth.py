@@ -11,7 +11,7 @@ from matcomp.analysis.variants import (
     variant_configs,
     variant_overrides,
 )
-from matcomp.book.chapter import chapter_config, trained_runs
+from matcomp.book.chapter import chapter_config, open_runs
 from matcomp.book.parameters import COUNT, COUNTS, FOLDER, STEP, STEPS, parameter
 from matcomp.book.spec import ChapterSpec, RunParameters
 from matcomp.config import RunConfig
@@ -64,7 +64,7 @@ def setup(p: Parameters) -> Opening:
     steps = p.steps or size.steps("shape_steps", cfg)
     after_drop = size.after_drop if p.after_drop is None else p.after_drop
     variants = variant_overrides(cfg, {"width": widths, "depth": depths}, steps, after_drop)
-    runs = trained_runs(variant_configs(cfg, variants, seeds_from(cfg, p.seeds or size.shape_seeds)), p.preset)
+    runs = open_runs(variant_configs(cfg, variants, seeds_from(cfg, p.seeds or size.shape_seeds)), p.preset)
     own = {"width": cfg.model.hidden, "depth": cfg.model.layers}
     print(f"{preset_name(p.preset)} preset: width {own['width']} and depth {own['depth']} are the chapter's runs; "
           f"every run has lr {cfg.train.lr:g} (the chapter's, at every shape) and up to {steps:,} steps"

@@ -76,7 +76,7 @@ def finding_ladders(chapter: ChapterSpec, runs: Mapping[str, Mapping[int, tuple[
                     beyond: Mapping[str, tuple[Run, Phases]] | None = None) -> Ladder:
     """A one-model chapter's ladder (its ``ChapterSpec.key_numbers``) on ``runs`` (task label -> seed
     -> run and its phases, None where it was kept with its metrics alone; smallest task first) and the single
-    runs of ``beyond`` (the paper-scale run, ``chapter.paper_scale_runs``), read with the chapter's parameters
+    runs of ``beyond`` (the paper-scale run, ``chapter.paper_scale_configs``), read with the chapter's parameters
     ``params``, each run at its own post-shift step (a stored derivation, shipped for the default build); a
     seed without a drop is read on the numbers of its pre-shift model alone (``KeyNumber.pre_shift``). The
     first key number is how far below its plateau each run ends (``DEPTH``, judged on the sudden drop's page
@@ -158,7 +158,7 @@ def drop_ladders(chapter: ChapterSpec, runs: Mapping[str, Mapping[int, Run]],
                  beyond: Mapping[str, Run] | None = None) -> Ladder:
     """The ladder of a chapter whose key numbers are read on a run's metrics alone (``KeyNumbers.metrics_only``:
     the sudden drop's) on ``runs`` (task label -> seed -> run, smallest task first) and the single runs of
-    ``beyond`` (label -> run: larger tasks read on their metrics alone, ``chapter.rank_search_drops``). Every
+    ``beyond`` (label -> run: larger tasks read on their metrics alone, ``chapter.paper_task_runs``). Every
     seed is read: a seed without a drop has no drop step, a later draw than it trained to, which its spread
     counts; the numbers only a drop has (how sharp it was) cannot be read on it."""
     spec = chapter.judged_numbers()

@@ -10,7 +10,7 @@ import json
 import pandas as pd
 
 from matcomp.analysis.key_numbers import reader_parameters
-from matcomp.book.chapter import ladder_runs, ladder_trained, larger_task_drops, paper_scale_runs
+from matcomp.book.chapter import ladder_configs, open_runs, paper_scale_configs, paper_task_runs
 from matcomp.book.chapters import chapter_specs
 from matcomp.book.judging.ladder import Ladder, show_ladder
 from matcomp.book.judging.ladder_readings import drop_ladders, finding_ladders
@@ -26,12 +26,15 @@ BOOK = REPO / "book"
 def chapter_ladders(preset: str | None = None) -> dict[str, Ladder]:
     """The ladder of every chapter that judges key numbers (chapter -> ``Ladder``), in the book's order."""
     name = preset_name(preset)
-    runs, paper_scale = ladder_runs(name), paper_scale_runs(name)  # opened once: each opening hashes its checkpoints
+    # opened once: each opening hashes its checkpoints
+    runs = open_runs(ladder_configs(name), name, with_phases=True)
+    paper_scale = open_runs(paper_scale_configs(name), name, with_phases=True, metrics_only="train")
     ladders = {}
     for chapter in chapter_specs():
         if chapter.key_numbers is None:
             continue
-        ladders[chapter.name] = (drop_ladders(chapter, ladder_trained(name), larger_task_drops(name))
+        ladders[chapter.name] = (drop_ladders(chapter, open_runs(ladder_configs(name), name),
+                                              dict(paper_task_runs(name)))
                                  if chapter.key_numbers.metrics_only
                                  else finding_ladders(chapter, runs, chapter.defaults(name), paper_scale))
     return ladders
@@ -45,7 +48,9 @@ def show_chapter_ladder(chapter: ChapterSpec, namespace: dict) -> None:
         raise ValueError(f"the {chapter.name} chapter judges no key numbers read on its checkpoints")
     params = {name: namespace[name] for name in reader_parameters(chapter.key_numbers.read)}
     preset = namespace.get("preset")
-    show_ladder(finding_ladders(chapter, ladder_runs(preset), params, paper_scale_runs(preset)), chapter.name)
+    runs = open_runs(ladder_configs(preset), preset, with_phases=True)
+    paper_scale = open_runs(paper_scale_configs(preset), preset, with_phases=True, metrics_only="train")
+    show_ladder(finding_ladders(chapter, runs, params, paper_scale), chapter.name)
 
 
 def chapter_title(chapter: str) -> str:
