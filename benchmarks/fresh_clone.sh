@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's two commands on a fresh clone, timed phase by phase: what a new reader waits for, and what
 # the README's "How long" paragraph reports. Prints each phase's seconds, each chapter's execution in the
-# build, and the ten slowest tests; asserts nothing (a benchmark, not a test).
+# build, the tests skipped and why, and the ten slowest tests; asserts nothing (a benchmark, not a test).
 #
 #   bash benchmarks/fresh_clone.sh            # this repository's HEAD, in a new virtual environment
 #   bash benchmarks/fresh_clone.sh REV        # an earlier commit, to compare on the same machine and day
@@ -41,7 +41,7 @@ jupyter-book build -W --keep-going . > "$work/build.log" 2>&1 || echo "build fai
 build_s=$((SECONDS - start))
 
 start=$SECONDS
-python -m pytest --durations=10 > "$work/pytest.log" 2>&1 || echo "pytest failed: $work/pytest.log"
+python -m pytest --durations=10 -rs > "$work/pytest.log" 2>&1 || echo "pytest failed: $work/pytest.log"
 pytest_s=$((SECONDS - start))
 
 echo
@@ -58,6 +58,11 @@ from jupyter_cache import get_cache
 for r in get_cache("_build/.jupyter_cache").list_cache_records():
     print(round(r.data.get("execution_seconds", float("nan")), 1), r.uri.split("/fresh/")[-1])
 ' | sort -rn | sed 's/^/  /'
+echo
+# a machine without Debian's chromium skips the browser tests (the JupyterLab run, the built pages' check): their
+# minutes are then missing from the tests' time, so the skips are named beside it
+echo "tests skipped, and why:"
+grep '^SKIPPED' "$work/pytest.log" | sed 's/^/  /' || echo "  none"
 echo
 echo "the ten slowest tests:"
 sed -n '/slowest 10 durations/,/^$/p' "$work/pytest.log" | sed -n '2,11p' | sed 's/^/  /'
