@@ -162,6 +162,7 @@ def _nested(tree: Mapping, leaf: Callable) -> dict:
 
 
 def _leaves(tree: Mapping) -> Iterator:
+    """Every leaf of ``tree`` (as ``_nested`` reads it), in order."""
     for value in tree.values():
         yield from _leaves(value) if isinstance(value, Mapping) else (value,)
 
@@ -180,13 +181,18 @@ def open_run(cfg, preset=None, *, with_phases=False, metrics_only="read"):
     return open_runs({0: cfg}, preset, with_phases=with_phases, metrics_only=metrics_only)[0]
 
 
+def _metrics_alone(where: Location) -> bool:
+    """Whether the run ``where`` locates is shipped with its metrics alone, no checkpoint."""
+    return where.reference is not None and not where.reference.steps
+
+
 def _opened(where: Location, preset: str | None, with_phases: bool, train_shipped: bool) -> Run | Opened:
     """The run ``where`` locates, as ``open_runs`` opens it (``train_shipped``: a run shipped with its metrics alone
     is trained for its checkpoints)."""
-    metrics_alone = where.reference is not None and not where.reference.steps
-    if with_phases and where.reference is not None and metrics_alone and not train_shipped:
-        return Opened(where.reference, None)
-    use_shipped = not (train_shipped and metrics_alone)
+    reference = where.reference if _metrics_alone(where) else None
+    if with_phases and reference is not None and not train_shipped:
+        return Opened(reference, None)
+    use_shipped = not (train_shipped and _metrics_alone(where))
     needed = announce_training(where, preset, use_shipped)
     run = get_or_train(where.cfg, progress="text" if needed else False, shipped=use_shipped, location=where)
     return Opened(run, phases(run)) if with_phases else run
@@ -255,8 +261,7 @@ def announce_runs(located: Iterable[Location], preset: str | None = None, train_
     is refused before its first run rather than announced run by run. ``train_shipped``: a run shipped with its
     metrics alone trains for its checkpoints (``open_runs``)."""
     todo = [(where.cfg, steps) for where in located
-            if (steps := steps_to_train(where, not (train_shipped and where.reference is not None
-                                                    and not where.reference.steps)))]
+            if (steps := steps_to_train(where, not (train_shipped and _metrics_alone(where))))]
     if len(todo) < 2:
         return
     costs = CostBook(writable_store(), resolve_device(None), torch.get_num_threads())  # one for all: shapes repeat
@@ -315,9 +320,12 @@ def task_label(run: Run) -> str:
     return f"{d.n_rows}×{d.n_cols} rank {d.rank} ({run.config.name}, trained on {trained_on(run.summary)})"
 
 
-def dropped_by_task(runs: Iterable[Run]) -> dict[str, Run]:
-    """The runs of ``runs`` that leave their plateau, by ``task_label`` (the later of two of one label)."""
-    return {task_label(run): run for run in runs if run.drop.half_step is not None}
+def rank_search_drops(preset: str | None = None) -> dict[str, Run]:
+    """The rank-2 search's runs (``rank_search_configs``, opened) that leave their plateau, by ``task_label`` (the
+    later of two of one label): at ``cpu`` among them the paper's run, trained on a GPU and shipped with its
+    metrics alone."""
+    runs = open_runs(dict(enumerate(rank_search_configs(preset))), preset)
+    return {task_label(run): run for run in runs.values() if run.drop.half_step is not None}
 
 
 def paper_scale_configs(preset: str | None = None) -> dict[str, RunConfig]:
@@ -331,11 +339,10 @@ def paper_scale_configs(preset: str | None = None) -> dict[str, RunConfig]:
 
 def paper_task_runs(preset: str | None = None) -> list[tuple[str, Run]]:
     """Every run of the paper's own task shipped at this scale, by ``task_label``: the rank-2 search's runs that
-    leave their plateau (at ``cpu`` the paper's run, trained on a GPU and shipped with its metrics alone), then the
-    paper-scale run (``paper_scale_configs``), even where two share a label (two trainings of one seed). ``dict``
-    of it is what the drop's verdicts read: the paper-scale run comes last and wins its label, so the verdict
-    table's paper column holds one run, whichever chapter reads it."""
-    search = dropped_by_task(open_runs(dict(enumerate(rank_search_configs(preset))), preset).values())
+    leave their plateau (``rank_search_drops``), then the paper-scale run (``paper_scale_configs``), even where two
+    share a label (two trainings of one seed). ``dict`` of it is what the drop's verdicts read: the paper-scale run
+    comes last and wins its label, so the verdict table's paper column holds one run, whichever chapter reads it."""
+    search = rank_search_drops(preset)
     paper = open_runs(paper_scale_configs(preset), preset)
     return [*search.items(), *((label, run) for label, run in paper.items()
                                if all(run.path != other.path for other in search.values()))]

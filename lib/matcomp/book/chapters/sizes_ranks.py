@@ -19,7 +19,7 @@ from matcomp.analysis.variants import (
     variant_overrides,
     variant_table,
 )
-from matcomp.book.chapter import chapter_config, dropped_by_task, open_run, open_runs, rank_search_configs
+from matcomp.book.chapter import chapter_config, open_run, open_runs, rank_search_configs, rank_search_drops
 from matcomp.book.parameters import COUNT, COUNTS, STEPS, parameter
 from matcomp.book.spec import ChapterSpec, RunParameters
 from matcomp.book.tables import and_text, span_text
@@ -147,8 +147,7 @@ def rank_drop_numbers() -> dict[str, str]:
     and column heads at its last checkpoint before the drop and its first after; and how early the one-model
     run, which drops, leaves its plateau (``rank1_moves``, ``early_move``), which the search's runs are read
     against."""
-    search = open_runs(dict(enumerate(rank_search_configs(DEFAULT_PRESET))), DEFAULT_PRESET)
-    runs = list(dropped_by_task(search.values()).values())
+    runs = list(rank_search_drops(DEFAULT_PRESET).values())
     if len(runs) != 1:
         raise ValueError(f"the rank-2 search at the {DEFAULT_PRESET} preset has {len(runs)} runs that drop; "
                          "its prose reads one")
