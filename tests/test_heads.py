@@ -7,6 +7,7 @@ from matcomp.analysis.heads import (
     SCORES,
     classify_heads,
     family_counts,
+    family_text,
     fig5_mask,
     group_ablation,
     head_scores,
@@ -47,7 +48,7 @@ def test_synthetic_row_column_identity_and_uniform_heads_are_classified():
     observed = random_mask(32, M, N_COLS, 0.3, torch.Generator().manual_seed(0))
     scores = map_scores(synthetic_maps(32), observed)
     table = classify_heads(scores, score_baselines(observed))
-    assert list(table.families) == ["row", "column", "identity", "other"]
+    assert list(table.families) == [{"row"}, {"column"}, {"identity"}, set()]
     assert list(table.near_misses) == ["", "", "", ""]
     assert scores.loc[0, "row"] == pytest.approx((N_COLS - 1) / N_COLS)  # self excluded
     assert scores.loc[1, "column"] == pytest.approx((M - 1) / M)
@@ -78,7 +79,7 @@ def test_masked_row_longest_column_and_mask_ignore_heads():
     skip_mask = (col[:, None] == col[None, :]) & observed[None, :] & ~torch.eye(S, dtype=torch.bool)
     maps = torch.stack([normalised(to_kept), normalised(longest.expand(S, S)), normalised(skip_mask)])
     table = classify_heads(map_scores(maps[None], mask), score_baselines(mask))
-    assert list(table.families) == ["masked-row", "longest-contiguous-column, mask-ignore", "column, mask-ignore"]
+    assert list(table.families) == [{"masked-row"}, {"longest-contiguous-column", "mask-ignore"}, {"column", "mask-ignore"}]
     assert table.loc[0, "masked_row"] == pytest.approx(1.0) and table.loc[1, "longest_column"] == pytest.approx(1.0)
     assert table.ignores_mask.tolist() == [False, True, True]
 
@@ -149,7 +150,7 @@ def test_with_baselines_adds_the_uniform_row_under_the_heads():
     table = classify_heads(map_scores(synthetic_maps(32), observed), score_baselines(observed))
     shown = with_baselines(table, observed, ["families", "row", "self"])
     assert list(shown.columns) == ["families", "row", "self"] and len(shown) == 5
-    assert shown.index[-1] == ("uniform", "") and shown["families"].iloc[-1] == ""  # shown empty, not "nan"
+    assert list(shown["families"]) == ["row", "column", "identity", "other", ""]  # as text; the uniform row empty
     assert shown["row"].iloc[-1] == pytest.approx((N_COLS - 1) / S) and shown["self"].iloc[-1] == pytest.approx(1 / S)
 
 
@@ -172,7 +173,7 @@ def test_a_head_that_is_both_row_and_masked_row_gets_both_labels():
         if row[q].item() in kept and not observed[q]:  # ...but the kept entry at a masked row's MASK query
             pattern[q] = torch.arange(S) == kept[row[q].item()]
     table = classify_heads(map_scores(normalised(pattern)[None, None], mask), score_baselines(mask))
-    assert table.families[0] == "row, masked-row, mask-ignore"  # on this mask its row keys are mostly observed
+    assert table.families[0] == {"row", "masked-row", "mask-ignore"}  # on this mask its row keys are mostly observed
     assert table.loc[0, "row"] == pytest.approx(1.0) and table.loc[0, "masked_row"] == pytest.approx(1.0)
     groups = heads_by_family(table.set_index(pd.MultiIndex.from_tuples([(1, 0)])))
     assert groups == {"row": [(1, 0)], "masked-row": [(1, 0)], "mask-ignore": [(1, 0)]}
@@ -188,15 +189,20 @@ def test_an_observed_copy_head_is_identity_and_a_weak_one_a_near_miss():
     scores = map_scores(torch.cat([copy, weak, faint], 1), observed)
     table = classify_heads(scores, score_baselines(observed))
     assert scores.loc[0, "self_observed"] == pytest.approx(1.0) and scores.loc[0, "self"] < 0.8
-    assert list(table.families) == ["identity", "identity", "other"]
+    assert list(table.families) == [{"identity"}, {"identity"}, set()]
     assert table.near_misses[2] == f"identity {scores.loc[2, 'self_observed']:.2f}"
     strict = classify_heads(scores, score_baselines(observed), identity_enrichment=8)
-    assert list(strict.families) == ["identity", "other", "other"]
+    assert list(strict.families) == [{"identity"}, set(), set()]
+
+
+def test_family_text_shows_a_set_in_the_order_of_the_families_and_none_as_other():
+    assert family_text(frozenset({"mask-ignore", "row", "identity"})) == "identity, row, mask-ignore"
+    assert family_text(frozenset()) == "other"
 
 
 def test_family_counts_count_a_head_in_each_of_its_families():
-    tables = {0: pd.DataFrame({"families": ["row, masked-row", "column", "other"]}),
-              1: pd.DataFrame({"families": ["row", "row", "identity"]})}
+    tables = {0: pd.DataFrame({"families": [frozenset({"row", "masked-row"}), frozenset({"column"}), frozenset()]}),
+              1: pd.DataFrame({"families": [frozenset({"row"}), frozenset({"row"}), frozenset({"identity"})]})}
     counts = family_counts(tables)
     assert counts.loc["row"].tolist() == [1, 2] and counts.loc["masked-row"].tolist() == [1, 0]
     assert counts.loc["other"].tolist() == [1, 0] and counts.sum().tolist() == [4, 3]

@@ -102,7 +102,7 @@ def test_the_least_family_ablation_is_the_smallest_l_mask_rise_of_app_ls_table_l
     run, phases = trained
     model = run.bert(phases.post)
     batch = sample_batch(run.config.data, 32, analysis_generator(0))
-    table = classify_model(model, batch).assign(families=["row, column", NO_FAMILY])  # families given by hand
+    table = classify_model(model, batch).assign(families=[frozenset({"row", "column"}), frozenset()])  # given by hand
     least = _least_group_ablation(model, batch, table)
     ablated = group_ablation(model, batch, {"row": [(0, 0)], "column": [(0, 0)], NO_FAMILY: [(0, 1)]})
     assert least.value == pytest.approx(ablated.loc["row", "L_mask ratio"], rel=1e-5)  # head (0, 1) left out

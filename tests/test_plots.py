@@ -262,7 +262,8 @@ def test_family_titles_label_each_head_with_its_family():
     from matcomp.book.plots.attention import family_titles
 
     index = pd.MultiIndex.from_product([[0, 1], [0, 1]], names=["layer", "head"])
-    table = pd.DataFrame({"families": ["row", "column", "other", "identity, row"]}, index=index)
+    families = [frozenset({"row"}), frozenset({"column"}), frozenset(), frozenset({"row", "identity"})]
+    table = pd.DataFrame({"families": families}, index=index)
     assert family_titles(table) == [["(0,0) row", "(0,1) column"], ["(1,0) other", "(1,1) identity, row"]]
 
 

@@ -55,7 +55,7 @@ FAMILIES = ("identity", "row", "column", "masked-row", "longest-contiguous-colum
 FAMILY_SCORE = {"identity": "self_observed", "row": "row", "column": "column", "masked-row": "masked_row",
                 "longest-contiguous-column": "longest_column"}
 ABOVE_NEIGHBOURS = 1.25  # an identity head gives itself this much more than each other key of its row or column
-NO_FAMILY = "other"  # the label of a head that meets no family's criterion
+NO_FAMILY = "other"  # the label shown for a head that meets no family's criterion (its set of families is empty)
 
 
 def longest_runs(observed: torch.Tensor) -> torch.Tensor:
@@ -209,8 +209,8 @@ def classify_heads(scores: pd.DataFrame, baselines: dict[str, float], mass: floa
     to themselves only where there is a value, are identity) and ``ABOVE_NEIGHBOURS`` times the mass
     per key it gives the rest of its row and of its column (so a head spread evenly over its row,
     itself included, which gives itself n times uniform, is not). It ignores MASK (mask-ignore) if its
-    ``mask`` score is at most ``mask_ratio`` times the baseline. ``families`` joins every family a
-    head meets ("other" for none); ``near_misses`` names, with its score, each family it misses
+    ``mask`` score is at most ``mask_ratio`` times the baseline. ``families`` holds the frozenset of the
+    families a head meets (empty for none; ``family_text`` shows it); ``near_misses`` names, with its score, each family it misses
     although its score reaches ``near`` times every threshold of that family (identity's comparison
     with its row and column is not relaxed)."""
     mass = checks.number(mass, "mass", 0, 1, open_low=True)
@@ -237,7 +237,7 @@ def classify_heads(scores: pd.DataFrame, baselines: dict[str, float], mass: floa
     ignores = (scores["mask"] <= mask_ratio * baselines["mask"]) & (baselines["mask"] > 0)
     has["mask-ignore"] = ignores
     nearly = {family: meets(family, near) & ~has[family] for family in FAMILY_SCORE}
-    families = [", ".join(f for f in FAMILIES if has[f][head]) or NO_FAMILY for head in scores.index]
+    families = [frozenset(f for f in FAMILIES if has[f][head]) for head in scores.index]
     misses = [", ".join(f"{f} {scores.loc[head, FAMILY_SCORE[f]]:.2f}" for f in FAMILY_SCORE if nearly[f][head])
               for head in scores.index]
     table = scores.copy()
@@ -249,8 +249,8 @@ def classify_heads(scores: pd.DataFrame, baselines: dict[str, float], mass: floa
 
 def family_counts(tables: dict, families=FAMILIES + (NO_FAMILY,)) -> pd.DataFrame:
     """Heads of each family (rows) in each ``classify_heads`` table (columns, the keys of ``tables``, e.g.
-    seeds); a head of several families counts in each."""
-    return pd.DataFrame({key: [sum(f in labels.split(", ") for labels in table.families) for f in families]
+    seeds); a head of several families counts in each, and a head of none as ``NO_FAMILY``."""
+    return pd.DataFrame({key: [sum(f in (held or {NO_FAMILY}) for held in table.families) for f in families]
                          for key, table in tables.items()}, index=pd.Index(families, name="family"))
 
 
@@ -281,13 +281,25 @@ def classify_model(model: MatrixBert, batch: Batch, **thresholds) -> pd.DataFram
     return classify_heads(head_scores(model, batch), score_baselines(batch.observed), **thresholds)
 
 
+def family_text(families: frozenset[str]) -> str:
+    """A head's families as a reader sees them, in ``FAMILIES`` order ("row, masked-row"), ``NO_FAMILY`` for
+    none: for display only; code reads the set."""
+    return ", ".join(f for f in FAMILIES if f in families) or NO_FAMILY
+
+
+def shown(table: pd.DataFrame, columns) -> pd.DataFrame:
+    """``table`` 's ``columns`` (a ``classify_heads`` table) as a reader sees them: its families as text."""
+    columns = list(columns)
+    return table[columns].assign(**({"families": table.families.map(family_text)} if "families" in columns else {}))
+
+
 def with_baselines(table: pd.DataFrame, observed: torch.Tensor, columns) -> pd.DataFrame:
-    """``table`` 's ``columns`` (a ``classify_heads`` table) with a last row ("uniform", "") holding each
+    """``shown`` ``columns`` of ``table`` (a ``classify_heads`` table) with a last row ("uniform", "") holding each
     score of uniform attention on the masks ``observed`` (its other cells empty), so that a reader sees
     every score beside the level it must beat."""
     baselines = pd.DataFrame([score_baselines(observed)], index=pd.MultiIndex.from_tuples([("uniform", "")]))
     columns = list(columns)
-    both = pd.concat([table[columns], baselines[[c for c in columns if c in baselines]]])
+    both = pd.concat([shown(table, columns), baselines[[c for c in columns if c in baselines]]])
     labels = [c for c in columns if c not in baselines]  # the family and the like: empty, not "nan"
     return both.fillna(dict.fromkeys(labels, ""))
 
@@ -304,8 +316,8 @@ def heads_by_family(table: pd.DataFrame) -> dict[str, list[tuple[int, int]]]:
     """``{family: [(layer, head), ...]}`` from a ``classify_heads`` table indexed by (layer, head); a head
     of several families is in each of them, and families without heads are left out."""
     groups: dict[str, list[tuple[int, int]]] = {}
-    for key, labels in table.families.items():
-        for family in labels.split(", "):
+    for key, held in table.families.items():
+        for family in held or {NO_FAMILY}:
             groups.setdefault(family, []).append((int(key[0]), int(key[1])))
     return {f: groups[f] for f in FAMILIES + (NO_FAMILY,) if f in groups}
 

@@ -192,7 +192,7 @@ def read_taxonomy(run: Run, phases: Phases, *, samples: int, eval_seed: int, mas
     spread = {name: draws.std(ddof=1) for name, (_, draws) in classified.items()}
     numbers = {heads_id(family): Estimate(counts.loc[family, "random"], spread["random"][family])
                for family in TAXONOMY_FAMILIES}
-    identity = [layer for layer, _ in tables["random"].index[tables["random"].families.str.contains("identity")]]
+    identity = [layer for (layer, _), held in tables["random"].families.items() if "identity" in held]
     last = run.config.model.layers - 1  # layers counted from 0
     numbers["identity_last_layer_share"] = Estimate(sum(layer == last for layer in identity) / len(identity)
                                                     if identity else float("nan"))
@@ -202,7 +202,7 @@ def read_taxonomy(run: Run, phases: Phases, *, samples: int, eval_seed: int, mas
                                                    if "separating" in counts else Estimate(float("nan")))
     numbers["least_group_ablation"] = _least_group_ablation(model, batches["random"], tables["random"])
     before = classify_model(run.bert(phases.pre), batches["random"], **thresholds)
-    numbers["pre_shift_family_heads"] = Estimate(float((before.families != NO_FAMILY).sum()))
+    numbers["pre_shift_family_heads"] = Estimate(float(before.families.map(bool).sum()))
     return numbers
 
 

@@ -102,7 +102,7 @@ def identity_text(families: pd.DataFrame, positions: int, identity_enrichment: f
     ``families`` (a ``classify_heads`` table) reach, and how many keep the label at twice the threshold."""
     uniform = 1 / positions
     threshold = identity_enrichment * uniform
-    identity = families.loc[families["families"].str.contains("identity"), "self_observed"]
+    identity = families.loc[families["families"].map(lambda held: "identity" in held), "self_observed"]
     if identity.empty:
         return (f"Identity asks {identity_enrichment:g}× uniform on itself at observed queries "
                 f"({threshold:.2f} of the mass; uniform is 1/{positions} = {uniform:.3f}); no head reaches it here.")

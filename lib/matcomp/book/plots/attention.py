@@ -7,6 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from matcomp.analysis.heads import family_text
 from matcomp.book.plots.curves import LOSS_COLORS, LOSS_LABELS
 
 
@@ -96,4 +97,5 @@ def family_titles(table: pd.DataFrame) -> list[list[str]]:
     """Titles "(layer,head) families" for ``attention_grid``, from a ``classify_heads`` table indexed by
     (layer, head)."""
     layers, heads = (table.index.get_level_values(level).unique() for level in (0, 1))
-    return [[f"({layer},{head}) {table.loc[(layer, head), 'families']}" for head in heads] for layer in layers]
+    return [[f"({layer},{head}) {family_text(table.loc[(layer, head), 'families'])}" for head in heads]
+            for layer in layers]
