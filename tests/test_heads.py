@@ -79,7 +79,8 @@ def test_masked_row_longest_column_and_mask_ignore_heads():
     skip_mask = (col[:, None] == col[None, :]) & observed[None, :] & ~torch.eye(S, dtype=torch.bool)
     maps = torch.stack([normalised(to_kept), normalised(longest.expand(S, S)), normalised(skip_mask)])
     table = classify_heads(map_scores(maps[None], mask), score_baselines(mask))
-    assert list(table.families) == [{"masked-row"}, {"longest-contiguous-column", "mask-ignore"}, {"column", "mask-ignore"}]
+    assert list(table.families) == [{"masked-row"}, {"longest-contiguous-column", "mask-ignore"},
+                                    {"column", "mask-ignore"}]
     assert table.loc[0, "masked_row"] == pytest.approx(1.0) and table.loc[1, "longest_column"] == pytest.approx(1.0)
     assert table.ignores_mask.tolist() == [False, True, True]
 

@@ -210,9 +210,9 @@ def classify_heads(scores: pd.DataFrame, baselines: dict[str, float], mass: floa
     per key it gives the rest of its row and of its column (so a head spread evenly over its row,
     itself included, which gives itself n times uniform, is not). It ignores MASK (mask-ignore) if its
     ``mask`` score is at most ``mask_ratio`` times the baseline. ``families`` holds the frozenset of the
-    families a head meets (empty for none; ``family_text`` shows it); ``near_misses`` names, with its score, each family it misses
-    although its score reaches ``near`` times every threshold of that family (identity's comparison
-    with its row and column is not relaxed)."""
+    families a head meets (empty for none; ``family_text`` shows it); ``near_misses`` names, with its score,
+    each family it misses although its score reaches ``near`` times every threshold of that family
+    (identity's comparison with its row and column is not relaxed)."""
     mass = checks.number(mass, "mass", 0, 1, open_low=True)
     enrichment = checks.number(enrichment, "enrichment", low=1)
     identity_enrichment = checks.number(identity_enrichment, "identity_enrichment", low=1)
