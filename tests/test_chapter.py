@@ -41,6 +41,21 @@ def test_every_chapter_names_its_runs_at_every_scale_of_the_book(preset):
     assert planned and {"gpt"} <= {chapter for p in planned for chapter in p.chapters}
 
 
+def test_the_default_runs_a_chapters_prose_quotes_are_in_every_presets_plan_and_are_shipped(monkeypatch):
+    from matcomp.book.chapters import CHAPTERS, chapter_spec
+    from matcomp.runs.store import locate
+
+    monkeypatch.setenv("MATCOMP_SEED", "3")  # the quoted runs are the default preset's own, whatever a reader sets
+    quoted = {name: chapter_spec(name).quoted() for name in CHAPTERS if chapter_spec(name).quoted}
+    assert set(quoted) == {"progress", "shortening", "sizes_ranks", "gpt"}
+    assert len(quoted["shortening"]) == 4 * 7 + 4  # plain and six arms at 4 seeds, and the seeds' progress twins
+    for name in ("smoke", "paper"):
+        readers = {p.cfg.run_id: p.chapters for p in plan(name)}
+        for chapter, configs in quoted.items():
+            assert all(chapter in readers[cfg.run_id] for cfg in configs), (name, chapter)
+    assert {locate(cfg).state()[0] for configs in quoted.values() for cfg in configs} == {"shipped"}  # none trains
+
+
 def test_one_model_chapters_read_the_larger_run_at_cpu_and_their_seeds_stay_on_the_scale(monkeypatch):
     monkeypatch.delenv("MATCOMP_PRESET", raising=False)
     assert model_preset() == "cpu7x7" and model_preset("smoke") == "smoke" and model_preset("paper") == "paper"

@@ -24,6 +24,7 @@ from matcomp.drop import ON_PLATEAU, PLATEAU_FROM, centred_mean
 from matcomp.overrides import parse_overrides
 from matcomp.paper import PRE_SHIFT_STEP
 from matcomp.presets import PRESETS, preset_name, resolved_config
+from matcomp.presets import preset as named_preset
 from matcomp.runs.cost import CostBook, duration, step_floor
 from matcomp.runs.run import Run
 from matcomp.runs.shipped import find_reference
@@ -307,10 +308,14 @@ def one_model_configs(preset: str | None = None) -> dict[int, RunConfig]:
     return seed_configs(cfg, seeds_at(cfg, chapter_sizes(preset).one_model_seeds))
 
 
-def rank_search_configs(preset: str | None = None) -> list[RunConfig]:
+def rank_search_configs(scale: str | None = None, as_shipped: bool = False) -> list[RunConfig]:
     """The rank-2 search's runs at this scale (``ChapterSizes.rank_search``): what ``sizes_ranks`` reads and
-    ``prepare`` trains."""
-    return [chapter_config(name, overrides=overrides) for name, overrides in chapter_sizes(preset).rank_search]
+    ``prepare`` trains; ``as_shipped``, without ``$MATCOMP_SET`` and ``$MATCOMP_SEED`` (the shipped runs that
+    prose quoting the default preset reads, whatever a reader sets)."""
+    search = chapter_sizes(scale).rank_search
+    if as_shipped:
+        return [named_preset(name, dict[str, object](parse_overrides(overrides))) for name, overrides in search]
+    return [chapter_config(name, overrides=overrides) for name, overrides in search]
 
 
 def task_label(run: Run) -> str:
@@ -320,11 +325,11 @@ def task_label(run: Run) -> str:
     return f"{d.n_rows}×{d.n_cols} rank {d.rank} ({run.config.name}, trained on {trained_on(run.summary)})"
 
 
-def rank_search_drops(preset: str | None = None) -> dict[str, Run]:
+def rank_search_drops(scale: str | None = None, as_shipped: bool = False) -> dict[str, Run]:
     """The rank-2 search's runs (``rank_search_configs``, opened) that leave their plateau, by ``task_label`` (the
     later of two of one label): at ``cpu`` among them the paper's run, trained on a GPU and shipped with its
     metrics alone."""
-    runs = open_runs(dict(enumerate(rank_search_configs(preset))), preset)
+    runs = open_runs(dict(enumerate(rank_search_configs(scale, as_shipped))), scale)
     return {task_label(run): run for run in runs.values() if run.drop.half_step is not None}
 
 

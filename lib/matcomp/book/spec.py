@@ -104,8 +104,9 @@ class ChapterSpec:
     """One chapter: ``parameters`` (a ``Parameters`` dataclass: names, types and defaults), ``runs(preset)`` (the
     runs it reads with its defaults, built from the calls it makes), ``key_numbers`` (the numbers its ladder
     judges and the paper's claims on them), ``derivations(preset)`` (the slow tables of its default build that
-    are shipped) and ``opening`` (the typed ``NamedTuple`` its ``setup`` returns, which the notebook unpacks by
-    its field names)."""
+    are shipped), ``opening`` (the typed ``NamedTuple`` its ``setup`` returns, which the notebook unpacks by
+    its field names) and ``quoted()`` (the default preset's runs whose numbers its prose quotes at every preset,
+    so that the plan of any preset lists them)."""
 
     name: str
     parameters: type[Parameters]
@@ -113,6 +114,7 @@ class ChapterSpec:
     key_numbers: KeyNumbers | None = None
     derivations: Callable[[str], list[Derivation]] | None = None
     opening: type[tuple] | None = None
+    quoted: Callable[[], list[RunConfig]] | None = None
 
     def defaults(self, preset: str | None = None) -> dict:
         """The parameters' defaults, name -> value, as the notebook's cell holds them; with ``preset``, at that

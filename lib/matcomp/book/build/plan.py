@@ -30,8 +30,9 @@ class PlannedRun:
 
 
 def plan(preset: str | None = None, chapters: list[str] | None = None) -> list[PlannedRun]:
-    """The runs of ``chapters`` (all by default) at ``preset``, each once, in the order the book
-    first needs them; a run a component run starts from comes before it."""
+    """The runs of ``chapters`` (all by default) at ``preset``, and those of the default preset that their prose
+    quotes (``ChapterSpec.quoted``), each once, in the order the book first needs them; a run a component run
+    starts from comes before it."""
     preset = preset_name(preset)
     unknown = sorted(set(chapters or []) - set(CHAPTERS))
     if unknown:
@@ -39,7 +40,8 @@ def plan(preset: str | None = None, chapters: list[str] | None = None) -> list[P
     users: dict[str, list[str]] = {}
     configs: dict[str, RunConfig] = {}
     for chapter in chapters or CHAPTERS:
-        for cfg in chapter_spec(chapter).runs(preset):
+        spec = chapter_spec(chapter)
+        for cfg in [*spec.runs(preset), *(spec.quoted() if spec.quoted else [])]:
             configs.setdefault(cfg.run_id, cfg)
             if chapter not in users.setdefault(cfg.run_id, []):
                 users[cfg.run_id].append(chapter)

@@ -45,13 +45,13 @@ def chapter_specs() -> list[ChapterSpec]:
     return [chapter_spec(chapter) for chapter in CHAPTERS]
 
 
-def model_runs(preset: str) -> list[RunConfig]:
+def model_chapter_configs(preset: str) -> list[RunConfig]:
     """The one-model preset's runs at its seeds, and the paper-scale run where it is shipped with checkpoints:
     what a one-model chapter and its ladder read."""
     return list(one_model_configs(preset).values()) + list(paper_scale_configs(preset).values())
 
 
-def seed_runs(preset: str, count: str = "seeds") -> list[RunConfig]:
+def seed_part_configs(preset: str, count: str = "seeds") -> list[RunConfig]:
     """The scale's own run at the seeds of ``ChapterSizes.<count>``: a several-seed part's runs."""
     cfg = chapter_config(preset)
     return list(seed_configs(cfg, seeds_from(cfg, getattr(chapter_sizes(preset), count))).values())

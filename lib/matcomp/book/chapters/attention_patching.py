@@ -9,7 +9,7 @@ import pandas as pd
 
 from matcomp.analysis.key_numbers import read_patching
 from matcomp.analysis.stored_patching import patching_derivation
-from matcomp.book.chapters import model_runs
+from matcomp.book.chapters import model_chapter_configs
 from matcomp.book.judging.verdicts import CHECK, MOVES, Claim
 from matcomp.book.paper_model import paper_model
 from matcomp.book.parameters import COUNT, SEED, parameter
@@ -102,4 +102,5 @@ def derivations(preset: str) -> list[Derivation]:
     return list(filter(None, [paper_patching_derivation(preset)]))
 
 
-CHAPTER = ChapterSpec("attention_patching", Parameters, model_runs, key_numbers=KEY_NUMBERS, derivations=derivations)
+CHAPTER = ChapterSpec("attention_patching", Parameters, model_chapter_configs, key_numbers=KEY_NUMBERS,
+                      derivations=derivations)

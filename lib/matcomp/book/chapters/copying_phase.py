@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from matcomp.analysis.key_numbers import read_copying
 from matcomp.analysis.stored_copying import copying_derivation
-from matcomp.book.chapters import model_runs
+from matcomp.book.chapters import model_chapter_configs
 from matcomp.book.judging.verdicts import MOVES, Claim
 from matcomp.book.paper_model import paper_model
 from matcomp.book.parameters import COUNT, SEED, parameter
@@ -78,4 +78,5 @@ def derivations(preset: str) -> list[Derivation]:
     return list(filter(None, [paper_copying_derivation(preset)]))
 
 
-CHAPTER = ChapterSpec("copying_phase", Parameters, model_runs, key_numbers=KEY_NUMBERS, derivations=derivations)
+CHAPTER = ChapterSpec("copying_phase", Parameters, model_chapter_configs, key_numbers=KEY_NUMBERS,
+                      derivations=derivations)

@@ -19,7 +19,7 @@ from matcomp.analysis.embeddings import (
 from matcomp.analysis.key_numbers import read_embeddings
 from matcomp.analysis.phases import Phases
 from matcomp.book.chapter import model_preset, open_chapter
-from matcomp.book.chapters import model_runs, seed_runs
+from matcomp.book.chapters import model_chapter_configs, seed_part_configs
 from matcomp.book.judging.verdicts import CHECK, MOVES, Claim
 from matcomp.book.parameters import COUNT, TSNE_SEED, parameter
 from matcomp.book.spec import ChapterSpec, KeyNumber, KeyNumbers, OneModelParameters
@@ -43,7 +43,7 @@ class Parameters(OneModelParameters):
 
 def runs_read(preset: str) -> list[RunConfig]:
     """The one-model runs (the chapter's model and its ladder), then the scale's seeds."""
-    return model_runs(preset) + seed_runs(preset)
+    return model_chapter_configs(preset) + seed_part_configs(preset)
 
 
 class Opening(NamedTuple):

@@ -58,10 +58,15 @@ def map_steps(run: Run, onset: int | None, before: int | None, after: int | None
     return first, second
 
 
+def quoted_configs() -> list[RunConfig]:
+    """The default preset's GPT run and the BERT run it is set beside: what the prose quotes at every preset."""
+    return [named_preset(name) for name in (f"{DEFAULT_PRESET}_gpt", DEFAULT_PRESET)]
+
+
 def default_gpt(samples: int) -> tuple[Run, dict[str, float], Completion]:
     """The default preset's GPT run, the ``greedy_reading`` of its last checkpoint and its ``completion_table``
-    beside the default BERT, on ``samples`` matrices drawn as the gpt chapter draws them."""
-    gpt, bert = (open_run(named_preset(name)) for name in (f"{DEFAULT_PRESET}_gpt", DEFAULT_PRESET))
+    beside the default BERT (``quoted_configs``), on ``samples`` matrices drawn as the gpt chapter draws them."""
+    gpt, bert = (open_run(cfg) for cfg in quoted_configs())
     batch = sample_batch(gpt.config.data, samples, analysis_generator(gpt.config.train.seed))
     return gpt, greedy_reading(gpt.gpt(gpt.steps[-1]), batch), completion_table(gpt, bert, batch)
 
@@ -140,4 +145,4 @@ def run_findings(run: Run, onset: int | None, scores: pd.DataFrame, before: int,
             + ", ".join(f"{L_mask[row]:.3g} {name}" for name, row in completion.bert.items()) + "."]
 
 
-CHAPTER = ChapterSpec("gpt", Parameters, runs_read)
+CHAPTER = ChapterSpec("gpt", Parameters, runs_read, quoted=quoted_configs)

@@ -13,7 +13,7 @@ from matcomp.analysis.heads import NO_FAMILY, cached_scores, classify_heads, sco
 from matcomp.analysis.key_numbers import SEPARATED, TAXONOMY_FAMILIES, heads_id, read_taxonomy
 from matcomp.analysis.phases import Phases
 from matcomp.book.chapter import model_preset, open_chapter
-from matcomp.book.chapters import model_runs, seed_runs
+from matcomp.book.chapters import model_chapter_configs, seed_part_configs
 from matcomp.book.judging.verdicts import MATCHES, MOVES, Claim
 from matcomp.book.parameters import COUNT, FRACTION, MULTIPLE, SEED, parameter
 from matcomp.book.spec import ChapterSpec, KeyNumber, KeyNumbers, OneModelParameters
@@ -46,7 +46,7 @@ class Parameters(OneModelParameters):
 
 def runs_read(preset: str) -> list[RunConfig]:
     """The one-model runs (the chapter's model and its ladder), then the scale's seeds."""
-    return model_runs(preset) + seed_runs(preset)
+    return model_chapter_configs(preset) + seed_part_configs(preset)
 
 
 class Opening(NamedTuple):

@@ -21,7 +21,7 @@ from matcomp.analysis.key_numbers import read_nuclear, sweep_derivation_by_run
 from matcomp.analysis.phases import Phases, phases
 from matcomp.analysis.solvers import SOLVER
 from matcomp.book.chapter import model_preset, open_chapter
-from matcomp.book.chapters import model_runs
+from matcomp.book.chapters import model_chapter_configs
 from matcomp.book.judging.verdicts import FALLS, GROWS, Claim
 from matcomp.book.paper_model import paper_model
 from matcomp.book.parameters import COUNT, MULTIPLE, MULTIPLES, RATES, SEED, parameter
@@ -276,5 +276,5 @@ def derivations(preset: str) -> list[Derivation]:
             *filter(None, [paper_sweep_derivation(preset, p)])]
 
 
-CHAPTER = ChapterSpec("nuclear_norm", Parameters, model_runs, opening=Opening, key_numbers=KEY_NUMBERS,
+CHAPTER = ChapterSpec("nuclear_norm", Parameters, model_chapter_configs, opening=Opening, key_numbers=KEY_NUMBERS,
                       derivations=derivations)

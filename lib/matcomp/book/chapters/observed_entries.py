@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from matcomp.analysis.key_numbers import read_observed
 from matcomp.analysis.stored_interventions import interventions_derivation
-from matcomp.book.chapters import model_runs
+from matcomp.book.chapters import model_chapter_configs
 from matcomp.book.judging.verdicts import MOVES, Claim
 from matcomp.book.paper_model import paper_model
 from matcomp.book.parameters import COUNT, SEED, parameter
@@ -89,4 +89,5 @@ def derivations(preset: str) -> list[Derivation]:
     return list(filter(None, [paper_interventions_derivation(preset)]))
 
 
-CHAPTER = ChapterSpec("observed_entries", Parameters, model_runs, key_numbers=KEY_NUMBERS, derivations=derivations)
+CHAPTER = ChapterSpec("observed_entries", Parameters, model_chapter_configs, key_numbers=KEY_NUMBERS,
+                      derivations=derivations)

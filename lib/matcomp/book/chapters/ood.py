@@ -12,7 +12,7 @@ from matcomp.analysis.baselines import BERT, NN
 from matcomp.analysis.ood import default_axes, gaussian_config, panel_derivations, rank_panel, rank_panel_config
 from matcomp.analysis.phases import Phases, phases
 from matcomp.book.chapter import chapter_config, open_chapter
-from matcomp.book.chapters import seed_runs
+from matcomp.book.chapters import seed_part_configs
 from matcomp.book.judging.verdicts import MATCHES, Claim, holds
 from matcomp.book.paper_model import paper_model
 from matcomp.book.parameters import COUNT, STEP, STEPS, parameter
@@ -55,7 +55,7 @@ class Parameters(RunParameters):
 
 def runs_read(preset: str) -> list[RunConfig]:
     """The scale's seeds on uniform factors, their twins on Gaussian factors, and the rank panel's run."""
-    cfg, size, uniform = chapter_config(preset), chapter_sizes(preset), seed_runs(preset)
+    cfg, size, uniform = chapter_config(preset), chapter_sizes(preset), seed_part_configs(preset)
     gaussian = [gaussian_config(seed_cfg, size.steps("gaussian_steps", cfg), size.after_drop) for seed_cfg in uniform]
     rank_run = rank_panel_config(cfg, cfg.train.steps, size.after_drop)
     return [*uniform, *gaussian, *([rank_run] if rank_run else [])]

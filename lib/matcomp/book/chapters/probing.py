@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from matcomp.analysis.key_numbers import read_probing
 from matcomp.analysis.stored_probes import probes_derivation
 from matcomp.book.chapter import probing_config
-from matcomp.book.chapters import model_runs
+from matcomp.book.chapters import model_chapter_configs
 from matcomp.book.judging.verdicts import CHECK, FALLS, Claim
 from matcomp.book.paper_model import paper_model
 from matcomp.book.parameters import COUNT, parameter
@@ -29,7 +29,7 @@ class Parameters(OneModelParameters):
 def runs_read(preset: str) -> list[RunConfig]:
     """The one-model runs (the chapter's model and its ladder), then the deeper model the probes also read."""
     deep = probing_config(preset)
-    return model_runs(preset) + ([deep] if deep is not None else [])
+    return model_chapter_configs(preset) + ([deep] if deep is not None else [])
 
 
 # The paper's masked-row probe "correlates quite strongly" at layers 3-4 of 12 (§3.3, Fig. 6), with no number: the

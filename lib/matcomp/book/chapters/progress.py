@@ -80,11 +80,17 @@ def setup(p: Parameters) -> Opening:
     return Opening(cfg, run, phases, seeds, configs, table, spacing, size)
 
 
+def quoted_configs() -> dict[int, RunConfig]:
+    """The default preset's progress runs of the seeds the measures are fitted on (seed -> config): what the
+    closing prose quotes at every preset."""
+    cfg, size = named_preset(DEFAULT_PRESET), chapter_sizes(DEFAULT_PRESET)
+    return progress_configs(cfg, seeds_from(cfg, size.progress_seeds), size.after_drop)
+
+
 def default_progress(windows, samples: int) -> tuple[pd.DataFrame, int]:
     """The progress chapter's leads over seeds and windows (``leads_over_seeds``) on the default
-    preset's progress runs, and their checkpoint spacing (steps)."""
-    cfg, size = named_preset(DEFAULT_PRESET), chapter_sizes(DEFAULT_PRESET)
-    configs = progress_configs(cfg, seeds_from(cfg, size.progress_seeds), size.after_drop)
+    preset's progress runs (``quoted_configs``), and their checkpoint spacing (steps)."""
+    configs = quoted_configs()
     runs = open_runs(configs, DEFAULT_PRESET)
     return leads_over_seeds(runs, windows, samples), next(iter(configs.values())).train.checkpoint_every
 
@@ -199,4 +205,5 @@ def outcomes_text(scores: pd.DataFrame) -> str:
                      f"({row['verdict']})" for (seed, name), row in scores.iterrows())
 
 
-CHAPTER = ChapterSpec("progress", Parameters, runs_read, opening=Opening)
+CHAPTER = ChapterSpec("progress", Parameters, runs_read, opening=Opening,
+                      quoted=lambda: list(quoted_configs().values()))

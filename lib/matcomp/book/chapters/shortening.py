@@ -24,7 +24,7 @@ from matcomp.analysis.shortening import (
     with_and_without,
 )
 from matcomp.book.chapter import chapter_config, open_run, open_runs
-from matcomp.book.chapters import seed_runs
+from matcomp.book.chapters import seed_part_configs
 from matcomp.book.judging.verdicts import seed_list
 from matcomp.book.parameters import COUNT, parameter
 from matcomp.book.spec import ChapterSpec, RunParameters
@@ -47,16 +47,21 @@ class Parameters(RunParameters):
 
 def runs_read(preset: str) -> list[RunConfig]:
     """Plain training at the chapter's seeds, then each arm at the same seeds."""
-    plain = seed_runs(preset, "shortening_seeds")
+    plain = seed_part_configs(preset, "shortening_seeds")
     changes = shortening_defaults(plain[0], chapter_sizes(preset).after_drop).values()
     return plain + [c.override(change) for change in changes for c in plain]
 
 
-def arm_drops(cfg: RunConfig, changed: dict[str, RunConfig], seeds: Sequence[int], preset: str | None):
-    """Plain training (``cfg``) and each arm of ``changed`` at ``seeds``: every arm's runs (arm -> seed -> run,
-    plain first), plain training's drops (``drop_over_seeds``) and each changed arm's."""
-    arms = {name: open_runs(seed_configs(c, seeds), preset) for name, c in ({"plain": cfg} | changed).items()}
-    return arms, drop_over_seeds(arms["plain"]), {name: drop_over_seeds(arms[name]) for name in changed}
+def arm_configs(cfg: RunConfig, changed: dict[str, RunConfig], seeds: Sequence[int]) -> dict[str, dict[int, RunConfig]]:
+    """Plain training (``cfg``) and each arm of ``changed`` at ``seeds``: arm -> seed -> config, plain first."""
+    return {name: seed_configs(c, seeds) for name, c in ({"plain": cfg} | changed).items()}
+
+
+def arm_drops(configs: dict[str, dict[int, RunConfig]], preset: str | None):
+    """The runs of ``arm_configs`` (arm -> seed -> run, plain first), plain training's drops (``drop_over_seeds``)
+    and each changed arm's."""
+    arms = {name: open_runs(seeds, preset) for name, seeds in configs.items()}
+    return arms, drop_over_seeds(arms["plain"]), {name: drop_over_seeds(arms[name]) for name in arms if name != "plain"}
 
 
 class Opening(NamedTuple):
@@ -80,23 +85,29 @@ def setup(p: Parameters) -> Opening:
     custom = {"custom": parse_overrides(p.intervention)} if p.intervention else {}
     changes = shortening_defaults(cfg, size.after_drop) | custom
     changed = {name: cfg.override(change) for name, change in changes.items()}
-    arms, plain, drops = arm_drops(cfg, changed, seed_list, p.preset)
+    arms, plain, drops = arm_drops(arm_configs(cfg, changed, seed_list), p.preset)
     budget = cfg.train.steps
     for name, change in changes.items():
         print(f"{name}: " + ", ".join(f"{k}={v}" for k, v in change.items()))
     return Opening(seed_list, changed, arms, plain, drops, budget)
 
 
-def default_shortening() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, int]:
-    """The shortening comparison on the default preset's runs: drop step by seed (seeds x arms), the
-    ``arm_summary``, the ``with_and_without`` ends, and the budget (steps)."""
+def quoted_configs() -> tuple[dict[str, dict[int, RunConfig]], dict[int, RunConfig]]:
+    """The default preset's runs that the closing prose quotes at every preset: its arms at the chapter's seeds
+    (``arm_configs``), and the same seeds' progress runs, trained on the arms' machine (seed -> config)."""
     cfg, size = named_preset(DEFAULT_PRESET), chapter_sizes(DEFAULT_PRESET)
     seeds = seeds_from(cfg, size.shortening_seeds)
     changed = {name: cfg.override(change) for name, change in shortening_defaults(cfg, size.after_drop).items()}
-    arms, plain, drops = arm_drops(cfg, changed, seeds, DEFAULT_PRESET)
+    return arm_configs(cfg, changed, seeds), progress_configs(cfg, seeds, size.after_drop)
+
+
+def default_shortening() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, int]:
+    """The shortening comparison on the default preset's runs: drop step by seed (seeds x arms), the
+    ``arm_summary``, the ``with_and_without`` ends, and the budget (steps)."""
+    arms, plain, drops = arm_drops(quoted_configs()[0], DEFAULT_PRESET)
+    budget = next(iter(arms["plain"].values())).config.train.steps
     by_seed = pd.DataFrame({"plain": plain["drop step"], **{name: d["drop step"] for name, d in drops.items()}})
-    summary = arm_summary(plain, drops, cfg.train.steps)
-    return by_seed, summary, with_and_without(arms), cfg.train.steps
+    return by_seed, arm_summary(plain, drops, budget), with_and_without(arms), budget
 
 
 def shortening_numbers(by_seed: pd.DataFrame, summary: pd.DataFrame, ends: pd.DataFrame,
@@ -143,16 +154,15 @@ def shortening_numbers(by_seed: pd.DataFrame, summary: pd.DataFrame, ends: pd.Da
     }
 
 
-def default_twins(seeds) -> dict[str, str]:
-    """Where the default preset's plain runs of ``seeds`` were trained on another machine than the
-    shortening arms (keys ``short_twin_*``): those seeds, both machines, and the drop steps of the same
-    seeds' progress runs, trained on the arms' machine (the same config but for its checkpoints)."""
-    cfg, size = named_preset(DEFAULT_PRESET), chapter_sizes(DEFAULT_PRESET)
-    arm = cfg.override(next(iter(shortening_defaults(cfg, size.after_drop).values())))
-    twins = progress_configs(cfg, seeds, size.after_drop)
+def default_twins() -> dict[str, str]:
+    """Where the default preset's plain runs were trained on another machine than its shortening arms (keys
+    ``short_twin_*``): those seeds, both machines, and the drop steps of the same seeds' progress runs, trained
+    on the arms' machine (the same config but for its checkpoints)."""
+    arms, twins = quoted_configs()
+    first_arm = next(name for name in arms if name != "plain")
     rows = {}
-    for seed in seeds:
-        plain, changed = (open_run(c.override({"train.seed": seed})) for c in (cfg, arm))
+    for seed in twins:
+        plain, changed = (open_run(arms[name][seed]) for name in ("plain", first_arm))
         rows[seed] = {"plain": trained_on(plain.summary), "arms": trained_on(changed.summary),
                       "twin": trained_on((twin := open_run(twins[seed])).summary),
                       "twin drop": twin.drop.half_step, "plain drop": plain.drop.half_step}
@@ -165,4 +175,9 @@ def default_twins(seeds) -> dict[str, str]:
             "short_twin_plain_steps": and_text(f"{s:,}" if pd.notna(s) else "none" for s in other["plain drop"])}
 
 
-CHAPTER = ChapterSpec("shortening", Parameters, runs_read, opening=Opening)
+def _quoted_runs() -> list[RunConfig]:
+    arms, twins = quoted_configs()
+    return [cfg for seeds in arms.values() for cfg in seeds.values()] + list(twins.values())
+
+
+CHAPTER = ChapterSpec("shortening", Parameters, runs_read, opening=Opening, quoted=_quoted_runs)

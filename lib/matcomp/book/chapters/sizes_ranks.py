@@ -19,7 +19,14 @@ from matcomp.analysis.variants import (
     variant_overrides,
     variant_table,
 )
-from matcomp.book.chapter import chapter_config, open_run, open_runs, rank_search_configs, rank_search_drops
+from matcomp.book.chapter import (
+    chapter_config,
+    model_preset,
+    open_run,
+    open_runs,
+    rank_search_configs,
+    rank_search_drops,
+)
 from matcomp.book.parameters import COUNT, COUNTS, STEPS, parameter
 from matcomp.book.spec import ChapterSpec, RunParameters
 from matcomp.book.tables import and_text, span_text
@@ -85,17 +92,32 @@ def setup(p: Parameters) -> Opening:
     return Opening(cfg, size, steps, mixture_cfg, mixtures, seeds, sizes, ranks)
 
 
-def default_sizes() -> tuple[pd.DataFrame, pd.DataFrame, RunConfig]:
-    """The sizes-and-ranks chapter's two tables on the default preset's runs: the mixture's drop order
-    (``mixture_orders``) and the separate runs (``variant_table``), with the default config."""
+class Quoted(NamedTuple):
+    """The default preset's mixture and separate runs, which the closing prose quotes at every preset: its config,
+    the mixture's sizes, the separate runs' budget, the mixture's configs (seed -> config) and the separate runs'
+    (``variant_configs``)."""
+
+    cfg: RunConfig
+    sizes: list[int]
+    steps: int
+    mixture: dict[int, RunConfig]
+    alone: dict[tuple[str, int, int], RunConfig]
+
+
+def quoted_configs() -> Quoted:
+    """The default preset's runs behind ``default_sizes`` (``Quoted``)."""
     cfg, size = named_preset(DEFAULT_PRESET), chapter_sizes(DEFAULT_PRESET)
-    sizes = list(size.mixture_sizes)
-    mixture = cfg.override(mixture_overrides(sizes))
-    mixtures = open_runs(seed_configs(mixture, seeds_from(cfg, size.seeds)), DEFAULT_PRESET)
-    steps = size.steps("size_steps", cfg)
-    runs = open_runs(variant_configs(cfg, variant_overrides(cfg, {"size": sizes, "rank": list(size.ranks)}, steps)),
-                        DEFAULT_PRESET)
-    return mixture_orders(mixtures, sizes), variant_table(runs, steps), cfg
+    sizes, steps = list(size.mixture_sizes), size.steps("size_steps", cfg)
+    return Quoted(cfg, sizes, steps, seed_configs(cfg.override(mixture_overrides(sizes)), seeds_from(cfg, size.seeds)),
+                  variant_configs(cfg, variant_overrides(cfg, {"size": sizes, "rank": list(size.ranks)}, steps)))
+
+
+def default_sizes() -> tuple[pd.DataFrame, pd.DataFrame, RunConfig]:
+    """The sizes-and-ranks chapter's two tables on the default preset's runs (``quoted_configs``): the mixture's
+    drop order (``mixture_orders``) and the separate runs (``variant_table``), with the default config."""
+    quoted = quoted_configs()
+    mixtures, runs = open_runs(quoted.mixture, DEFAULT_PRESET), open_runs(quoted.alone, DEFAULT_PRESET)
+    return mixture_orders(mixtures, quoted.sizes), variant_table(runs, quoted.steps), quoted.cfg
 
 
 def sizes_numbers(orders: pd.DataFrame, table: pd.DataFrame, cfg: RunConfig) -> dict[str, str]:
@@ -147,7 +169,7 @@ def rank_drop_numbers() -> dict[str, str]:
     and column heads at its last checkpoint before the drop and its first after; and how early the one-model
     run, which drops, leaves its plateau (``rank1_moves``, ``early_move``), which the search's runs are read
     against."""
-    runs = list(rank_search_drops(DEFAULT_PRESET).values())
+    runs = list(rank_search_drops(DEFAULT_PRESET, as_shipped=True).values())
     if len(runs) != 1:
         raise ValueError(f"the rank-2 search at the {DEFAULT_PRESET} preset has {len(runs)} runs that drop; "
                          "its prose reads one")
@@ -156,7 +178,7 @@ def rank_drop_numbers() -> dict[str, str]:
     before, after = table[table.index < drop.half_step].iloc[-1], table[table.index > drop.half_step].iloc[0]
     heads = "best row head / uniform", "best column head / uniform"
     data = run.config.data
-    one_model = open_run(chapter_config(chapter_sizes(DEFAULT_PRESET).one_model), DEFAULT_PRESET)
+    one_model = open_run(_default_one_model(), DEFAULT_PRESET)
     measures = progress_table(one_model)
     drop_step = one_model.drop.half_step
     if drop_step is None:
@@ -269,4 +291,15 @@ def order_findings(orders: pd.DataFrame, resolution: int) -> list[str]:
     return lines
 
 
-CHAPTER = ChapterSpec("sizes_ranks", Parameters, runs_read, opening=Opening)
+def _default_one_model() -> RunConfig:
+    """The default preset's one-model run, which ``rank_drop_numbers`` reads beside the rank-2 search."""
+    return named_preset(model_preset(DEFAULT_PRESET))
+
+
+def _quoted_runs() -> list[RunConfig]:
+    quoted = quoted_configs()
+    return [*quoted.mixture.values(), *quoted.alone.values(), *rank_search_configs(DEFAULT_PRESET, as_shipped=True),
+            _default_one_model()]
+
+
+CHAPTER = ChapterSpec("sizes_ranks", Parameters, runs_read, opening=Opening, quoted=_quoted_runs)

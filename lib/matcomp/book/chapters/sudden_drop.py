@@ -12,7 +12,7 @@ from matcomp.analysis import drop_spread
 from matcomp.analysis.key_numbers import read_drop
 from matcomp.analysis.seeds import seed_configs, seeds_from, trained_on
 from matcomp.book.chapter import chapter_config, model_preset, open_run, open_runs, paper_task_runs
-from matcomp.book.chapters import model_runs, seed_runs
+from matcomp.book.chapters import model_chapter_configs, seed_part_configs
 from matcomp.book.judging.ladder import DEPTH
 from matcomp.book.judging.verdicts import Claim
 from matcomp.book.parameters import COUNT, parameter
@@ -38,7 +38,7 @@ def runs_read(preset: str) -> list[RunConfig]:
     """The one-model runs (the chapter's model and its ladder), the scale's drop-step seeds, then their first seeds
     with one weight nudged (where the scale measures it)."""
     nudged = nudged_configs(chapter_config(preset), preset)
-    return model_runs(preset) + seed_runs(preset, "drop_seeds") + list(nudged.values())
+    return model_chapter_configs(preset) + seed_part_configs(preset, "drop_seeds") + list(nudged.values())
 
 
 def nudged_configs(seed_cfg: RunConfig, preset: str | None) -> dict[tuple[int, str], RunConfig]:
