@@ -6,9 +6,9 @@ import pytest
 
 from matcomp.analysis.baselines import NN, TRUTH
 from matcomp.book.chapters.nuclear_norm import (
-    agreement_text,
-    als_findings,
-    lambda_findings,
+    agreement_values,
+    als_values,
+    lambda_values,
     matched_norms,
     norm_findings,
 )
@@ -48,28 +48,29 @@ def test_matched_norms_interpolate_where_the_losses_overlap_and_are_empty_where_
 
 def test_agreement_is_said_at_the_precision_of_the_difference():
     row = pd.Series({"gap max": 1e-12, "gap mean": -4e-10, "objective": 2e-3, "entry": 0.02, "L change": 2.5e-5})
-    text = agreement_text(row, 0.3, 1e-3)
-    assert "to within 4.0e-10" in text and "+2.5e-05" in text and "0%" not in text
+    values = agreement_values(row, 0.3, 1e-3)
+    assert (values["nn_agree_gap"], values["nn_agree_L"], values["nn_agree_entry"]) == ("4.0e-10", "+2.5e-05", "0.02")
 
 
-def test_als_findings_name_the_range_and_where_the_oracle_leads_most():
+def test_als_values_name_the_range_and_where_the_oracle_leads_most():
     table = sweep(bert_L=[0.01, 0.02, 0.04], nn_L=[0.001, 0.004, 0.016])
     # best other method: 0.001, 0.004, 0.016 against ALS 1e-4, 2e-4, 4e-4: 10x, 20x, 40x
-    assert als_findings(table) == ("The ALS oracle's L is 10.0–40.0× below the best other method's, most at "
-                                   "p_mask 0.5 and least at 0.1.")
+    assert als_values(table) == {"nn_als_span": "10.0–40.0", "nn_als_most": "0.5", "nn_als_least": "0.1"}
 
 
-def test_lambda_findings_compare_with_the_paper_and_place_the_draw():
+def test_lambda_values_compare_with_the_paper_and_place_the_draw():
     ours = pd.DataFrame({"L_obs": [1.0, 1.0], "L_obs se": [0.01, 0.01], "L_mask": [2.0, 4.0],
                          "L_mask se": [0.2, 0.2], "L": [1.5, 3.0], "L se": [0.15, 0.15]},
                         index=["λ = 0.001", "λ = 0.005"])
     theirs = pd.DataFrame({"L_obs": [1.0, 1.0], "L_mask": [2.5, 4.0], "L": [1.5, 2.0]}, index=ours.index)
     draws = pd.DataFrame({"L": [1.5, 1.2, 1.8]}, index=pd.Index([0, 1, 2], name="seed"))
-    text = lambda_findings(ours, theirs, draws, 0.001, seed=0, paper_L=1.5)
-    assert "L_mask -20% to +0%" in text and "L +0% to +50%" in text
-    assert "L_obs +0% (s.e." in text  # a range whose ends print alike is printed once
-    assert "within one s.e. of its best at λ = 0.001 and 2.0× its best at λ = 0.005" in text
-    assert "has the 2nd lowest L of 3 draws" in text and "+0% from the paper's" in text
+    values = lambda_values(ours, theirs, draws, 0.001, seed=0, paper_L=1.5)
+    assert "L_mask -20% to +0%" in values["nn_lam_vs_paper"] and "L +0% to +50%" in values["nn_lam_vs_paper"]
+    assert "L_obs +0% (s.e." in values["nn_lam_vs_paper"]  # a range whose ends print alike is printed once
+    shape = values["nn_lam_within"], values["nn_lam_worst"], values["nn_lam_worst_at"]
+    assert shape == ("λ = 0.001", "2.0", "λ = 0.005")
+    assert "has the 2nd lowest L of 3 draws" in values["nn_lam_draw"] and values["nn_lam_mean"] == "+0%"
+    assert lambda_values(ours, theirs, draws, 0.001, seed=7, paper_L=1.5)["nn_lam_draw"] == ""  # not among them
 
 
 def test_axis_verdicts_and_rows_summary_name_the_misses():

@@ -98,15 +98,14 @@ def test_moves_text_says_which_way_and_by_how_much_and_refuses_what_it_cannot_sa
         moves_text(pd.Series([1.0, 0.0], index=[0, 1]))
 
 
-def test_versus_findings_says_no_p_mask_when_the_bert_is_behind_everywhere():
-    from matcomp.book.chapters.nuclear_norm import versus_findings
+def test_versus_values_say_no_p_mask_when_the_bert_is_behind_everywhere():
+    from matcomp.book.chapters.nuclear_norm import versus_values
 
     versus = pd.DataFrame({"L gap (NN − BERT)": [-0.002, -0.004], "gap / s.e.": [-14.2, -1.5],
                            "norm, BERT": [2.0, 2.0], "norm, nuclear norm min": [1.0, 3.0]}, index=[0.3, 0.6])
-    text = versus_findings(versus, at=0.3)
-    assert text.startswith("The BERT's L is below nuclear-norm minimisation's at no p_mask;")
-    assert "at its training p_mask 0.3 it is behind by 14.2 s.e.; it is behind by more than 2 s.e. at 0.3;" in text
-    assert text.endswith("the larger at 1 of 2 values of p_mask.") and "nan" not in text
+    assert versus_values(versus, at=0.3) == {"nn_vs_where": "at no p_mask", "nn_vs_at": "0.3", "nn_vs_side": "behind",
+                                             "nn_vs_z": "14.2", "nn_vs_behind": "0.3", "nn_vs_larger": "1",
+                                             "nn_vs_n": "2"}
 
 
 def test_a_seeds_silhouette_sentence_gives_its_path_around_its_own_drop_and_its_final_grouping():

@@ -90,20 +90,21 @@ def setup(p: Parameters) -> Opening:
     return Opening(cfg, run, phases, samples, lambda_samples)
 
 
-def agreement_text(agree: pd.Series, at: float, lam: float) -> str:
-    """How the regularised problem's two solvers agree at one p_mask (a ``by_p_mask`` row of
-    ``completion_sweep``), said at the precision that shows the difference.
+def agreement_values(agree: pd.Series, at: float, lam: float) -> dict[str, str]:
+    """What the sentence on the regularised problem's two solvers quotes (keys ``nn_agree_*``; its text is the
+    notebook's), from a ``by_p_mask`` row of ``completion_sweep`` at p_mask ``at``, at the precision that shows
+    the difference.
 
     >>> row = pd.Series({"gap max": 6.3e-12, "gap mean": -3.2e-10, "objective": 2.25e-3, "entry": 0.0213,
     ...                  "L change": 3.1e-5})
-    >>> for clause in agreement_text(row, 0.3, 1e-3).split("; "): print(clause)  # doctest: +ELLIPSIS
-    At p_mask 0.3, λ = 0.001, soft-impute reaches ... to within 3.2e-10 (the objective: 2.25e-03)
-    their completions differ by up to 0.021 in an entry, and their pooled L by a relative +3.1e-05.
+    >>> agreement_values(row, 0.3, 1e-3)  # doctest: +NORMALIZE_WHITESPACE
+    {'nn_agree_at': '0.3', 'nn_agree_lam': '0.001', 'nn_agree_gap': '3.2e-10', 'nn_agree_objective': '2.25e-03',
+     'nn_agree_entry': '0.021', 'nn_agree_L': '+3.1e-05'}
     """
     gap = max(abs(agree["gap max"]), abs(agree["gap mean"]))
-    return (f"At p_mask {at:g}, λ = {lam:g}, soft-impute reaches the interior-point solver's objective to within "
-            f"{gap:.1e} (the objective: {agree['objective']:.2e}); their completions differ by up to "
-            f"{agree['entry']:.2g} in an entry, and their pooled L by a relative {agree['L change']:+.1e}.")
+    return {"nn_agree_at": f"{at:g}", "nn_agree_lam": f"{lam:g}", "nn_agree_gap": f"{gap:.1e}",
+            "nn_agree_objective": f"{agree['objective']:.2e}", "nn_agree_entry": f"{agree['entry']:.2g}",
+            "nn_agree_L": f"{agree['L change']:+.1e}"}
 
 
 def matched_norms(sweep: pd.DataFrame, method: str = NN) -> pd.DataFrame:
@@ -165,35 +166,47 @@ def norm_findings(sweep: pd.DataFrame, matched: pd.DataFrame, method: str = NN,
                    f"{ratio.min():.3f}–{ratio.max():.3f} times {label}'s at the same L.")
 
 
-def als_findings(sweep: pd.DataFrame) -> str:
-    """How far below every other method (the truth aside) the rank-r ALS oracle's L is, and where most."""
+def als_values(sweep: pd.DataFrame) -> dict[str, str]:
+    """How far below every other method (the truth aside) the rank-r ALS oracle's L is, and at which p_mask most
+    and least (keys ``nn_als_*``)."""
     L = sweep.pivot(index="p_mask", columns="method", values="L")
     als = next(method for method in L if "ALS" in method)
     beaten = L.drop(columns=[als, TRUTH]).min(axis=1) / L[als]
-    return (f"The ALS oracle's L is {beaten.min():.1f}–{beaten.max():.1f}× below the best other method's, most at "
-            f"p_mask {beaten.idxmax():g} and least at {beaten.idxmin():g}.")
+    return {"nn_als_span": f"{beaten.min():.1f}–{beaten.max():.1f}", "nn_als_most": f"{beaten.idxmax():g}",
+            "nn_als_least": f"{beaten.idxmin():g}"}
 
 
-def lambda_findings(ours: pd.DataFrame, theirs: pd.DataFrame, draws: pd.DataFrame, lam: float, seed: int,
-                    paper_L: float) -> str:
-    """The λ table against the paper's: each loss's relative difference across λ, the shape of L over λ,
-    where the chapter's draw (``seed``) falls among ``draws`` and their mean against the paper's L."""
+def lambda_values(ours: pd.DataFrame, theirs: pd.DataFrame, draws: pd.DataFrame, lam: float, seed: int,
+                  paper_L: float) -> dict[str, str]:
+    """What the sentences on the λ table quote (keys ``nn_lam_*``): each loss's relative difference from the
+    paper's across λ, the shape of L over λ, where the chapter's draw (``seed``) falls among ``draws`` (a clause,
+    empty where it is not among them) and their mean against the paper's L."""
     metrics = list(PAPER_ORDER)
     ratio = ours[metrics] / theirs.loc[ours.index, metrics] - 1
     error = (ours[[f"{m} se" for m in metrics]].to_numpy() / ours[metrics]).max()
     best = ours["L"].min()
     within = ours.index[ours["L"] <= best * (1 + error["L"])]
-    rank = int((draws["L"] < draws.loc[seed, "L"]).sum()) + 1 if seed in draws.index else None
     spreads = (draws["L"].mean() - paper_L) / draws["L"].std()
-    return ("The 7x7 λ table against the paper's: "
-            + "; ".join(f"{m} {span_text(ratio[m], '{:+.0%}', ' to ')} (s.e. ±{error[m]:.0%})" for m in metrics)
-            + f". Our L is within one s.e. of its best at {', '.join(within)} and {ours['L'].max() / best:.1f}× "
-            f"its best at {ours['L'].idxmax()}."
-            + (f" The chapter's draw (seed {seed}) has the {'' if rank == 1 else _ordinal(rank) + ' '}lowest L of "
-               f"{len(draws)} draws; "
-               if rank is not None else " ")
-            + f"averaged over them, L at λ = {lam:g} is {draws['L'].mean() / paper_L - 1:+.0%} from the paper's, "
-            f"{abs(spreads):.1f} draw-to-draw spreads {'below' if spreads < 0 else 'above'} it.")
+    return {"nn_lam_vs_paper": "; ".join(f"{m} {span_text(ratio[m], '{:+.0%}', ' to ')} (s.e. ±{error[m]:.0%})"
+                                         for m in metrics),
+            "nn_lam_within": ", ".join(within), "nn_lam_worst": f"{ours['L'].max() / best:.1f}",
+            "nn_lam_worst_at": str(ours["L"].idxmax()), "nn_lam_draw": draw_place(draws, seed),
+            "nn_lam_lam": f"{lam:g}", "nn_lam_mean": f"{draws['L'].mean() / paper_L - 1:+.0%}",
+            "nn_lam_spreads": f"{abs(spreads):.1f}", "nn_lam_side": "below" if spreads < 0 else "above"}
+
+
+def draw_place(draws: pd.DataFrame, seed: int) -> str:
+    """Where the chapter's draw (``seed``) ranks by L among ``draws`` (a clause ending in ";"), empty where it is
+    not among them.
+
+    >>> draw_place(pd.DataFrame({"L": [1.5, 1.2, 1.8]}), 0)
+    "The chapter's draw (seed 0) has the 2nd lowest L of 3 draws;"
+    """
+    if seed not in draws.index:
+        return ""
+    rank = int((draws["L"] < draws.loc[seed, "L"]).sum()) + 1
+    return f"The chapter's draw (seed {seed}) has the {'' if rank == 1 else _ordinal(rank) + ' '}lowest L of " \
+           f"{len(draws)} draws;"
 
 
 def _ordinal(n: int) -> str:
@@ -206,19 +219,17 @@ def _ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-def versus_findings(versus: pd.DataFrame, at: float, method: str = "nuclear-norm minimisation") -> str:
-    """The sentence that reads a ``matcomp.analysis.baselines.versus_table``: where the BERT's L is below
-    ``method``'s and where that is resolved (more than 2 paired s.e.), which way it goes at the training
-    p_mask ``at``, where it is behind by more than 2 s.e., and at how many p_mask its nuclear norm is the
-    larger. Resolution is said only where it is true; "no p_mask" rather than an empty list.
+def versus_values(versus: pd.DataFrame, at: float) -> dict[str, str]:
+    """What the sentence reading a ``matcomp.analysis.baselines.versus_table`` quotes (keys ``nn_vs_*``): where the
+    BERT's L is below the other method's and where that is resolved (more than 2 paired s.e.), which way it goes
+    at the training p_mask ``at``, where it is behind by more than 2 s.e., and at how many p_mask its nuclear
+    norm is the larger. Resolution is said only where it is true; "no p_mask" rather than an empty list.
 
     >>> v = pd.DataFrame({"L gap (NN − BERT)": [0.002, -0.001, -0.004], "gap / s.e.": [3.0, -1.0, -5.0],
     ...                   "norm, BERT": [2.0, 2.0, 2.0], "norm, x": [1.0, 1.0, 3.0]}, index=[0.1, 0.3, 0.5])
-    >>> for clause in versus_findings(v, at=0.3).split("; "): print(clause)
-    The BERT's L is below nuclear-norm minimisation's at p_mask 0.1 (by more than 2 paired s.e. at 0.1)
-    at its training p_mask 0.3 it is behind by 1.0 s.e.
-    it is behind by more than 2 s.e. at 0.5
-    its nuclear norm is the larger at 2 of 3 values of p_mask.
+    >>> versus_values(v, at=0.3)  # doctest: +NORMALIZE_WHITESPACE
+    {'nn_vs_where': 'at p_mask 0.1 (by more than 2 paired s.e. at 0.1)', 'nn_vs_at': '0.3', 'nn_vs_side': 'behind',
+     'nn_vs_z': '1.0', 'nn_vs_behind': '0.5', 'nn_vs_larger': '2', 'nn_vs_n': '3'}
     """
     def listed(index) -> str:
         return ", ".join(f"{p:g}" for p in index)
@@ -228,11 +239,9 @@ def versus_findings(versus: pd.DataFrame, at: float, method: str = "nuclear-norm
     where = (f"at p_mask {listed(ahead)} (by more than 2 paired s.e. at {listed(resolved) or 'none of them'})"
              if len(ahead) else "at no p_mask")
     other = next(column for column in versus if column.startswith("norm, ") and column != "norm, BERT")
-    larger = int((versus["norm, BERT"] > versus[other]).sum())
-    side = "ahead" if gap.loc[at] > 0 else "behind"
-    return (f"The BERT's L is below {method}'s {where}; at its training p_mask {at:g} it is {side} by "
-            f"{abs(z.loc[at]):.1f} s.e.; it is behind by more than 2 s.e. at {listed(behind) or 'no p_mask'}; "
-            f"its nuclear norm is the larger at {larger} of {len(versus)} values of p_mask.")
+    return {"nn_vs_where": where, "nn_vs_at": f"{at:g}", "nn_vs_side": "ahead" if gap.loc[at] > 0 else "behind",
+            "nn_vs_z": f"{abs(z.loc[at]):.1f}", "nn_vs_behind": listed(behind) or "no p_mask",
+            "nn_vs_larger": str(int((versus["norm, BERT"] > versus[other]).sum())), "nn_vs_n": str(len(versus))}
 
 
 # Each number sets the BERT's loss against a fixed solver's, so training, which still lowers the BERT's loss, moves
