@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from matcomp.book.build.plan import plan, plan_table
-from matcomp.book.chapters import chapter_spec
+from matcomp.book.chapters import CHAPTERS, chapter_spec
 from matcomp.main import main
 from matcomp.runs.cost import CostBook
 from matcomp.runs.parallel import train_all
@@ -73,11 +73,14 @@ def test_a_failing_run_is_reported_by_name_and_the_others_finish(local_ray, micr
 def test_the_paper_plan_lists_runs_of_the_papers_shapes_without_training(store):
     planned = plan("paper")
     assert {p.cfg.model.hidden for p in planned} >= {64, 768, 1024}
-    assert {p.cfg.name for p in planned} == {"paper", "paper_gpt"}
+    # the paper's runs, and the default preset's that four chapters' prose quotes at every preset (ChapterSpec.quoted)
+    assert {p.cfg.name for p in planned} == {"paper", "paper_gpt", "cpu", "cpu7x7", "cpu_gpt"}
     main_run = next(p for p in planned if p.cfg.model == plan("paper", ["copying_phase"])[0].cfg.model)
     assert (main_run.cfg.data.n_rows, main_run.cfg.data.rank, main_run.cfg.train.lr) == (7, 2, 1e-4)
     table = plan_table(planned, store, CostBook(store, torch.device("cpu"), 1))
-    assert set(table.state) == {"missing"} and (table["seconds left"] > 0).all()
+    own = table.index.isin([cfg.run_id for name in CHAPTERS for cfg in chapter_spec(name).runs("paper")])
+    assert set(table.state[own]) == {"missing"} and (table["seconds left"][own] > 0).all()
+    assert set(table.state[~own]) == {"shipped"}  # the quoted runs: read, never trained
     assert not any(store.glob("paper-*"))  # nothing trained, nothing started
     with pytest.raises(ValueError, match="chapters must be among"):
         plan("paper", ["nope"])
