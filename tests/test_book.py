@@ -143,7 +143,7 @@ def test_the_book_builds_and_runs_its_widget_chapters(tmp_path, build_executed, 
         assert "application/vnd.jupyter.widget-state+json" in text, f"{name} holds no saved widget state"
         assert "../widgets/embed-amd.js" in text and "../widgets/require.js" in text, name
         # every control position's picture is saved, switched by links in the page: no kernel needed
-        assert '"StackModel"' in text and '"LinkModel"' in text and text.count('"ImageModel"') >= 8, name
+        assert '"TabModel"' in text and '"LinkModel"' in text and text.count('"ImageModel"') >= 8, name
         assert len(text.encode()) < 5_000_000, f"{name} weighs {len(text.encode()):,} bytes"
     assert (html / "book" / "@jupyter-widgets" / "html-manager" / "dist" / "1551f4f60c37af51121f.woff2").is_file()
     if shutil.which("chromium") and importlib.util.find_spec("playwright"):  # .ci/run installs both

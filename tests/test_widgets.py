@@ -14,19 +14,19 @@ matplotlib.use("Agg")
 
 
 def shown(explorer) -> bytes:
-    """The picture the browser shows: each Stack's child at the index its control's link gives, down to the image
+    """The picture the browser shows: each Tab's child at the index its control's link gives, down to the image
     (the links are jslink: a browser follows them, so the test reads the controls as the browser would)."""
-    widget = explorer.widget.children[1]
+    widget = explorer.shown
     for control in explorer.controls.values():
-        assert isinstance(widget, W.Stack)
+        assert isinstance(widget, W.Tab) and "matcomp-pictures" in widget._dom_classes  # its tab bar hidden
         index = control.index if isinstance(control, (W.SelectionSlider, W.Dropdown)) else control.value
         widget = widget.children[index]
     return bytes(widget.value)
 
 
 def links(explorer) -> set[tuple[str, str]]:
-    """(control description, trait) of every jslink of ``explorer``, each to a Stack's selected_index."""
-    assert all(isinstance(link.target[0], W.Stack) and link.target[1] == "selected_index" for link in explorer.links)
+    """(control description, trait) of every jslink of ``explorer``, each to a Tab's selected_index."""
+    assert all(isinstance(link.target[0], W.Tab) and link.target[1] == "selected_index" for link in explorer.links)
     return {(link.source[0].description, link.source[1]) for link in explorer.links}
 
 
@@ -82,7 +82,8 @@ def test_the_controls_wrap_rather_than_shrink():
     from matcomp.book.widgets import CONTROL_WIDTH, FigureExplorer
 
     explorer = FigureExplorer(lambda step: matplotlib.figure.Figure(), {"step": W.IntSlider(min=0, max=1)})
-    row = explorer.widget.children[0]
+    row = explorer.row
+    assert explorer.widget.children[1:] == (row, explorer.shown)
     assert row.layout.flex_flow == "row wrap" and explorer.controls["step"].layout.width == CONTROL_WIDTH
     with pytest.raises(TypeError, match="a SelectionSlider, a Dropdown or an IntSlider from 0; got FloatSlider"):
         FigureExplorer(lambda x: None, {"x": W.FloatSlider()})

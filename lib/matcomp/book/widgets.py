@@ -2,9 +2,12 @@
 
 Each explorer is a row of controls above a picture. Every picture is drawn when the explorer is made, one for
 each position of each control, and the browser shows the one the controls name: each control is linked
-(``W.jslink``) to the ``selected_index`` of a ``W.Stack`` of pictures, stacks nested one level per control.
-Nothing is redrawn by a kernel, so the built book's saved widget state answers every control as a live notebook
-does. The positions are few (a dozen checkpoints, a few matrices) so that a page stays light.
+(``W.jslink``) to the ``selected_index`` of a ``W.Tab`` of pictures with its tab bar hidden (``PICTURES_CSS``),
+tabs nested one level per control. A Tab, not a Stack: a Stack makes its shown child's view anew at every change
+and, told to change again before that view is drawn, messages the view it has just removed (a console error at
+every quick run of key presses); a Tab draws every child once and only shows another. Nothing is redrawn by a
+kernel, so the built book's saved widget state answers every control as a live notebook does. The positions are
+few (a dozen checkpoints, a few matrices) so that a page stays light.
 """
 
 from __future__ import annotations
@@ -28,6 +31,11 @@ from matcomp.seeding import analysis_generator
 
 CONTROL_WIDTH = "320px"  # each control's own width: the row wraps rather than squeezing a slider to no track
 PALETTE = 256  # colours of an explorer's pictures (``FigureExplorer.picture``)
+PICTURES = "matcomp-pictures"  # the class of an explorer's tabs of pictures
+# shown in the explorer itself, so that the book and JupyterLab alike show the picture alone: no tab bar, no frame
+_TAB = f".jupyter-widgets.widget-tab.{PICTURES}"  # more specific than the widgets' own rules for a tab
+PICTURES_CSS = (f"<style>{_TAB} > .widget-tab-bar {{ display: none; }} "
+                f"{_TAB} > .widget-tab-contents {{ border: none; padding: 0; margin: 0; }}</style>")
 
 
 def spread_steps(steps: Sequence[int], count: int) -> list[int]:
@@ -45,7 +53,7 @@ def spread_steps(steps: Sequence[int], count: int) -> list[int]:
 
 
 def _positions(control: W.ValueWidget) -> tuple[str, list]:
-    """The trait of ``control`` that counts its positions from 0 (what a Stack's ``selected_index`` takes), and the
+    """The trait of ``control`` that counts its positions from 0 (what a Tab's ``selected_index`` takes), and the
     values at those positions."""
     if isinstance(control, (W.SelectionSlider, W.Dropdown)):
         return "index", list(control.options)
@@ -63,25 +71,27 @@ class FigureExplorer:
     def __init__(self, draw: Callable[..., plt.Figure], controls: dict[str, W.ValueWidget], dpi: int = 80):
         self.draw, self.controls, self.dpi = draw, controls, dpi
         self.pictures: dict[tuple, bytes] = {}  # the values of the controls, in their order -> the PNG shown
-        self.links: list[W.Widget] = []  # each control's jslink to the selected_index of a Stack it switches
+        self.links: list[W.Widget] = []  # each control's jslink to the selected_index of a Tab it switches
         for control in controls.values():
             control.layout = W.Layout(width=CONTROL_WIDTH)
             control.style = {"description_width": "initial"}
-        row = W.HBox(list(controls.values()), layout=W.Layout(flex_flow="row wrap"))
-        self.widget = W.VBox([row, self._stack({}, list(controls.items()))])
+        self.row = W.HBox(list(controls.values()), layout=W.Layout(flex_flow="row wrap"))  # the controls
+        self.shown = self._tabs({}, list(controls.items()))  # the pictures, one shown
+        self.widget = W.VBox([W.HTML(PICTURES_CSS), self.row, self.shown])
 
-    def _stack(self, fixed: dict, left: list[tuple[str, W.ValueWidget]]) -> W.Widget:
+    def _tabs(self, fixed: dict, left: list[tuple[str, W.ValueWidget]]) -> W.Widget:
         """The pictures for every position of the controls ``left`` with the others at ``fixed``: an image, or a
-        Stack of such, one child a position of the first control left, linked to it."""
+        Tab of such, one child a position of the first control left, linked to it."""
         if not left:
             self.pictures[tuple(fixed.values())] = self.picture(**fixed)
             return W.Image(value=self.pictures[tuple(fixed.values())], format="png")
         (name, control), rest = left[0], left[1:]
         trait, values = _positions(control)
-        stack = W.Stack([self._stack({**fixed, name: value}, rest) for value in values],
-                        selected_index=values.index(control.value))
-        self.links.append(W.jslink((control, trait), (stack, "selected_index")))
-        return stack
+        tabs = W.Tab([self._tabs({**fixed, name: value}, rest) for value in values],
+                     selected_index=values.index(control.value))
+        tabs.add_class(PICTURES)
+        self.links.append(W.jslink((control, trait), (tabs, "selected_index")))
+        return tabs
 
     def picture(self, **values) -> bytes:
         """The PNG of ``draw(**values)``, in a palette of 256 colours: about a fifth of the full-colour bytes, no
