@@ -60,13 +60,9 @@ CPU5X5 = CPU.override({"name": "cpu5x5", "data.n_rows": 5, "data.n_cols": 5, "tr
 CPU7X7 = CPU.override({"name": "cpu7x7", "data.n_rows": 7, "data.n_cols": 7, "model.heads": 8, "train.lr": 2e-3,
                        "train.steps": 60000, "train.checkpoint_every": 1000, "train.stop_after_drop": 12000})
 
-SMOKE = RunConfig(
-    name="smoke",
-    data=DataConfig(n_rows=4, n_cols=4, rank=1, p_mask=0.3),
-    model=ModelConfig(hidden=32, layers=2, heads=2),
-    train=TrainConfig(steps=300, batch=64, lr=1e-3, eval_every=50, eval_batch=32, checkpoint_every=100,
-                      checkpoint_steps=()),
-)
+SMOKE = CPU.override({"name": "smoke", "model.hidden": 32, "model.layers": 2, "model.heads": 2,  # the cpu task
+                     "train.steps": 300, "train.batch": 64, "train.eval_every": 50, "train.eval_batch": 32,
+                     "train.checkpoint_every": 100})
 
 def gpt_preset(base: RunConfig, hidden: int, steps: int, eval_every: int, checkpoint_every: int,
                early_checkpoints: int = 0) -> RunConfig:
