@@ -124,3 +124,10 @@ def test_the_circle_check_catches_a_circle():
 @pytest.mark.parametrize("module", ["matcomp.cli", "matcomp.remote"])
 def test_the_run_commands_build_runs_without_the_book(module):
     assert not {m for m in imported(modules()[module]) if m.startswith("matcomp.book")}
+
+
+def test_no_module_is_over_400_lines():
+    """A module longer than this holds more than one concept: split it by what it is for."""
+    long = {str(path.relative_to(PACKAGE)): lines for path in PACKAGE.rglob("*.py")
+            if (lines := len(path.read_text().splitlines())) > 400}
+    assert not long, f"modules over 400 lines: {long}"

@@ -282,8 +282,7 @@ def classify_model(model: MatrixBert, batch: Batch, **thresholds) -> pd.DataFram
 
 
 def family_text(families: frozenset[str]) -> str:
-    """A head's families as a reader sees them, in ``FAMILIES`` order ("row, masked-row"), ``NO_FAMILY`` for
-    none: for display only; code reads the set."""
+    """A head's families as shown ("row, masked-row", in ``FAMILIES`` order; ``NO_FAMILY`` for none): display only."""
     return ", ".join(f for f in FAMILIES if f in families) or NO_FAMILY
 
 
@@ -294,9 +293,8 @@ def shown(table: pd.DataFrame, columns) -> pd.DataFrame:
 
 
 def with_baselines(table: pd.DataFrame, observed: torch.Tensor, columns) -> pd.DataFrame:
-    """``shown`` ``columns`` of ``table`` (a ``classify_heads`` table) with a last row ("uniform", "") holding each
-    score of uniform attention on the masks ``observed`` (its other cells empty), so that a reader sees
-    every score beside the level it must beat."""
+    """``shown`` ``columns`` of ``table`` (a ``classify_heads`` table) and a last row ("uniform", "") of uniform
+    attention's scores on the masks ``observed``: every score beside the level it must beat."""
     baselines = pd.DataFrame([score_baselines(observed)], index=pd.MultiIndex.from_tuples([("uniform", "")]))
     columns = list(columns)
     both = pd.concat([shown(table, columns), baselines[[c for c in columns if c in baselines]]])
