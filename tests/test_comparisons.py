@@ -10,9 +10,9 @@ from matcomp.book.chapters.nuclear_norm import (
     als_values,
     lambda_values,
     matched_norms,
-    norm_findings,
+    norm_values,
 )
-from matcomp.book.chapters.ood import axis_verdicts, distribution_findings, rank_note, rows_summary, twin_findings
+from matcomp.book.chapters.ood import axis_table, distribution_values, rank_note, rows_values, twin_table
 
 ALS = "rank-1 ALS (oracle)"
 
@@ -36,14 +36,15 @@ def test_matched_norms_interpolate_where_the_losses_overlap_and_are_empty_where_
     assert matched.loc[0.1, f"norm, {NN}"] == pytest.approx(1.85)
     assert matched.loc[0.1, f"p_mask, {NN}"] == pytest.approx(0.2)
     assert matched.loc[0.1, "norm ratio"] == pytest.approx(2.0 / 1.85)
-    text = norm_findings(overlapping, matched)
-    assert "above nuclear-norm minimisation's at 3 of 3" in text and "At matched MSE" in text
-    assert "the BERT's norm is larger: 1.081–1.167 times" in text
-    assert "the BERT's is above it at 2 of 3 values of p_mask, nuclear-norm minimisation's at 0" in text
+    values = norm_values(overlapping, matched)
+    assert (values["nn_norm_larger"], values["nn_norm_n"], values["nn_norm_worse"]) == ("3", "3", "2")
+    assert values["nn_norm_matched"].data.startswith("At matched MSE (the BERT at p_mask 0.1, 0.3,")
+    assert "the BERT's norm is larger: 1.081–1.167 times" in values["nn_norm_matched"].data
+    assert (values["nn_norm_bert_truth"], values["nn_norm_nn_truth"]) == ("2", "0")
 
     apart = sweep(bert_L=[0.05, 0.06, 0.07], nn_L=[0.001, 0.002, 0.004])
     assert matched_norms(apart).empty
-    assert "do not overlap" in norm_findings(apart, matched_norms(apart))
+    assert "do not overlap" in norm_values(apart, matched_norms(apart))["nn_norm_matched"].data
 
 
 def test_agreement_is_said_at_the_precision_of_the_difference():
@@ -73,37 +74,39 @@ def test_lambda_values_compare_with_the_paper_and_place_the_draw():
     assert lambda_values(ours, theirs, draws, 0.001, seed=7, paper_L=1.5)["nn_lam_draw"] == ""  # not among them
 
 
-def test_axis_verdicts_and_rows_summary_name_the_misses():
+def test_the_axis_table_and_the_rows_values_name_the_misses():
     relative = pd.DataFrame({"BERT": [0.42, 0.71, 0.25, 0.60, 0.80], NN: [0.59, 0.39, 0.24, 0.20, 0.15]},
                             index=[2, 3, 4, 5, 6])
-    text = axis_verdicts(relative, "rows", 4)
-    assert "misses at 3 (0.71 against nuclear-norm minimisation's 0.39); 5 (0.60" in text
-    assert "worst at 6, 5.3×" in text and "ahead at 2" in text and "worse than answering 0 at none" in text
-    summary = rows_summary(relative, 4)
-    assert summary.startswith("The model misses (by the book's threshold) at 3 of 4 row counts")
-    assert "worst at 6 rows (0.80 against 0.15)" in summary
-    assert summary.endswith("read on this one model: does not: as the paper on 0 of 1 seed.")
-    assert "at 0 of 4 row counts within the book's tolerance" in summary  # 0.42 against 0.59 is not close either
-    tracking = rows_summary(relative.assign(BERT=relative[NN]), 4)
-    assert "threshold) at none" in tracking and "\"close to the nuclear norm minimization solution\"" in tracking
-    assert "consistent with" in tracking  # one model: never "reproduces"
+    row = axis_table({"rows": relative, "columns": relative.assign(BERT=1.5)}, {"rows": 4, "columns": 4}).loc["rows"]
+    assert row["misses (BERT against nuclear-norm min.)"].startswith("3 (0.71 against 0.39); 5 (0.60")
+    assert row["worst (BERT / nuclear-norm min.)"] == "6 (5.3×)" and row["ahead at"] == "2"
+    assert row["worse than answering 0 at"] == "none"
+    values = rows_values(relative, 4)
+    assert values["ood_rows_misses"] == "3 of 4" and values["ood_rows_worst"] == "6 rows, 0.80 against 0.15"
+    assert values["ood_rows_close"] == "0 of 4"  # 0.42 against 0.59 is not close either
+    assert values["ood_rows_verdict"] == "does not: as the paper on 0 of 1 seed"
+    tracking = rows_values(relative.assign(BERT=relative[NN]), 4)
+    assert tracking["ood_rows_misses"] == "0 of 4" and tracking["ood_rows_worst"] == "none"
+    assert tracking["ood_rows_verdict"].startswith("consistent with")  # one model: never "reproduces"
 
 
 def test_distribution_findings_read_both_scales():
     table = pd.DataFrame({"L_mask": [0.028, 0.0025, 0.0045], "L_mask / E[X²]": [0.25, 0.39, 0.58]},
                          index=["trained", "gaussian", "laplace"])
-    text = distribution_findings(table)
-    assert "0.25 in distribution and 0.39 on gaussian, 0.58 on laplace factors: above the trained" in text
-    assert "it is above the trained distribution's on none and below it on gaussian, laplace" in text
+    values = distribution_values(table)
+    assert (values["ood_dist_rel"], values["ood_dist_rel_others"]) == ("0.25", "0.39 on gaussian, 0.58 on laplace")
+    assert values["ood_dist_rel_way"] == "above the trained distribution's on gaussian, laplace"
+    assert values["ood_dist_abs_way"] == "above the trained distribution's on none and below it on gaussian, laplace"
 
 
-def test_twin_findings_pair_each_gaussian_run_with_its_uniform_twin():
+def test_the_twin_table_pairs_each_gaussian_run_with_its_uniform_twin():
     index = pd.MultiIndex.from_tuples([("uniform factors", 0), ("Gaussian factors", 0), ("uniform factors", 1),
                                        ("Gaussian factors", 1)], names=["factors", "seed"])
     table = pd.DataFrame({"drop step": pd.array([5060, 11866, 6468, None], dtype="Int64")}, index=index)
-    assert twin_findings(table, 20000) == [
-        "Seed 0: on Gaussian factors a drop at 11,866, 6,806 steps after its uniform twin's (5,060).",
-        "Seed 1: on Gaussian factors no drop within 20,000 steps; its uniform twin: a drop at 6,468."]
+    twins = twin_table(table)
+    assert twins.loc[0].tolist() == [5060, 11866, 6806]
+    assert twins.loc[1, "uniform drop"] == 6468
+    assert twins.loc[1, ["Gaussian drop", "Gaussian − uniform (steps)"]].isna().all()
 
 
 def test_rank_note_counts_degrees_of_freedom_only_when_extrapolating():

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pandas as pd
+from IPython.display import Markdown
 
 from matcomp.analysis.key_numbers import read_patching
 from matcomp.analysis.stored_patching import patching_derivation
@@ -28,23 +29,34 @@ class Parameters(OneModelParameters):
     eval_seed: int = parameter(0, SEED)  # seed of the evaluation matrices
 
 
-def patching_findings(layers: pd.DataFrame, restored: pd.Series | None, n_layers: int) -> list[str]:
-    """The chapter's sentences on the layer-patching table (``negation_patching`` by site): which single layer
-    restores most of the clean answer (``restored_fraction``; None: nothing to restore), and whether the
-    observed entries, with every layer or the last patched, are nearer X or −X."""
+def restored_text(restored: pd.Series | None, n_layers: int) -> str:
+    """Which single layer restores most of the clean answer (``restored_fraction`` by site; None: nothing to
+    restore, the corrupted run answering as the clean one does), beside the last layer alone."""
+    if restored is None:
+        return ("At missing entries the corrupted run is within a tenth of the clean one's MSE to X: there is "
+                "nothing to restore.")
+    single = restored[[site for site in restored.index if site.startswith("layer ")]]
+    best, last = single.idxmax(), f"layer {n_layers - 1}"
+    tail = "more than any other single layer" if best == last else f"the last layer alone {restored['last layer']:.2f}"
+    who = f"The last layer ({last})" if best == last else best.capitalize()
+    return f"{who} alone restores {single.max():.2f} of the clean answer, {tail}."
+
+
+def patching_values(layers: pd.DataFrame, restored: pd.Series | None, n_layers: int) -> dict[str, str | Markdown]:
+    """What the chapter's closing sentences on the layer-patching table (``negation_patching`` by site) quote
+    (keys ``pa_*``): what a single layer restores (``restored_text``, a sentence, so plain markdown), the MSE to X
+    and to −X with every layer or the last patched, at observed entries and, for the last layer, at missing ones
+    beside the paper's."""
     obs = {site: layers.loc[site, ["L_obs(X)", "L_obs(-X)"]] for site in ("all layers", "last layer")}
-    sentences = [f"With every layer patched the observed entries have MSE {obs['all layers'].iloc[0]:.3g} to X and "
-                 f"{obs['all layers'].iloc[1]:.3g} to −X; with the last layer patched, {obs['last layer'].iloc[0]:.3g} "
-                 f"and {obs['last layer'].iloc[1]:.3g}: with every layer patched they are nearer "
-                 f"{'X' if obs['all layers'].iloc[0] < obs['all layers'].iloc[1] else '−X'}."]
-    if restored is not None:
-        single = restored[[site for site in restored.index if site.startswith("layer ")]]
-        best, last = single.idxmax(), f"layer {n_layers - 1}"
-        sentences.insert(0, f"The last layer ({last}) alone restores {single.max():.2f} of the clean answer, "
-                            "more than any other single layer." if best == last else
-                            f"{best.capitalize()} alone restores {single.max():.2f} of the clean answer, "
-                            f"the last layer alone {restored['last layer']:.2f}.")
-    return sentences
+    to_x, to_neg = layers.loc["last layer", ["L_mask(X)", "L_mask(-X)"]]
+    return {"pa_restored": Markdown(restored_text(restored, n_layers)),
+            "pa_obs_all_x": f"{obs['all layers'].iloc[0]:.3g}", "pa_obs_all_neg": f"{obs['all layers'].iloc[1]:.3g}",
+            "pa_obs_last_x": f"{obs['last layer'].iloc[0]:.3g}", "pa_obs_last_neg": f"{obs['last layer'].iloc[1]:.3g}",
+            "pa_obs_nearer": "X" if obs["all layers"].iloc[0] < obs["all layers"].iloc[1] else "−X",
+            "pa_last_x": f"{to_x:.3g}", "pa_last_neg": f"{to_neg:.3g}",
+            "pa_paper_x": f"{PATCHING['all layers']['L_mask(X)']}",
+            "pa_paper_neg": f"{PATCHING['all layers']['L_mask(-X)']}",
+            "pa_clean": f"{layers.loc['clean', 'L_mask(X)']:.3g}"}
 
 
 def paper_restored() -> float:

@@ -114,12 +114,12 @@ def runs_read(preset: str) -> list[RunConfig]:
     return [chapter_config(preset, variant="gpt"), chapter_config(preset)]
 
 
-def run_findings(run: Run, onset: int | None, scores: pd.DataFrame, before: int, after: int, gains: pd.DataFrame,
-                 completion: Completion) -> list[str]:
-    """The chapter's sentences on its run: greedy accuracy from the first evaluation to the last (``onset``: where
-    it copies), the layer-1 heads' attention to the matching input entry at the checkpoints ``after`` and
-    ``before`` (``attention_scores`` by checkpoint), whether accuracy and loss have flattened (``late_gain``
-    by measure), and the completions' L_mask (``completion_table``)."""
+def run_values(run: Run, onset: int | None, scores: pd.DataFrame, before: int, after: int, gains: pd.DataFrame,
+               completion: Completion) -> dict[str, str]:
+    """What the chapter's sentences on its run quote (keys ``gr_*``): greedy accuracy from the first evaluation to
+    the last (``onset``: where it copies), the layer-1 heads' attention to the matching input entry at the
+    checkpoints ``after`` and ``before`` (``attention_scores`` by checkpoint), whether accuracy and loss have
+    flattened (``late_gain`` by measure), and the completions' L_mask (``completion_table``)."""
     evals = run.metrics.dropna(subset=["eval_acc_obs"])
     final = final_losses(run.metrics)
     entry, last_input = scores["to_entry"], scores.loc[f"step {before}", "to_last_input"]
@@ -129,20 +129,21 @@ def run_findings(run: Run, onset: int | None, scores: pd.DataFrame, before: int,
         return f"{row['gain']:+.3f} ± {row['se']:.3f} ({'flat' if row['flat'] else 'still moving'})"
 
     L_mask = completion.table["L_mask"]
-    return [f"Greedy accuracy at observed entries: {evals.eval_acc_obs.iloc[0]:.2f} at step {evals.step.iloc[0]:,}, "
-            f"half {at_step(onset)}, 0.9 {at_step(copy_onset(run.metrics, 0.9))}, {final.eval_acc_obs:.2f} over the "
-            f"last {FINAL_STEPS} steps; at missing entries {evals.eval_acc_mask.iloc[0]:.2f}, then "
-            f"{final.eval_acc_mask:.2f}.",
-            f"Attention of the layer-1 heads to the matching input entry: "
-            f"{', '.join(f'{v:.2f}' for v in entry[f'step {after}', 1])} at step {after:,}, against "
-            f"{', '.join(f'{v:.2f}' for v in entry[f'step {before}', 1])} at step {before:,}; at step {before:,} head "
-            f"{last_input.idxmax()[1]} of layer {last_input.idxmax()[0]} puts {last_input.max():.2f} on the last input "
-            f"entry.",
-            f"Over the last {int(gains.window.iloc[0]):,} steps accuracy at missing entries moved by "
-            f"{moved('eval_acc_mask')} and L_full by {moved('L_full')}.",
-            f"At missing entries the GPT's greedy tokens have L_mask {L_mask[completion.greedy]:.3g} and the means of "
-            f"its distributions {L_mask[completion.means]:.3g}; answering 0 has {L_mask[completion.zero]:.3g}, BERT "
-            + ", ".join(f"{L_mask[row]:.3g} {name}" for name, row in completion.bert.items()) + "."]
-
+    listed = lambda values: ", ".join(f"{v:.2f}" for v in values)  # noqa: E731
+    return {
+        "gr_run": run.config.run_id, "gr_obs_first": f"{evals.eval_acc_obs.iloc[0]:.2f}",
+        "gr_first_step": f"{evals.step.iloc[0]:,}", "gr_half": at_step(onset),
+        "gr_most": at_step(copy_onset(run.metrics, 0.9)), "gr_obs_final": f"{final.eval_acc_obs:.2f}",
+        "gr_final_steps": str(FINAL_STEPS), "gr_mask_first": f"{evals.eval_acc_mask.iloc[0]:.2f}",
+        "gr_mask_final": f"{final.eval_acc_mask:.2f}",
+        "gr_after": f"{after:,}", "gr_before": f"{before:,}", "gr_entry_after": listed(entry[f"step {after}", 1]),
+        "gr_entry_before": listed(entry[f"step {before}", 1]), "gr_rest_head": str(last_input.idxmax()[1]),
+        "gr_rest_layer": str(last_input.idxmax()[0]), "gr_rest": f"{last_input.max():.2f}",
+        "gr_window": f"{int(gains.window.iloc[0]):,}", "gr_acc_moved": moved("eval_acc_mask"),
+        "gr_loss_moved": moved("L_full"),
+        "gr_greedy": f"{L_mask[completion.greedy]:.3g}", "gr_means": f"{L_mask[completion.means]:.3g}",
+        "gr_zero": f"{L_mask[completion.zero]:.3g}",
+        "gr_bert": ", ".join(f"{L_mask[row]:.3g} {name}" for name, row in completion.bert.items()),
+    }
 
 CHAPTER = ChapterSpec("gpt", Parameters, runs_read, quoted=quoted_configs)

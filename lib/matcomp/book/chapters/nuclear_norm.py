@@ -8,6 +8,7 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
+from IPython.display import Markdown
 
 from matcomp.analysis.baselines import (
     BERT,
@@ -136,34 +137,37 @@ def matched_norms(sweep: pd.DataFrame, method: str = NN) -> pd.DataFrame:
     return pd.DataFrame.from_dict(rows, orient="index", columns=columns).rename_axis("p_mask")
 
 
-def norm_findings(sweep: pd.DataFrame, matched: pd.DataFrame, method: str = NN,
-                  label: str = "nuclear-norm minimisation") -> str:
-    """The nuclear-norm half of the paper's claim, read fairly: where the BERT's L is above ``method``'s
-    at every p_mask, a larger nuclear norm is what a worse completion tends to have, so the norms are
-    compared at matched MSE (``matched_norms``) where the losses overlap, and the verdict says so."""
+def norm_values(sweep: pd.DataFrame, matched: pd.DataFrame) -> dict[str, str | Markdown]:
+    """What the sentences on the nuclear-norm half of the paper's claim quote (keys ``nn_norm_*``), read fairly:
+    where the BERT's L is above nuclear-norm minimisation's at every p_mask, a larger nuclear norm is what a worse
+    completion tends to have, so the norms are also set beside the true matrices' and compared at matched MSE
+    (``matched_norms``, ``matched_text``, a sentence, so plain markdown)."""
     L = sweep.pivot(index="p_mask", columns="method", values="L")
     norm = sweep.pivot(index="p_mask", columns="method", values="nuclear_norm")
-    larger = int((norm[BERT] > norm[method]).sum())
-    worse = int((L[BERT] > L[method]).sum())
-    truth = norm[TRUTH].mean() if TRUTH in norm else float("nan")
-    text = (f"The BERT's mean nuclear norm is above {label}'s at {larger} of {len(norm)} values of p_mask "
-            f"({norm[BERT].min():.3g}–{norm[BERT].max():.3g} against {norm[method].min():.3g}–"
-            f"{norm[method].max():.3g}; the true matrices' {truth:.3g}), but its L is also the higher at {worse} of "
-            f"{len(L)}, and a worse completion tends to have the larger norm. ")
-    if TRUTH in norm:
-        text += (f"The true matrices' norm is a reference free of that: the BERT's is above it at "
-                 f"{int((norm[BERT] > norm[TRUTH]).sum())} of {len(norm)} values of p_mask, {label}'s at "
-                 f"{int((norm[method] > norm[TRUTH]).sum())}. ")
+    span = lambda values: f"{values.min():.3g}–{values.max():.3g}"  # noqa: E731
+    return {"nn_norm_larger": str(int((norm[BERT] > norm[NN]).sum())), "nn_norm_n": str(len(norm)),
+            "nn_norm_bert": span(norm[BERT]), "nn_norm_nn": span(norm[NN]),
+            "nn_norm_truth": f"{norm[TRUTH].mean():.3g}", "nn_norm_worse": str(int((L[BERT] > L[NN]).sum())),
+            "nn_norm_bert_truth": str(int((norm[BERT] > norm[TRUTH]).sum())),
+            "nn_norm_nn_truth": str(int((norm[NN] > norm[TRUTH]).sum())),
+            "nn_norm_matched": Markdown(matched_text(sweep, matched))}
+
+
+def matched_text(sweep: pd.DataFrame, matched: pd.DataFrame, label: str = "nuclear-norm minimisation") -> str:
+    """The norms at matched MSE (``matched_norms``: the BERT's p_mask where its L lies within nuclear-norm
+    minimisation's range over the sweep), or, where the losses do not overlap, that the norm half of the claim
+    cannot be told from the MSE half on this run: a sentence whose shape follows the overlap."""
     if matched.empty:
-        return text + (f"The two losses do not overlap (the BERT's L {L[BERT].min():.2e}–{L[BERT].max():.2e}, "
-                       f"{label}'s {L[method].min():.2e}–{L[method].max():.2e}), so on this run the norm half of the "
-                       "claim cannot be told apart from the MSE half.")
+        L = sweep.pivot(index="p_mask", columns="method", values="L")
+        return (f"The two losses do not overlap (the BERT's L {L[BERT].min():.2e}–{L[BERT].max():.2e}, "
+                f"{label}'s {L[NN].min():.2e}–{L[NN].max():.2e}), so on this run the norm half of the "
+                "claim cannot be told apart from the MSE half.")
     ratio = matched["norm ratio"]
     side = ("larger" if (ratio > 1).all() else "smaller" if (ratio < 1).all()
             else "sometimes larger, sometimes smaller")
-    return text + (f"At matched MSE (the BERT at p_mask {', '.join(f'{p:g}' for p in matched.index)}, where its L "
-                   f"lies within {label}'s range over the sweep), the BERT's norm is {side}: "
-                   f"{ratio.min():.3f}–{ratio.max():.3f} times {label}'s at the same L.")
+    return (f"At matched MSE (the BERT at p_mask {', '.join(f'{p:g}' for p in matched.index)}, where its L "
+            f"lies within {label}'s range over the sweep), the BERT's norm is {side}: "
+            f"{ratio.min():.3f}–{ratio.max():.3f} times {label}'s at the same L.")
 
 
 def als_values(sweep: pd.DataFrame) -> dict[str, str]:
