@@ -6,7 +6,7 @@ import pytest
 from matcomp.analysis import alarm
 from matcomp.analysis.progress import recorded_path
 from matcomp.book.build.plan import plan
-from matcomp.book.chapters.progress import CHAPTER, alarm_findings, outcomes_text
+from matcomp.book.chapters.progress import CHAPTER, alarm_values
 from matcomp.runs.shipped import find_reference
 from matcomp.sizes import chapter_sizes
 
@@ -61,15 +61,17 @@ def test_an_unknown_signal_is_named():
 
 def test_the_verdict_says_whether_the_lead_holds():
     scores = alarm.score(fit_tables(), 4, 4, 1 / 9)
-    sentence = alarm_findings(scores, resolution=50)
-    assert sentence.startswith("On 5 held-out runs the attention alarm hits 5 (false alarms 0, misses 0) and the "
-                               "loss alarm 5 (0, 0); where both hit (5 runs), attention comes first by a median of "
-                               "450 steps (350 to 500): the lead holds")
-    assert "does not hold" in alarm_findings(scores, resolution=500)
+    values = alarm_values(scores, resolution=50)
+    assert values == {"alarm_runs": "5", "alarm_att_hits": "5", "alarm_att_false_alarms": "0", "alarm_att_misses": "0",
+                      "alarm_loss_hits": "5", "alarm_loss_false_alarms": "0", "alarm_loss_misses": "0",
+                      "alarm_lead": "where both hit (5 runs), attention comes first by a median of 450 steps "
+                                    "(350 to 500)",
+                      "alarm_holds": "holds"}
+    assert alarm_values(scores, resolution=500)["alarm_holds"] == "does not hold"
 
 
-def test_outcomes_in_words():
+def test_a_run_with_no_drop_scores_each_alarm_as_a_false_alarm():
     scores = alarm.score({7: (fit_tables()[0][0], None)}, 4, 4, 1 / 9)
-    assert outcomes_text(scores) == (
-        "seed 7, attention: alarm at step 3,850, drop at none (false alarm (no drop)); "
-        "seed 7, loss: alarm at step 4,300, drop at none (false alarm (no drop))")
+    assert scores["alarm step"].tolist() == [3850, 4300] and scores["drop step"].isna().all()
+    assert scores["verdict"].tolist() == ["false alarm (no drop)"] * 2
+    assert list(scores.index) == [(7, "attention"), (7, "loss")]

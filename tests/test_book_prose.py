@@ -138,8 +138,8 @@ def test_the_answer_at_missing_entries_is_read_rising_before_the_loss_leaves_its
     assert answer_rise(flat, detect_drop(flat)) is None
 
 
-def test_rank_search_findings_read_each_run_and_the_tasks_no_less_determined_than_one_that_drops():
-    from matcomp.book.chapters.sizes_ranks import rank_search_findings
+def test_the_rank_search_table_reads_each_run_and_the_masks_name_the_tasks_no_less_determined():
+    from matcomp.book.chapters.sizes_ranks import identifiability_values, rank_search_table
 
     reading = pd.DataFrame({"best row head / uniform": [1.01, 1.049, 1.039],
                             "best column head / uniform": [1.0, 1.02, 1.03],
@@ -147,20 +147,18 @@ def test_rank_search_findings_read_each_run_and_the_tasks_no_less_determined_tha
                            index=[13000, 14000, 24000])
     count = pd.DataFrame({"missing undetermined": [0.243, 0.678, 0.091]},
                          index=["3×3 rank 1", "4×4 rank 2", "6×6 rank 2"])
-    run, masks = rank_search_findings({"6×6 rank 2": reading}, count, "3×3 rank 1", 8077)
-    assert run == ("6×6 rank 2, checkpoints 13,000–24,000: the best row head reaches 1.049× uniform attention at "
-                   "most (1.039× at the last), the best column head 1.030×; at the last checkpoint L_mask is 0.94× "
-                   "E[X²], as at step 14,000 (0.94×): flat since, the level this evaluation batch gives a copying "
-                   "model, not a move off the plateau, and the collapse 0.99.")
     falling = reading.assign(**{"L_mask / E[X²]": [0.95, 0.94, 0.5]})  # a run leaving its plateau says so
-    assert "L_mask is 0.50× E[X²], from 0.94× at step 14,000, and" in rank_search_findings({"r": falling}, count,
-                                                                                         "3×3 rank 1", 8077)[0]
-    assert masks == ("Missing entries no completion recovers: 24.3% at 3×3 rank 1, which drops at step 8,077 here; "
-                     "no more at 6×6 rank 2 (9.1%), so their masks do not stand in the way of a drop; more at 4×4 "
-                     "rank 2 (67.8%).")
-    assert "which does not drop here" in rank_search_findings({}, count, "3×3 rank 1", None)[0]
-    dropped = rank_search_findings({"6×6 rank 2": reading}, count, "3×3 rank 1", 8077, {"6×6 rank 2": 14500})[0]
-    assert dropped == run + " It drops at step 14,500."
+    table = rank_search_table({"6×6 rank 2": reading, "r": falling}, {"r": 20500})
+    flat = table.loc["6×6 rank 2"]
+    assert flat["checkpoints"] == "13,000–24,000"
+    assert (flat["best row head, most"], flat["at the last"]) == (1.049, 1.039)
+    assert flat["best column head, most"] == 1.03 and flat["early step"] == 14000 and flat["since early"] == "flat"
+    assert flat["L_mask / E[X²], last"] == 0.944 and pd.isna(flat["drop step"])
+    assert table.loc["r", "since early"] == "moved" and table.loc["r", "drop step"] == 20500
+    masks = identifiability_values(count, "3×3 rank 1", 8077)
+    assert masks == {"masks_bar": "24.3%", "masks_reference": "3×3 rank 1", "masks_fate": "drops at step 8,077 here",
+                     "masks_fine": "6×6 rank 2 (9.1%)", "masks_hard": "4×4 rank 2 (67.8%)"}
+    assert identifiability_values(count, "3×3 rank 1", None)["masks_fate"] == "does not drop here"
 
 
 def test_rank_drop_numbers_read_the_shipped_gpu_run_around_its_drop():
@@ -188,3 +186,24 @@ def test_the_leftover_heads_are_set_beside_the_paper_s_by_the_book_s_one_rule():
     assert "a smaller effect than there. The two groups" in leftover_text(table(paper / 1.4))
     assert "the paper's 5 uninterpretable heads (all in its last two layers)" in leftover_text(table(paper))
     assert leftover_text(pd.DataFrame({"heads": [], "L_mask ratio": []})).startswith("Every head of this model")
+
+
+def test_the_mask_table_says_where_the_longest_column_family_can_be_tested():
+    from matcomp.analysis.heads import fig5_mask, separating_mask
+    from matcomp.book.chapters.head_taxonomy import identity_values, mask_table
+
+    families = pd.DataFrame({"families": [frozenset({"masked-row"}), frozenset({"masked-row", "identity"}),
+                                          frozenset({"longest-contiguous-column"}), frozenset()],
+                             "self_observed": [0.1, 0.3, 0.1, 0.05]},
+                            index=pd.MultiIndex.from_tuples([(0, 0), (0, 1), (1, 0), (1, 1)], names=["layer", "head"]))
+    table = mask_table({"paper": fig5_mask(7, 7), "separating": separating_mask(7, 7)}, {"separating": families})
+    paper, separating = table.loc["paper"], table.loc["separating"]
+    assert (paper["longest column"], paper["its run"], paper["next run"]) == (1, 6, 3)
+    assert paper["masked rows' kept entries in it"] == "(3,1)" and paper["longest-column family"].startswith("not")
+    assert pd.isna(paper["masked-row heads"])  # no model classified on the paper's own mask
+    assert separating["longest-column family"] == "testable" and separating["masked rows' kept entries in it"] == "none"
+    assert (separating["masked-row heads"], separating["longest-column heads"]) == (2, 1)
+    values = identity_values(families, 16, 2.0)
+    assert (values["ht_id_threshold"], values["ht_id_uniform"]) == ("0.12", "0.062")
+    assert values["ht_id_heads"].data.startswith("The 1 identity heads here put 0.30 on themselves")
+    assert identity_values(families.iloc[[0]], 16, 2.0)["ht_id_heads"].data == "No head reaches it here."

@@ -102,9 +102,9 @@ def test_the_rank_panel_reads_a_rank_2_model_only_if_it_dropped():
     assert rank_panel(own, 2500, None)[2] == "varying the rank (model trained on rank 1)"
 
 
-def test_drops_by_factors_counts_seeds_and_never_says_no_drop_when_one_seed_drops():
+def test_the_factor_table_counts_the_seeds_that_drop_within_the_budget():
     from matcomp.analysis.ood import training_table
-    from matcomp.book.chapters.ood import drops_by_factors
+    from matcomp.book.chapters.ood import factor_table
 
     runs = {("uniform factors", 0): _fake_run(1, [0.11] * 1000 + [0.02] * 1000, name="u0"),
             ("uniform factors", 1): _fake_run(1, [0.11] * 1500 + [0.02] * 500, name="u1"),
@@ -113,9 +113,10 @@ def test_drops_by_factors_counts_seeds_and_never_says_no_drop_when_one_seed_drop
     table = training_table(runs, steps=2000)
     assert list(table.index.names) == ["factors", "seed"] and table.loc[("Gaussian factors", 0), "run"] == "g0"
     assert pd.isna(table.loc[("Gaussian factors", 0), "drop step"])
-    uniform, gaussian = drops_by_factors(table, 2000)
-    assert uniform.startswith("uniform factors: 2 of 2 seeds fall below half the plateau within 2,000 steps")
-    assert gaussian.startswith("Gaussian factors: 1 of 2 seeds") and "no seed" not in gaussian
-    none_drop = drops_by_factors(training_table({k: v for k, v in runs.items() if k[1] == 0}, steps=1500), 1500)
-    assert none_drop[1].startswith("Gaussian factors: no seed falls below half the plateau within 1,500 steps")
-    assert "final L_mask / E[X²] 1.00–1.00" in none_drop[1]
+    by_factors = factor_table(table, 2000)
+    assert by_factors["seeds that drop within 2,000 steps"].tolist() == ["2 of 2", "1 of 2"]
+    assert by_factors.loc["Gaussian factors", "at steps"] != "none" and by_factors.index[0] == "uniform factors"
+    none_drop = factor_table(training_table({k: v for k, v in runs.items() if k[1] == 0}, steps=1500), 1500)
+    gaussian = none_drop.loc["Gaussian factors"]
+    assert (gaussian["seeds that drop within 1,500 steps"], gaussian["at steps"]) == ("0 of 1", "none")
+    assert none_drop.loc["Gaussian factors", "final L_mask / E[X²]"] == "1.00–1.00"

@@ -79,11 +79,11 @@ def test_learning_order_sorts_sizes_by_their_drop():
                                             "train.eval_every": 25, "train.eval_batch": 256}
 
 
-def test_order_findings_tell_resolved_gaps_from_ties_over_seeds():
+def test_the_order_lines_and_table_tell_resolved_gaps_from_ties_over_seeds():
     from types import SimpleNamespace
 
     from matcomp.analysis.variants import mixture_orders, order_resolution
-    from matcomp.book.chapters.sizes_ranks import order_findings
+    from matcomp.book.chapters.sizes_ranks import order_lines, order_table
     from matcomp.presets import preset
 
     step = np.arange(25, 20001, 25)
@@ -97,12 +97,12 @@ def test_order_findings_tell_resolved_gaps_from_ties_over_seeds():
     assert orders.loc[(0, "4x4"), "drop step"] == 11050 and list(orders.loc[1].index) == ["3x3", "4x4", "5x5"]
     resolution = order_resolution(preset("cpu").override(mixture_overrides([3, 4, 5])))
     assert resolution == 125  # 5 evaluations, 25 steps apart
-    seed0, seed1, three_four, four_five = order_findings(orders, resolution)
+    seed0, seed1 = order_lines(orders, resolution)
     assert seed0 == "Seed 0: 3x3 (11,000) ≈ 4x4 (11,050) < 5x5 (15,000)."
     assert seed1 == "Seed 1: 3x3 (9,000) < 4x4 (12,000) < 5x5 (no drop)."
-    assert three_four.startswith("3x3 drops before 4x4 in 2 of 2 seeds where both drop (4x4 − 3x3: +50, +3,000 steps); "
-                                 "the two are more than 125 steps apart at 1 of these 2 seeds.")
-    assert four_five.startswith("4x4 drops before 5x5 in 1 of 1 seeds")
+    pairs = order_table(orders, resolution)
+    assert pairs.loc["3x3 before 4x4"].tolist() == [2, 2, "+50, +3,000", 1]
+    assert pairs.loc["4x4 before 5x5"].tolist() == [1, 1, "+3,950", 1]
 
 
 def _linked(observed):

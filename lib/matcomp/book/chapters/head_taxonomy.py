@@ -4,12 +4,20 @@ into the paper's families, under random and structured masks and over seeds, and
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import pandas as pd
 import torch
+from IPython.display import Markdown
 
-from matcomp.analysis.heads import NO_FAMILY, cached_scores, classify_heads, score_baselines
+from matcomp.analysis.heads import (
+    NO_FAMILY,
+    cached_scores,
+    classify_heads,
+    heads_by_family,
+    longest_column_margin,
+    score_baselines,
+)
 from matcomp.analysis.key_numbers import SEPARATED, TAXONOMY_FAMILIES, heads_id, read_taxonomy
 from matcomp.analysis.phases import Phases
 from matcomp.book.chapter import model_preset, open_chapter
@@ -78,40 +86,55 @@ def maps_and_families(model: MatrixBert, batch: Batch, **thresholds) -> tuple[to
     return stacked(cache, "probs").mean(1), families
 
 
-def longest_column_verdict(margin: dict) -> str:
-    """Whether a structured mask can test the longest-contiguous-column family, from its
-    ``longest_column_margin``: only if the column stands out and holds none of the masked rows' kept
-    entries (else a head attending there cannot be told from a masked-row head).
+def longest_column_status(margin: dict) -> str:
+    """Whether a structured mask can test the longest-contiguous-column family, from its ``longest_column_margin``:
+    only if the column stands out and holds none of the masked rows' kept entries (else a head attending there
+    cannot be told from a masked-row head).
 
-    >>> longest_column_verdict({"column": 1, "run": 6, "next run": 3, "shared with masked rows": [(3, 1)]})[:61]
-    'its longest column (column 1, a run of 6 against 3) holds the'
+    >>> longest_column_status({"column": 1, "run": 6, "next run": 3, "shared with masked rows": [(3, 1)]})
+    "not testable (its longest column holds a masked row's kept entry)"
     """
-    where = f"its longest column (column {margin['column']}, a run of {margin['run']} against {margin['next run']})"
-    shared = ", ".join(f"({i},{j})" for i, j in margin["shared with masked rows"])
-    if shared:
-        return (f"{where} holds the masked rows' kept entries {shared}, so a head attending there cannot be told "
-                f"from a masked-row head: the longest-contiguous-column family is not testable on it")
+    if margin["shared with masked rows"]:
+        return "not testable (its longest column holds a masked row's kept entry)"
     if margin["run"] <= margin["next run"]:
-        return f"{where} does not stand out, so the longest-contiguous-column family is not testable on it"
-    return f"{where} stands out and holds no masked row's kept entry, so the family is testable on it"
+        return "not testable (its longest column does not stand out)"
+    return "testable"
 
 
-def identity_text(families: pd.DataFrame, positions: int, identity_enrichment: float) -> str:
-    """How much the identity family's threshold decides: the mass it asks of a head on itself at observed
-    queries (``identity_enrichment`` × uniform, 1/``positions``), the range the identity heads of
-    ``families`` (a ``classify_heads`` table) reach, and how many keep the label at twice the threshold."""
+def mask_table(masks: dict[str, torch.Tensor], structured: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """A row per structured mask (name -> (m, n) mask): its longest contiguous column, that column's run of observed
+    rows against any other column's, the masked rows' kept entries it holds, whether the longest-contiguous-column
+    family is testable on it (``longest_column_status``), and, where the model was classified on it (``structured``:
+    name -> ``classify_heads`` table), its masked-row and longest-contiguous-column heads."""
+    rows = {}
+    for name, mask in masks.items():
+        margin = longest_column_margin(mask)
+        held = heads_by_family(structured[name]) if name in structured else None
+        kept = cast(list[tuple[int, int]], margin["shared with masked rows"])
+        shared = ", ".join(f"({i},{j})" for i, j in kept) or "none"
+        rows[name] = {"longest column": margin["column"], "its run": margin["run"], "next run": margin["next run"],
+                      "masked rows' kept entries in it": shared,
+                      "longest-column family": longest_column_status(margin)}
+        for family, column in (("masked-row", "masked-row heads"),
+                               ("longest-contiguous-column", "longest-column heads")):
+            rows[name][column] = None if held is None else len(held.get(family, []))
+    return (pd.DataFrame.from_dict(rows, orient="index")
+            .astype({"masked-row heads": "Int64", "longest-column heads": "Int64"}).rename_axis("mask"))
+
+
+def identity_values(families: pd.DataFrame, positions: int, identity_enrichment: float) -> dict[str, str | Markdown]:
+    """What the sentences on how much the identity family's threshold decides quote (keys ``ht_id_*``): the mass it
+    asks of a head on itself at observed queries (``identity_enrichment`` × uniform, 1/``positions``), and the
+    range the identity heads of ``families`` (a ``classify_heads`` table) reach and how many keep the label at twice
+    the threshold, a sentence whose shape follows how many there are (plain markdown)."""
     uniform = 1 / positions
     threshold = identity_enrichment * uniform
     identity = families.loc[families["families"].map(lambda held: "identity" in held), "self_observed"]
-    if identity.empty:
-        return (f"Identity asks {identity_enrichment:g}× uniform on itself at observed queries "
-                f"({threshold:.2f} of the mass; uniform is 1/{positions} = {uniform:.3f}); no head reaches it here.")
-    return (f"Identity asks {identity_enrichment:g}× uniform on itself at observed queries ({threshold:.2f} of the "
-            f"mass; uniform is 1/{positions} = {uniform:.3f}), and more than it gives any other key of its row or "
-            f"column. The {len(identity)} identity heads here put {span_text(identity, '{:.2f}')} on themselves; at "
-            f"twice the threshold ({2 * threshold:.2f}) {int((identity >= 2 * threshold).sum())} of them would keep "
-            f"the label. A head at the threshold gives itself {identity_enrichment:g} times what a key gets under "
-            f"uniform attention: a weak but specific diagonal, not a strong one.")
+    heads = ("No head reaches it here." if identity.empty else
+             f"The {len(identity)} identity heads here put {span_text(identity, '{:.2f}')} on themselves; at twice the "
+             f"threshold ({2 * threshold:.2f}) {int((identity >= 2 * threshold).sum())} of them would keep the label.")
+    return {"ht_id_enrichment": f"{identity_enrichment:g}", "ht_id_threshold": f"{threshold:.2f}",
+            "ht_id_positions": str(positions), "ht_id_uniform": f"{uniform:.3f}", "ht_id_heads": Markdown(heads)}
 
 
 def family_findings(counts: pd.DataFrame, label: str) -> list[str]:

@@ -17,6 +17,7 @@ from matcomp.book.judging.verdicts import MATCHES, Claim, holds
 from matcomp.book.paper_model import paper_model
 from matcomp.book.parameters import COUNT, STEP, STEPS, parameter
 from matcomp.book.spec import ChapterSpec, RunParameters
+from matcomp.book.tables import steps_text
 from matcomp.config import RunConfig
 from matcomp.models.factory import Model
 from matcomp.presets import preset as named_preset
@@ -99,72 +100,70 @@ def missed(relative: pd.DataFrame, trained: int) -> list:
     return [v for v in relative.index if v != trained and (bert[v] >= MISS > nn[v] or bert[v] >= 1 > nn[v])]
 
 
-def axis_verdicts(relative: pd.DataFrame, axis: str, trained: int) -> str:
-    """One sentence on one Fig. 19 panel (``relative``: L_mask / E[X²], one row per value of ``axis``,
-    columns BERT and nuclear norm min): at each value other than the trained one, whether the model
-    misses what nuclear-norm minimisation completes (``missed``), is worse than answering 0 (≥ 1), and by how
-    much nuclear-norm minimisation is ahead.
+def _listed(values) -> str:
+    return ", ".join(map(str, values)) or "none"
+
+
+def axis_table(relative: dict[str, pd.DataFrame], trained: dict[str, int]) -> pd.DataFrame:
+    """Fig. 19's panels read, a row per axis (``relative``: axis -> L_mask / E[X²] by value, columns BERT and
+    nuclear norm min; ``trained``: axis -> its trained value): where the model misses what nuclear-norm
+    minimisation completes (``missed``), where it is behind nuclear-norm minimisation and where worst, where
+    ahead, and where worse than answering 0 (≥ 1).
 
     >>> t = pd.DataFrame({"BERT": [0.3, 0.1, 0.8], NN: [0.2, 0.15, 0.15]}, index=[3, 4, 6])
-    >>> for clause in axis_verdicts(t, "rows", 4).split("; "): print(clause)
-    By rows (trained: 4): the model misses at 6 (0.80 against nuclear-norm minimisation's 0.15)
-    it is behind nuclear-norm minimisation at 3, 6 (worst at 6, 5.3×) and ahead at 4
-    worse than answering 0 at none.
+    >>> axis_table({"rows": t}, {"rows": 4}).loc["rows"].to_dict()  # doctest: +NORMALIZE_WHITESPACE
+    {'trained': 4, 'misses (BERT against nuclear-norm min.)': '6 (0.80 against 0.15)', 'behind nuclear-norm min. at':
+    '3, 6', 'worst (BERT / nuclear-norm min.)': '6 (5.3×)', 'ahead at': '4', 'worse than answering 0 at': 'none'}
     """
-    bert, nn = relative[BERT], relative[NN]
-    misses = missed(relative, trained)
-    behind, ahead = relative.index[bert > nn], relative.index[bert <= nn]
-    listed = lambda values: ", ".join(map(str, values)) or "none"  # noqa: E731
-    if misses:
-        miss = "; ".join(f"{v} ({bert[v]:.2f} against nuclear-norm minimisation's {nn[v]:.2f})" for v in misses)
-        text = f"By {axis} (trained: {trained}): the model misses at {miss}; "
-    else:
-        text = f"By {axis} (trained: {trained}): no miss (L_mask / E[X²] ≥ {MISS} (ours), or ≥ 1, where nuclear-norm " \
-               f"minimisation is below it); "
-    worst = (bert / nn)[behind].idxmax() if len(behind) else None
-    text += (f"it is behind nuclear-norm minimisation at {listed(behind)}"
-             + (f" (worst at {worst}, {bert[worst] / nn[worst]:.1f}×)" if worst is not None else "")
-             + f" and ahead at {listed(ahead)}; worse than answering 0 at {listed(relative.index[bert >= 1])}.")
-    return text
+    rows = {}
+    for axis, table in relative.items():
+        bert, nn = table[BERT], table[NN]
+        behind = table.index[bert > nn]
+        worst = (bert / nn)[behind].idxmax() if len(behind) else None
+        misses = (f"{v} ({bert[v]:.2f} against {nn[v]:.2f})" for v in missed(table, trained[axis]))
+        rows[axis] = {"trained": trained[axis], "misses (BERT against nuclear-norm min.)": "; ".join(misses) or "none",
+                      "behind nuclear-norm min. at": _listed(behind),
+                      "worst (BERT / nuclear-norm min.)": "none" if worst is None else
+                      f"{worst} ({bert[worst] / nn[worst]:.1f}×)",
+                      "ahead at": _listed(table.index[bert <= nn]),
+                      "worse than answering 0 at": _listed(table.index[bert >= 1])}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("axis")
 
 
-def distribution_findings(by_distribution: pd.DataFrame) -> str:
-    """How the model does on other factor distributions (``shifted_losses`` without a baseline, one row per
-    variant, "trained" first): relative to E[X²] and in absolute L_mask, each beside the trained one, since
-    the paper's "similar" (App. J.2) is in absolute MSE and the shifted inputs have a smaller variance."""
+def distribution_values(by_distribution: pd.DataFrame) -> dict[str, str]:
+    """What the sentence on other factor distributions quotes (keys ``ood_dist_*``; ``shifted_losses`` without a
+    baseline, one row per variant, "trained" first): L_mask relative to E[X²] and absolute, each beside the
+    trained one and which way it lies, since the paper's "similar" (App. J.2) is in absolute MSE and the shifted
+    inputs have a smaller variance."""
     relative, absolute = by_distribution["L_mask / E[X²]"], by_distribution["L_mask"]
     trained, others = relative.index[0], list(relative.index[1:])
+
     def way(values: pd.Series) -> str:
         above = [v for v in others if values[v] > values[trained]]
-        return ("above the trained distribution's on " + (", ".join(above) if above else "none")
-                + (f" and below it on {', '.join(v for v in others if v not in above)}" if len(above) < len(others)
-                   else ""))
+        below = [v for v in others if v not in above]
+        return "above the trained distribution's on " + _listed(above) + (" and below it on " + _listed(below)
+                                                                          if below else "")
 
-    return (f"Relative to E[X²], the model's L_mask is {relative[trained]:.2f} in distribution and "
-            + ", ".join(f"{relative[v]:.2f} on {v}" for v in others) + f" factors: {way(relative)}. In absolute "
-            f"L_mask ({absolute[trained]:.2e} in distribution, "
-            + ", ".join(f"{absolute[v]:.2e} on {v}" for v in others) + f") it is {way(absolute)}.")
+    return {"ood_dist_rel": f"{relative[trained]:.2f}",
+            "ood_dist_rel_others": ", ".join(f"{relative[v]:.2f} on {v}" for v in others),
+            "ood_dist_rel_way": way(relative), "ood_dist_abs": f"{absolute[trained]:.2e}",
+            "ood_dist_abs_others": ", ".join(f"{absolute[v]:.2e} on {v}" for v in others),
+            "ood_dist_abs_way": way(absolute)}
 
 
-def twin_findings(table: pd.DataFrame, steps: int) -> list[str]:
-    """One sentence per seed of an ``analysis.ood.training_table`` holding "uniform factors" and "Gaussian
-    factors" runs: the Gaussian run's drop beside its uniform twin's (how many steps later or earlier),
-    or that it has none within ``steps`` while its twin dropped."""
-    sentences = []
-    drops = table["drop step"]
-    for seed in table.xs("Gaussian factors", level="factors").index:
-        uniform, gaussian = drops.get(("uniform factors", seed)), drops.get(("Gaussian factors", seed))
-        twin = "no drop" if pd.isna(uniform) else f"a drop at {int(uniform):,}"
-        if pd.isna(gaussian):
-            sentences.append(f"Seed {seed}: on Gaussian factors no drop within {steps:,} steps; its uniform twin: "
-                             f"{twin}.")
-        elif pd.isna(uniform):
-            sentences.append(f"Seed {seed}: on Gaussian factors a drop at {int(gaussian):,}; its uniform twin: {twin}.")
-        else:
-            lag = int(gaussian) - int(uniform)
-            sentences.append(f"Seed {seed}: on Gaussian factors a drop at {int(gaussian):,}, {abs(lag):,} steps "
-                             f"{'after' if lag >= 0 else 'before'} its uniform twin's ({int(uniform):,}).")
-    return sentences
+def twin_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Each Gaussian run's drop beside its uniform twin's, a row per seed of an ``analysis.ood.training_table``
+    holding "uniform factors" and "Gaussian factors" runs, and how many steps later it is (blank where either has
+    no drop within the table's budget).
+
+    >>> index = pd.MultiIndex.from_product([["uniform factors", "Gaussian factors"], [0]], names=["factors", "seed"])
+    >>> twin_table(pd.DataFrame({"drop step": pd.array([5060, 11866], dtype="Int64")}, index=index)).iloc[0].tolist()
+    [5060, 11866, 6806]
+    """
+    drops = table["drop step"].unstack("factors")
+    twins = pd.DataFrame({"uniform drop": drops["uniform factors"], "Gaussian drop": drops["Gaussian factors"]})
+    twins = twins.loc[table.xs("Gaussian factors", level="factors").index]
+    return twins.assign(**{"Gaussian − uniform (steps)": twins["Gaussian drop"] - twins["uniform drop"]})
 
 
 def rank_note(extrapolated: bool, rank: int, trained: int, n_rows: int, n_cols: int, p_mask: float) -> str:
@@ -187,29 +186,27 @@ def rank_note(extrapolated: bool, rank: int, trained: int, n_rows: int, n_cols: 
             f"dropped.")
 
 
-def rows_summary(relative: pd.DataFrame, trained: int, seed: int = 0) -> str:
-    """The rows panel against the paper's reading of Fig. 19 ("close to the nuclear norm minimization solution"
-    except when the number of columns changes): at how many row counts other than the trained one the
-    model misses where nuclear-norm minimisation completes (``axis_verdicts``' rule, a bound of the book's), the
-    worst of them, and the verdict, by the book's rule on the one model read (``seed``): close to it at every such
-    row count, within the book's tolerance either way (``Claim``), as "close to" a value asks.
+def rows_values(relative: pd.DataFrame, trained: int, seed: int = 0) -> dict[str, str]:
+    """What the sentence on the rows panel against the paper's reading of Fig. 19 ("close to the nuclear norm
+    minimization solution" except when the number of columns changes) quotes (keys ``ood_rows_*``): at how many
+    row counts other than the trained one the model misses where nuclear-norm minimisation completes (``missed``,
+    a bound of the book's), the worst of them, and the verdict, by the book's rule on the one model read
+    (``seed``): close to it at every such row count, within the book's tolerance either way (``Claim``), as
+    "close to" a value asks.
 
-    >>> rows_summary(pd.DataFrame({"BERT": [0.3, 0.1, 0.8], NN: [0.2, 0.15, 0.15]}, index=[3, 4, 6]), 4)[:90]
-    "The model misses (by the book's threshold) at 1 of 2 row counts other than the trained one"
+    >>> v = rows_values(pd.DataFrame({"BERT": [0.3, 0.1, 0.8], NN: [0.2, 0.15, 0.15]}, index=[3, 4, 6]), 4)
+    >>> v["ood_rows_misses"], v["ood_rows_worst"], v["ood_rows_close"]
+    ('1 of 2', '6 rows, 0.80 against 0.15', '0 of 2')
     """
     bert, nn = relative[BERT], relative[NN]
     others = [v for v in relative.index if v != trained]
     misses = missed(relative, trained)
     close = [v for v in others if Claim(float(nn[v])).mark(float(bert[v])) == MATCHES]
-    claim = (f"\"close to the nuclear norm minimization solution\" (Fig. 19) with the rows, at {len(close)} of "
-             f"{len(others)} row counts within the book's tolerance, read on this one model: "
-             f"{holds({seed: len(close) == len(others)})}")
-    if not misses:
-        return (f"The model misses (by the book's threshold) at none of the {len(others)} row counts other than the "
-                f"trained one; the paper's {claim}.")
-    worst = max(misses, key=lambda v: bert[v] / nn[v])
-    return (f"The model misses (by the book's threshold) at {len(misses)} of {len(others)} row counts other than "
-            f"the trained one, worst at {worst} rows ({bert[worst]:.2f} against {nn[worst]:.2f}); the paper's {claim}.")
+    worst = max(misses, key=lambda v: bert[v] / nn[v]) if misses else None
+    return {"ood_rows_misses": f"{len(misses)} of {len(others)}",
+            "ood_rows_worst": "none" if worst is None else f"{worst} rows, {bert[worst]:.2f} against {nn[worst]:.2f}",
+            "ood_rows_close": f"{len(close)} of {len(others)}",
+            "ood_rows_verdict": str(holds({seed: len(close) == len(others)}))}
 
 
 def derivations(preset: str) -> list[Derivation]:
@@ -252,20 +249,18 @@ def paper_panels(preset: str | None, samples: int, reach: int) -> dict[str, pd.D
     return {axis: load_or_compute(d)["losses"] for axis, d in derivations.items()} or None
 
 
-def drops_by_factors(table: pd.DataFrame, steps: int) -> list[str]:
-    """One sentence per factor distribution of a ``training_table``: how many seeds drop within
-    ``steps`` and where, and the final L_mask / E[X²]. "Does not drop" is said only when no seed does,
-    and then only of this budget."""
-    lines = []
-    for factors, rows in table.groupby(level="factors", sort=False):
-        drops = rows["drop step"].dropna().astype(int).sort_values()
-        where = f" (steps {', '.join(f'{s:,}' for s in drops)})" if len(drops) else ""
-        verdict = (f"no seed falls below half the plateau within {steps:,} steps" if not len(drops) else
-                   f"{len(drops)} of {len(rows)} seeds fall below half the plateau within {steps:,} steps{where}")
-        ratio = rows["final L_mask / E[X²]"]
-        lines.append(f"{factors}: {verdict}; final L_mask / E[X²] {ratio.min():.2f}–{ratio.max():.2f} over "
-                     f"seeds {', '.join(map(str, rows.index.get_level_values('seed')))}.")
-    return lines
-
+def factor_table(table: pd.DataFrame, steps: int) -> pd.DataFrame:
+    """A row per factor distribution of a ``training_table``: how many seeds fall below half the plateau within
+    ``steps`` and where, and the range of the final L_mask / E[X²] over the seeds. "Does not drop" is said only
+    of this budget, and only when no seed does: the count is of the seeds that do."""
+    rows = {}
+    for factors, group in table.groupby(level="factors", sort=False):
+        drops = group["drop step"].dropna().astype(int).sort_values()
+        ratio = group["final L_mask / E[X²]"]
+        rows[factors] = {f"seeds that drop within {steps:,} steps": f"{len(drops)} of {len(group)}",
+                         "at steps": steps_text(drops) or "none",
+                         "final L_mask / E[X²]": f"{ratio.min():.2f}–{ratio.max():.2f}",
+                         "seeds": ", ".join(map(str, group.index.get_level_values("seed")))}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("factors")
 
 CHAPTER = ChapterSpec("ood", Parameters, runs_read, opening=Opening, derivations=derivations)

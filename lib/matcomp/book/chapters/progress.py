@@ -11,8 +11,6 @@ import pandas as pd
 from matcomp.analysis import alarm
 from matcomp.analysis.phases import Phases
 from matcomp.analysis.progress import (
-    MEASURES,
-    behaviour,
     leads_over_seeds,
     progress_configs,
     progress_table,
@@ -137,12 +135,12 @@ def progress_numbers(by_seed: pd.DataFrame, spacing: int) -> dict[str, str]:
     }
 
 
-def seed_findings(by_seed: pd.DataFrame, summary: pd.DataFrame, sensitivity: pd.DataFrame, seeds: int, spacing: int,
-                  runs: dict[int, Run], cfg: RunConfig, preset: str | None) -> list[str]:
-    """The chapter's sentences on its seeds (``leads_over_seeds``, ``lead_summary`` and ``smoothing_sensitivity``
-    tables, checkpoints ``spacing`` steps apart): which drop and where, which measure moves first at each
-    window, how far attention leads, each behavioural measure's lead, and the machines the progress ``runs``
-    and the same seeds' plain runs (``cfg`` at those seeds, which the other chapters read) trained on."""
+def seed_findings(by_seed: pd.DataFrame, seeds: int, spacing: int, runs: dict[int, Run], cfg: RunConfig,
+                  preset: str | None) -> list[str]:
+    """The chapter's sentences on its seeds (a ``leads_over_seeds`` table, checkpoints ``spacing`` steps apart):
+    which drop and where, how far attention leads, and the machines the progress ``runs`` and the same seeds'
+    plain runs (``cfg`` at those seeds, which the other chapters read) trained on. Which measure moves first at
+    each window, and each behavioural measure's lead, are the tables' (``lead_summary``, ``smoothing_sensitivity``)."""
     dropped = by_seed.dropna(subset=["drop step"])
     drops = dropped["drop step"].groupby(level="seed").first()
     if not len(drops):
@@ -151,22 +149,12 @@ def seed_findings(by_seed: pd.DataFrame, summary: pd.DataFrame, sensitivity: pd.
     sentences = [f"{len(drops)} of {seeds} seeds drop, at steps " + ", ".join(f"{s:,}" for s in drops) + "; the "
                  f"loss's own onset comes {', '.join(f'{d - o:,}' for d, o in zip(drops, onsets))} steps before the "
                  "drop (unsmoothed)."]
-    for window, part in dropped.groupby(level="window"):
-        first = part["first to move"].droplevel("window")
-        sentences.append(f"Smoothed over {window} checkpoint(s), the first to move is "
-                         + "; ".join(f"{m} (seed {s})" for s, m in first.items()) + ".")
     attention = dropped[["row attention", "column attention"]].astype(float).max(axis=1).groupby(level="seed")
     sentences.append(f"Row or column attention (whichever leads) moves before the loss by more than one checkpoint "
                      f"at every window on {int((attention.min() > spacing).sum())} of {len(drops)} seeds, by "
                      + ", ".join(f"{lo:,.0f}" + (f"–{hi:,.0f}" if hi > lo else "")
                                  for lo, hi in zip(attention.min(), attention.max()))
                      + " steps (seed by seed, over the windows).")
-    for measure in behaviour(MEASURES):
-        ahead = summary.loc[measure].xs("seeds ahead", level=1)
-        sentences.append(f"{measure.capitalize()} moves before the loss by more than one checkpoint on "
-                         + ", ".join(ahead) + f" seeds at windows {', '.join(map(str, ahead.index))}; its lead "
-                         f"changes by up to {sensitivity.loc[measure, 'largest change (steps)']:,.0f} steps with the "
-                         "window.")
     twins = open_runs({s: cfg.override({"train.seed": s}) for s in drops.index}, preset)
     sentences.append("These runs trained on " + "; ".join(f"seed {s}: {trained_on(r.summary)}" for s, r in runs.items())
                      + ". The same seeds without the dense checkpoints, the runs the other chapters read, drop at "
@@ -177,10 +165,10 @@ def seed_findings(by_seed: pd.DataFrame, summary: pd.DataFrame, sensitivity: pd.
     return sentences
 
 
-def alarm_findings(scores: pd.DataFrame, resolution: int) -> str:
-    """One sentence on held-out runs' ``score`` table: the hits, false alarms and misses of both rules
-    and attention's lead over the loss where both hit; the lead *holds* when attention hits at least
-    as often, raises no more false alarms, and comes first by a median of more than ``resolution``
+def alarm_values(scores: pd.DataFrame, resolution: int) -> dict[str, str]:
+    """What the sentence on held-out runs' ``score`` table quotes (keys ``alarm_*``): the hits, false alarms and
+    misses of both rules and attention's lead over the loss where both hit; the lead *holds* when attention hits
+    at least as often, raises no more false alarms, and comes first by a median of more than ``resolution``
     steps (one checkpoint)."""
     table = alarm.summary(scores)
     att, loss = table.loc["attention"], table.loc["loss"]
@@ -189,20 +177,10 @@ def alarm_findings(scores: pd.DataFrame, resolution: int) -> str:
              and ahead.median() > resolution)
     lead = (f"where both hit ({len(ahead)} runs), attention comes first by a median of {ahead.median():,.0f} steps "
             f"({ahead.min():,.0f} to {ahead.max():,.0f})" if len(ahead) else "they never both hit")
-    return (f"On {att['runs']} held-out runs the attention alarm hits {att['hits']} "
-            f"(false alarms {att['false alarms']}, misses {att['misses']}) and the loss alarm {loss['hits']} "
-            f"({loss['false alarms']}, {loss['misses']}); "
-            f"{lead}: the lead {'holds' if holds else 'does not hold'} out of sample.")
-
-
-def outcomes_text(scores: pd.DataFrame) -> str:
-    """Each row of a ``score`` table in words: "seed 0, attention: alarm at step 12,000, drop at 16,406
-    (false alarm (early))"; joined by semicolons."""
-    def step(value) -> str:
-        return "none" if pd.isna(value) else f"step {int(value):,}"
-
-    return "; ".join(f"seed {seed}, {name}: alarm at {step(row['alarm step'])}, drop at {step(row['drop step'])} "
-                     f"({row['verdict']})" for (seed, name), row in scores.iterrows())
+    counts = {f"alarm_{rule}_{key.replace(' ', '_')}": str(row[key]) for rule, row in (("att", att), ("loss", loss))
+              for key in ("hits", "false alarms", "misses")}
+    return {"alarm_runs": str(att["runs"]), **counts, "alarm_lead": lead,
+            "alarm_holds": "holds" if holds else "does not hold"}
 
 
 CHAPTER = ChapterSpec("progress", Parameters, runs_read, opening=Opening,

@@ -29,7 +29,7 @@ from matcomp.book.chapter import (
 )
 from matcomp.book.parameters import COUNT, COUNTS, STEPS, parameter
 from matcomp.book.spec import ChapterSpec, RunParameters
-from matcomp.book.tables import and_text, span_text
+from matcomp.book.tables import and_text, at_step, span_text
 from matcomp.config import RunConfig
 from matcomp.data import second_moment
 from matcomp.presets import DEFAULT_PRESET
@@ -185,7 +185,7 @@ def rank_drop_numbers() -> dict[str, str]:
         raise ValueError(f"the {DEFAULT_PRESET} scale's one-model run {one_model.config.run_id} has no drop; its prose "
                          "reads one that drops")
     moves = early_move(against_uniform(one_model, measures), lead_table(measures, drop_step), drop_step)
-    return {"rank1_moves": moves,
+    return {**moves,
             "rank2_task": f"{data.n_rows}×{data.n_cols} rank {data.rank}", "rank2_drop": f"{drop.half_step:,}",
             "rank2_below": f"{drop.factor:.1f}", "rank2_last": f"{run.last_step:,}",
             "rank2_before_step": f"{int(before.name):,}", "rank2_after_step": f"{int(after.name):,}",
@@ -196,21 +196,21 @@ def rank_drop_numbers() -> dict[str, str]:
 FLAT = 0.05  # L_mask within this share of its early value: on its plateau still
 
 
-def early_move(table: pd.DataFrame, leads: pd.DataFrame, drop_step: int) -> str:
-    """How early a run that drops leaves its plateau, as the sizes_ranks prose says it: the first checkpoint of
-    ``table`` (``against_uniform``) where its best row or column head is ``FLAT`` or more above uniform attention
-    while its L_mask is still within ``FLAT`` of its level at the first checkpoint after step 0, and where the
-    progress chapter's onset rule (``leads``: ``lead_table``) starts its heads and its loss.
+def early_move(table: pd.DataFrame, leads: pd.DataFrame, drop_step: int) -> dict[str, str]:
+    """How early a run that drops leaves its plateau, as the sizes_ranks prose quotes it (keys ``rank1_*``): the
+    first checkpoint of ``table`` (``against_uniform``) where its best row or column head is ``FLAT`` or more above
+    uniform attention while its L_mask is still within ``FLAT`` of its level at the first checkpoint after step 0,
+    and where the progress chapter's onset rule (``leads``: ``lead_table``) starts its heads and its loss. The prose
+    says the heads move first; a run whose heads do not is a ValueError, since the sentence would be false.
 
     >>> steps = [0, 1000, 2000, 3000, 4000]
     >>> table = pd.DataFrame({"best row head / uniform": [1.0, 1.0, 1.07, 1.3, 6.0],
     ...                       "best column head / uniform": [1.0, 1.01, 1.02, 1.2, 5.0],
     ...                       "L_mask / E[X²]": [3.9, 0.98, 0.97, 0.9, 0.2]}, index=steps)
     >>> leads = pd.DataFrame({"onset step": [3000, 3000, 4000]}, index=["row attention", "column attention", L_MASK])
-    >>> print(early_move(table, leads, 3500).replace(", while ", ",\\nwhile ").replace("; ", ";\\n"))
-    are already 1.07× and 1.02× uniform at step 2,000, 1,500 steps before its drop (step 3,500),
-    while its L_mask is still 0.97× E[X²];
-    by the onset rule of the progress chapter they start to move at step 3,000, its loss at step 4,000
+    >>> early_move(table, leads, 3500)  # doctest: +NORMALIZE_WHITESPACE
+    {'rank1_row': '1.07', 'rank1_column': '1.02', 'rank1_step': '2,000', 'rank1_ahead': '1,500', 'rank1_drop': '3,500',
+     'rank1_level': '0.97', 'rank1_heads_onset': '3,000', 'rank1_loss_onset': '4,000'}
     """
     heads = table[["best row head / uniform", "best column head / uniform"]]
     level = table["L_mask / E[X²]"]
@@ -218,55 +218,57 @@ def early_move(table: pd.DataFrame, leads: pd.DataFrame, drop_step: int) -> str:
     moved = (heads.max(axis=1) >= 1 + FLAT) & ((level / early - 1).abs() < FLAT) & (table.index < drop_step)
     onsets = leads["onset step"]
     heads_onset = onsets[["row attention", "column attention"]].dropna()
-    timing = (f"by the onset rule of the progress chapter they start to move at step {int(heads_onset.min()):,}, "
-              f"its loss at step {int(onsets[L_MASK]):,}" if len(heads_onset) and not pd.isna(onsets[L_MASK])
-              else "the progress chapter's onset rule places no onset on them")
-    if not moved.any():
-        return f"leave uniform attention only as its loss leaves its plateau; {timing}"
+    if not moved.any() or not len(heads_onset) or pd.isna(onsets[L_MASK]):
+        raise ValueError("the sizes_ranks prose says that the default one-model run's heads leave uniform attention "
+                         "while its loss is on its plateau, with an onset for each; this run's do not")
     step = int(moved.idxmax())
     row, column = heads.loc[step]
-    return (f"are already {row:.2f}× and {column:.2f}× uniform at step {step:,}, {drop_step - step:,} steps before its "
-            f"drop (step {drop_step:,}), while its L_mask is still {level[step]:.2f}× E[X²]; {timing}")
+    return {"rank1_row": f"{row:.2f}", "rank1_column": f"{column:.2f}", "rank1_step": f"{step:,}",
+            "rank1_ahead": f"{drop_step - step:,}", "rank1_drop": f"{drop_step:,}", "rank1_level": f"{level[step]:.2f}",
+            "rank1_heads_onset": f"{int(heads_onset.min()):,}", "rank1_loss_onset": f"{int(onsets[L_MASK]):,}"}
 
 
-def rank_search_findings(readings: dict[str, pd.DataFrame], count: pd.DataFrame, reference: str,
-                         reference_drop: int | None, drops: dict[str, int] | None = None) -> list[str]:
-    """The sizes_ranks chapter's sentences on the rank-2 search: for each run of ``readings`` (label ->
-    ``analysis.progress.against_uniform`` table) how far its best heads left uniform attention, where its
-    L_mask and the collapse of its missing positions end, and its drop step where ``drops`` (label -> step)
-    has one; then the tasks of ``count`` (``analysis.variants.identifiability``) whose missing entries are no
-    less determined than those of the task ``reference``, whose run here drops at ``reference_drop`` (None:
-    no drop)."""
-    sentences, drops = [], drops or {}
+def rank_search_table(readings: dict[str, pd.DataFrame], drops: dict[str, int] | None = None) -> pd.DataFrame:
+    """The rank-2 search's runs read, a row per run of ``readings`` (label -> ``analysis.progress.against_uniform``
+    table): how far its best heads left uniform attention, where its L_mask ends against its level at the first
+    checkpoint after step 0 (flat: within ``FLAT`` of it, the level this evaluation batch gives a copying model,
+    not a move off the plateau), the collapse of its missing positions, and its drop step where ``drops``
+    (label -> step) has one."""
+    rows, drops = {}, drops or {}
     for label, table in readings.items():
-        row, column, last = table["best row head / uniform"], table["best column head / uniform"], table.iloc[-1]
-        dropped = f" It drops at step {drops[label]:,}." if label in drops else ""
-        level, early = table["L_mask / E[X²]"], table.index[min(1, len(table) - 1)]
-        held = abs(level.iloc[-1] / level[early] - 1) < FLAT
-        moved = (f"as at step {early:,} ({level[early]:.2f}×): flat since, the level this evaluation batch gives a "
-                 f"copying model, not a move off the plateau" if held else
-                 f"from {level[early]:.2f}× at step {early:,}")
-        sentences.append(f"{label}, checkpoints {table.index[0]:,}–{table.index[-1]:,}: the best row head reaches "
-                         f"{row.max():.3f}× uniform attention at most ({row.iloc[-1]:.3f}× at the last), the best "
-                         f"column head {column.max():.3f}×; at the last checkpoint L_mask is "
-                         f"{level.iloc[-1]:.2f}× E[X²], {moved}, and the collapse {last['collapse (missing)']:.2f}."
-                         + dropped)
+        row, column = table["best row head / uniform"], table["best column head / uniform"]
+        level = table["L_mask / E[X²]"]
+        early = table.index[min(1, len(table) - 1)]
+        rows[label] = {"checkpoints": f"{table.index[0]:,}–{table.index[-1]:,}", "best row head, most": row.max(),
+                       "at the last": row.iloc[-1], "best column head, most": column.max(),
+                       "L_mask / E[X²], last": level.iloc[-1], "early": level[early], "early step": int(early),
+                       "since early": "flat" if abs(level.iloc[-1] / level[early] - 1) < FLAT else "moved",
+                       "collapse (missing), last": table["collapse (missing)"].iloc[-1], "drop step": drops.get(label)}
+    return pd.DataFrame.from_dict(rows, orient="index").astype({"drop step": "Int64"}).rename_axis("run")
+
+
+def identifiability_values(count: pd.DataFrame, reference: str, reference_drop: int | None) -> dict[str, str]:
+    """What the sentence on the tasks' masks quotes (keys ``masks_*``): the share of missing entries no completion
+    recovers (``count``: ``analysis.variants.identifiability``) at the task ``reference``, whose run here drops at
+    ``reference_drop`` (None: no drop), and the tasks with no more, and with more.
+
+    >>> count = pd.DataFrame({"missing undetermined": [0.243, 0.678, 0.091]}, index=["3×3", "4×4 r2", "6×6 r2"])
+    >>> identifiability_values(count, "3×3", None)  # doctest: +NORMALIZE_WHITESPACE
+    {'masks_bar': '24.3%', 'masks_reference': '3×3', 'masks_fate': 'does not drop here', 'masks_fine': '6×6 r2 (9.1%)',
+     'masks_hard': '4×4 r2 (67.8%)'}
+    """
     free = count["missing undetermined"]
     bar = free[reference]
     fine, hard = free[free <= bar].drop(reference), free[free > bar]
-    fate = f"which drops at step {reference_drop:,} here" if reference_drop is not None else "which does not drop here"
-    sentences.append(f"Missing entries no completion recovers: {bar:.1%} at {reference}, {fate}; "
-                     + (f"no more at {and_text(f'{task} ({v:.1%})' for task, v in fine.items())}, so their masks do "
-                        "not stand in the way of a drop" if len(fine) else "every other task has more")
-                     + (f"; more at {and_text(f'{task} ({v:.1%})' for task, v in hard.items())}." if len(hard)
-                        else "."))
-    return sentences
+    listed = lambda shares: and_text(f"{task} ({v:.1%})" for task, v in shares.items()) or "none"  # noqa: E731
+    return {"masks_bar": f"{bar:.1%}", "masks_reference": reference,
+            "masks_fate": "does not drop here" if reference_drop is None else f"drops at step {reference_drop:,} here",
+            "masks_fine": listed(fine), "masks_hard": listed(hard)}
 
 
-def order_findings(orders: pd.DataFrame, resolution: int) -> list[str]:
-    """Sentences on a ``mixture_orders`` table: each seed's order, "<" between drops more than
-    ``resolution`` steps apart (or before a size with no drop in the run) and "≈" otherwise; then, for
-    every pair of sizes, in how many seeds the smaller is learned first and by how many steps."""
+def order_lines(orders: pd.DataFrame, resolution: int) -> list[str]:
+    """Each seed's order of a ``mixture_orders`` table: "<" between drops more than ``resolution`` steps apart (or
+    before a size with no drop in the run) and "≈" otherwise."""
     lines = []
     for seed, rows in orders.groupby(level="seed", sort=False):
         steps = rows["drop step"].droplevel("seed")
@@ -276,19 +278,34 @@ def order_findings(orders: pd.DataFrame, resolution: int) -> list[str]:
             apart = pd.notna(a) and (pd.isna(b) or b - a > resolution)
             text += (" < " if apart else " ≈ ") + part
         lines.append(f"Seed {seed}: {text}.")
+    return lines
+
+
+def mixture_values(orders: pd.DataFrame, mixture_cfg: RunConfig, cfg: RunConfig, alone: Run,
+                   sizes: list[int]) -> dict[str, str]:
+    """What the sentences under the mixture's orders quote (keys ``mix_*``): how often a drop step is read, the
+    ``order_resolution``, where the chapter's run alone drops, each size's final L_mask (mean over seeds) and the
+    share of its missing entries no rank-1 completion recovers."""
+    final = orders["final L_mask"].groupby(level="size").mean()
+    return {"mix_eval_every": str(mixture_cfg.train.eval_every), "mix_resolution": str(order_resolution(mixture_cfg)),
+            "mix_alone": f"{cfg.data.n_rows}x{cfg.data.n_cols}", "mix_alone_drop": at_step(alone.drop.half_step),
+            "mix_final": ", ".join(f"{n} {v:.3f}" for n, v in final.items()), "mix_p_mask": f"{cfg.data.p_mask}",
+            "mix_undetermined": ", ".join(f"{n}x{n} {undetermined_fraction(n, n, cfg.data.p_mask):.0%}" for n in sizes)}
+
+
+def order_table(orders: pd.DataFrame, resolution: int) -> pd.DataFrame:
+    """Every pair of consecutive sizes of a ``mixture_orders`` table, a row each: in how many of the seeds where
+    both drop the smaller is learned first, the gaps, and at how many seeds they are more than ``resolution``
+    steps apart."""
     table = orders["drop step"].unstack("size")
     sizes = sorted(table.columns, key=lambda name: int(name.split("x")[0]))
+    rows = {}
     for a, b in zip(sizes[:-1], sizes[1:]):
         gaps = (table[b] - table[a]).dropna().astype(int)
-        if not len(gaps):
-            lines.append(f"{a} against {b}: no seed where both drop.")
-            continue
-        first = int((gaps > 0).sum())
-        resolved = int((gaps.abs() > resolution).sum())
-        lines.append(f"{a} drops before {b} in {first} of {len(gaps)} seeds where both drop ({b} − {a}: "
-                     f"{', '.join(f'{g:+,}' for g in gaps)} steps); the two are more than {resolution} steps "
-                     f"apart at {resolved} of these {len(gaps)} seeds.")
-    return lines
+        rows[f"{a} before {b}"] = {"seeds where both drop": len(gaps), "smaller first": int((gaps > 0).sum()),
+                                   "larger − smaller (steps)": ", ".join(f"{g:+,}" for g in gaps) or "none",
+                                   f"more than {resolution} steps apart": int((gaps.abs() > resolution).sum())}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("sizes")
 
 
 def _default_one_model() -> RunConfig:

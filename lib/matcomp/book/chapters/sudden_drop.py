@@ -81,16 +81,12 @@ def paper_seed_runs(preset: str | None) -> list[Run]:
 
 
 def spread_sentences(nudged: Nudged | None, paper_runs: list[Run]) -> list[str]:
-    """What the nudged runs say of one run's drop step, a sentence a seed, and the drop steps of the paper's seed
-    trained more than once (``paper_seed_runs``)."""
+    """Where the nudged runs' spread was measured, where not at these parameters (each nudged seed's spread is its
+    table's, ``nudged_spread``), and the drop steps of the paper's seed trained more than once
+    (``paper_seed_runs``)."""
     said = [] if nudged is not None else [
         "The drop step's spread under rounding is measured on the `cpu` scale's own configuration at its own seeds "
         "(16 runs, shipped), not at these parameters."]
-    for seed, row in (nudged.table.iterrows() if nudged is not None else []):
-        said.append(f"Seed {seed} (its own drop step {row['own drop step']:,.0f}): its {row['nudged runs']:.0f} nudged "
-                    f"runs drop between step {row['lowest']:,.0f} and {row['highest']:,.0f}, a range of "
-                    f"{row['range']:,.0f} steps ({row['range / own']:.1%} of its drop step)"
-                    + (f"; {row['no drop']:.0f} do not drop within the budget." if row["no drop"] else "."))
     drops = _drops(paper_runs)
     if len(drops) > 1:
         times = {2: "twice", 3: "three times"}.get(len(drops), f"{len(drops)} times")
