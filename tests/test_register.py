@@ -4,11 +4,14 @@ key numbers that chapter judges, and every number a chapter judges answers a cla
 import re
 from pathlib import Path
 
+import pytest
+
 from matcomp.book.chapters import chapter_specs
 from matcomp.book.judging.ladder import DEPTH
 from matcomp.book.judging.register import REGISTER, judged_by, tally, the_shift, training_and_beyond
 
 TOC = Path(__file__).resolve().parents[1] / "_toc.yml"
+BOOK = TOC.parent / "book"
 DECLARED = {chapter.name: chapter.key_numbers.numbers for chapter in chapter_specs() if chapter.key_numbers}
 CHECKS = {chapter: {number.id for number in numbers if number.check} for chapter, numbers in DECLARED.items()}
 
@@ -92,3 +95,22 @@ def test_the_register_goes_through_the_paper_in_order_of_its_sections():
 def test_each_module_of_the_register_stays_short():
     for module in (the_shift, training_and_beyond):
         assert len(Path(module.__file__).read_text().splitlines()) < 400, module.__name__
+
+
+def test_every_chapter_quotes_the_registers_claims_it_tests_under_its_first_paragraph():
+    import json
+
+    from matcomp.book.judging.register import claims_text
+
+    for spec in chapter_specs():
+        if spec.name == "intro":
+            continue
+        mine = [claim for claim in REGISTER if claim.chapter == spec.name]
+        text = claims_text(spec.name).data
+        assert text.count("\n- ") + 1 == len(mine) >= 1, spec.name  # one bullet a claim, every one of its claims
+        assert all(claim.claim in text and claim.where in text for claim in mine), spec.name
+        cells = json.loads((BOOK / f"{spec.name}.ipynb").read_text())["cells"]
+        assert "{eval}`page_claims`" in "".join(cells[0]["source"]), spec.name  # under the page's first paragraph
+        assert any("quote_claims(chapter.CHAPTER)" in "".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    with pytest.raises(ValueError, match="holds no claim that the intro chapter tests"):
+        claims_text("intro")

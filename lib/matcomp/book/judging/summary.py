@@ -14,7 +14,7 @@ from matcomp.book.chapter import ladder_configs, open_runs, paper_scale_configs,
 from matcomp.book.chapters import chapter_specs
 from matcomp.book.judging.ladder import Ladder, show_ladder
 from matcomp.book.judging.ladder_readings import drop_ladders, finding_ladders
-from matcomp.book.judging.register import REGISTER, judged_by
+from matcomp.book.judging.register import REGISTER, judged_by, judged_text
 from matcomp.book.judging.verdicts import CATEGORIES
 from matcomp.book.spec import ChapterSpec
 from matcomp.presets import preset_name
@@ -98,18 +98,11 @@ def unregistered(ladders: dict[str, Ladder]) -> list[tuple[str, str]]:
 def register_table() -> pd.DataFrame:
     """The register as the first page lists it, one row a claim under its place in the paper: the claim, the
     chapter that tests it, and the key numbers that judge it, or why it is not judged here (in part: after them)."""
-    def judged(claim) -> str:
-        numbers = "; ".join(number.label for number in judged_by(claim))
-        untested = claim.untested
-        if untested and "judged" not in untested:  # a reason that does not say it already
-            untested = f"not judged: {untested}"
-        return "; ".join(filter(None, (numbers, untested)))
-
     return pd.DataFrame({
         "claim": [c.claim for c in REGISTER],
         "chapter": [f'<a href="{c.chapter}.html">{chapter_title(c.chapter)}</a>' if c.chapter else "—"
                     for c in REGISTER],
-        "judged here by": [judged(c) for c in REGISTER],
+        "judged here by": [judged_text(c) for c in REGISTER],
     }, index=pd.Index([c.where for c in REGISTER], name="in the paper"))
 
 
