@@ -731,7 +731,7 @@ def test_an_analysis_names_its_own_argument_not_sample_batch_s(micro, tmp_path):
         second_moments([micro.data], 2.5)
     with pytest.raises(TypeError, match="copy_check: data must be a DataConfig"):
         copy_check(run.bert(40), micro, samples=4)
-    phases = Phases(dropped=True, plateau=(20,), pre=20, copy_steps=(20,), post=40, note="")
+    phases = Phases(dropped=True, plateau=(20,), pre=20, copy_steps=(20,), post=40)
     with pytest.raises(ValueError, match="^train_matrices must be an integer >= 1; got -5$"):
         read_probing(run, phases, train_matrices=-5, test_matrices=8)
     with pytest.raises(ValueError, match="^permutations must be an integer >= 1; got 0$"):

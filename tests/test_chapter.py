@@ -7,7 +7,8 @@ import pytest
 from matcomp.analysis.phases import phases
 from matcomp.analysis.shortening import arm_summary, shortening_defaults
 from matcomp.book.build.plan import plan
-from matcomp.book.chapter import chapter_config, model_preset, phase_note
+from matcomp.book.chapter import chapter_config, model_preset
+from matcomp.book.phase_notes import phase_note, phases_text
 from matcomp.overrides import parse_overrides
 from matcomp.presets import preset
 from matcomp.runs.folder import RunFolder
@@ -99,30 +100,32 @@ def test_phases_follow_the_drop(tmp_path):
     assert p.dropped and p.plateau == (500, 1000, 1500, 1900) and p.post == 4000
     drop = run.drop.half_step  # ~1950: the paper's 4,000 of 15,000 is 0.27 of it, ~520
     assert p.pre == 500 and p.copy_steps == (500, 1900)  # 0.07, 0.27, 0.93 of the drop, nearest checkpoints
-    assert f"at step {drop}" in " ".join(p.note.split()) and "fractions" in p.note
-    paper = phases(fake_run(tmp_path, l_mask, [0, 500, 1000, 1500, 1900, 2100, 3000, 4000], name="paper"))
+    text = " ".join(phases_text(run, p).split())
+    assert f"at step {drop}" in text and "fractions" in text
+    paper_run = fake_run(tmp_path, l_mask, [0, 500, 1000, 1500, 1900, 2100, 3000, 4000], name="paper")
+    paper = phases(paper_run)
     # a run of the paper's preset: its own steps 4,000 and 1,000 / 4,000 / 14,000, whoever opens it
     assert paper.pre == 4000 and paper.copy_steps == (1000, 4000)
-    assert "the paper's steps" in " ".join(paper.note.split())
+    assert "the paper's steps" in " ".join(phases_text(paper_run, paper).split())
 
 
 def test_a_pre_shift_checkpoint_far_from_its_target_is_said_so_with_what_it_reads(tmp_path):
     l_mask = np.where(np.arange(1, 8001) < 4000, 0.11, 0.01)  # drop at 4,005: the pre-shift target 1,068
     sparse = fake_run(tmp_path, l_mask, [0, 250, 2750, 4000, 8000])  # no checkpoint kept between 250 and 2,750
     note = " ".join(phase_note(sparse, phases(sparse)).split())
-    assert note.startswith(" ".join(phases(sparse).note.split()))  # the phases' own note, then why step 250
+    assert note.startswith(" ".join(phases_text(sparse, phases(sparse)).split()))  # the phases' text, then why 250
     assert "Step 250 lies 818 steps from step 1,068: the run kept no checkpoint between steps 250 and 2,750" in note
     assert note.endswith("reads step 250, where its smoothed L_mask is 1.00× its plateau: a copying model, as a "
                          "pre-shift one is.")
     dense = fake_run(tmp_path / "dense", l_mask, [0, 250, 1000, 2750, 4000, 8000])
-    assert phase_note(dense, phases(dense)) == phases(dense).note  # step 1,000: near its target, nothing to add
+    assert phase_note(dense, phases(dense)) == phases_text(dense, phases(dense))  # 1,000: near its target
 
 
 def test_phases_without_a_drop_say_so(tmp_path):
     run = fake_run(tmp_path, np.full(600, 0.11), [0, 200, 400, 600])
     p = phases(run)
     assert not p.dropped and p.plateau == (200, 400, 600) and p.post == 600
-    assert "no drop" in p.note
+    assert "no drop" in phases_text(run, p)
 
 
 def test_shortening_arms_run_the_full_steps_and_stop_after_their_drop():

@@ -36,7 +36,7 @@ from matcomp.seeding import analysis_generator
 @pytest.fixture
 def trained(micro, tmp_path):
     run = get_or_train(micro, progress=False, root=tmp_path)
-    return run, Phases(dropped=False, plateau=(10,), pre=15, copy_steps=(10, 15, 20), post=40, note="")
+    return run, Phases(dropped=False, plateau=(10,), pre=15, copy_steps=(10, 15, 20), post=40)
 
 
 def test_the_masked_row_probe_ratio_is_the_probe_tables_with_a_paired_error_over_the_test_matrices(trained):

@@ -4,7 +4,6 @@ post-shift model (NeurIPS §3), chosen from the run's own drop and its own recip
 from __future__ import annotations
 
 from dataclasses import dataclass
-from textwrap import fill
 
 from matcomp.config import RunConfig
 from matcomp.drop import ON_PLATEAU, Drop, centred_mean, leave_step
@@ -20,8 +19,8 @@ class Phases:
 
     ``plateau``: checkpoints (after step 0) on the plateau, before the drop; ``pre``: the paper's
     pre-shift model; ``copy_steps``: the three plateau checkpoints of the copy table (Table 1);
-    ``post``: the last checkpoint (the paper's post-shift model); ``note``: one sentence saying
-    what these mean for this run.
+    ``post``: the last checkpoint (the paper's post-shift model). What they mean for a run is said by the book
+    (``book.phase_notes``).
     """
 
     dropped: bool
@@ -29,7 +28,6 @@ class Phases:
     pre: int
     copy_steps: tuple[int, ...]
     post: int
-    note: str
 
 
 def phase_targets(drop_step: int | None, paper_steps: bool) -> tuple[float, tuple[float, ...]]:
@@ -67,24 +65,14 @@ def phases(run: Run) -> Phases:
     drop = run.drop
     if drop.half_step is None:
         pre = run.nearest_step(PRE_SHIFT_STEP, trained=True)
-        return Phases(False, tuple(steps), pre, tuple(dict.fromkeys((steps[0], pre, steps[-1]))), steps[-1], note=fill(
-            f"This run shows no drop: L_mask stays on its plateau ({drop.plateau:.3g}) to step {run.last_step:,}, "
-            f"so it has no post-shift model; its pre-shift model is step {pre:,}, the saved checkpoint nearest the "
-            f"paper's pre-shift step ({PRE_SHIFT_STEP:,}), and a before/after contrast below compares two plateau "
-            f"models."))
+        return Phases(False, tuple(steps), pre, tuple(dict.fromkeys((steps[0], pre, steps[-1]))), steps[-1])
     smoothed = centred_mean(run.metrics)
     plateau = [s for s in steps if s < drop.half_step and smoothed.get(s, drop.plateau) >= ON_PLATEAU * drop.plateau]
     at_paper_steps = paper_steps(run.config)
     pre_target, copy_targets = phase_targets(drop.half_step, at_paper_steps)
     pre = run.nearest_step(pre_target, trained=True)
     copy_steps = tuple(dict.fromkeys(run.nearest_step(t, trained=True) for t in copy_targets))
-    rule = "the paper's steps" if at_paper_steps else f"the paper's fractions of this run's drop step {drop.half_step}"
-    return Phases(True, tuple(plateau or [pre]), pre, copy_steps, steps[-1], note=fill(
-        f"L_mask falls below half its plateau ({drop.plateau:.3g}) at step {drop.half_step}. By {rule} "
-        f"(NeurIPS §3; WS §3.1), step {pre} is the pre-shift model (the saved checkpoint nearest step "
-        f"{pre_target:.0f}) and steps {list(copy_steps)} are the copy table's; step {steps[-1]} is the post-shift "
-        f"model. Another run of the same config and seed with other saved checkpoints, or trained on another "
-        f"machine, can pick other steps."))
+    return Phases(True, tuple(plateau or [pre]), pre, copy_steps, steps[-1])
 
 
 def phase_checkpoints(run: Run) -> list[int]:

@@ -11,18 +11,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from textwrap import fill
 from typing import Literal, NamedTuple, TypeVar, overload
 
 import torch
 
-from matcomp.analysis.phases import Phases, paper_steps, phase_targets, phases
+from matcomp.analysis.phases import Phases, phases
 from matcomp.analysis.seeds import seed_configs, seeds_at, trained_on
+from matcomp.book.phase_notes import phase_note
 from matcomp.config import RunConfig
 from matcomp.console import say
-from matcomp.drop import ON_PLATEAU, PLATEAU_FROM, centred_mean
+from matcomp.drop import PLATEAU_FROM
 from matcomp.overrides import parse_overrides
-from matcomp.paper import PRE_SHIFT_STEP
 from matcomp.presets import PRESETS, preset_name, resolved_config
 from matcomp.presets import preset as named_preset
 from matcomp.runs.cost import CostBook, duration, step_floor
@@ -361,26 +360,3 @@ def open_chapter(preset: str | None = None, seed: int | None = None, overrides: 
     run, read = open_run(cfg, preset, with_phases=True, metrics_only="train")
     print(phase_note(run, read))
     return cfg, run, read
-
-
-FAR = 0.25  # a pre-shift checkpoint further than this share of its target step from it: the note says why it is read
-
-
-def phase_note(run: Run, read: Phases) -> str:
-    """``read.note`` (what "pre-" and "post-shift" mean for ``run``), and where the pre-shift checkpoint lies far
-    from the step it aims at (more than ``FAR`` of it: the run kept no checkpoint nearer), which kept checkpoints
-    bracket that step, that every pre-shift reading of the run reads it all the same (its task's row on each
-    ladder too), and how far its smoothed L_mask is there from the plateau, where a pre-shift model copies.
-    The note itself is ``analysis.phases``', whose source keys the shipped derived tables."""
-    target = phase_targets(run.drop.half_step, paper_steps(run.config))[0] if read.dropped else PRE_SHIFT_STEP
-    kept = [s for s in run.steps if s > 0]
-    below, above = [s for s in kept if s <= target], [s for s in kept if s >= target]
-    if abs(read.pre - target) <= FAR * target or not below or not above:
-        return read.note
-    level = float(centred_mean(run.metrics)[read.pre] / run.drop.plateau)
-    copying = ": a copying model, as a pre-shift one is." if abs(level - 1) <= 1 - ON_PLATEAU else "."
-    return read.note + "\n" + fill(
-        f"Step {read.pre:,} lies {abs(read.pre - target):,.0f} steps from step {target:,.0f}: the run kept no "
-        f"checkpoint between steps {below[-1]:,} and {above[0]:,}, so every reading of its pre-shift model (this "
-        f"page's, and its task's row on each ladder) reads step {read.pre:,}, where its smoothed L_mask is "
-        f"{level:.2f}× its plateau" + copying, break_on_hyphens=False)

@@ -16,8 +16,9 @@ from matcomp.analysis.progress import (
     progress_table,
 )
 from matcomp.analysis.seeds import seeds_from, trained_on
-from matcomp.book.chapter import chapter_config, open_run, open_runs, phase_note
+from matcomp.book.chapter import chapter_config, open_run, open_runs
 from matcomp.book.parameters import COUNT, COUNTS, parameter
+from matcomp.book.phase_notes import phase_note
 from matcomp.book.spec import ChapterSpec, RunParameters
 from matcomp.book.tables import seeds_text, span_text, steps_text
 from matcomp.config import RunConfig
