@@ -207,3 +207,30 @@ def test_the_mask_table_says_where_the_longest_column_family_can_be_tested():
     assert (values["ht_id_threshold"], values["ht_id_uniform"]) == ("0.12", "0.062")
     assert values["ht_id_heads"].data.startswith("The 1 identity heads here put 0.30 on themselves")
     assert identity_values(families.iloc[[0]], 16, 2.0)["ht_id_heads"].data == "No head reaches it here."
+
+
+def test_the_gpt_run_values_read_accuracy_attention_gains_and_completions():
+    from types import SimpleNamespace
+
+    from matcomp.book.chapters.gpt import run_values
+
+    steps = list(range(0, 1001, 100))
+    metrics = pd.DataFrame({"step": steps, "eval_acc_obs": [0.0, 0.2, 0.6, 0.95, 1, 1, 1, 1, 1, 1, 1],
+                            "eval_acc_mask": [0.05] * 10 + [0.3]})
+    run = SimpleNamespace(metrics=metrics, config=SimpleNamespace(run_id="gpt-1"))
+    index = pd.MultiIndex.from_product([["step 200", "step 600"], [0, 1], [0, 1]],
+                                       names=["checkpoint", "layer", "head"])
+    scores = pd.DataFrame({"to_entry": [0.1, 0.2, 0.3, 0.4, 0.1, 0.1, 0.9, 0.8],
+                           "to_last_input": [0.1, 0.7, 0.2, 0.3, 0.0, 0.0, 0.0, 0.1]}, index=index)
+    gains = pd.DataFrame({"gain": [0.01, -0.2], "se": [0.02, 0.01], "flat": [True, False], "window": [250, 250]},
+                         index=["eval_acc_mask", "L_full"])
+    table = pd.DataFrame({"L_mask": [0.22, 0.111, 0.025, 1 / 9]}, index=["greedy", "mean", "BERT", "zero"])
+    completion = Completion(table, "greedy", "mean", {"post": "BERT"}, "zero")
+    values = run_values(run, 200, scores, 200, 600, gains, completion)
+    assert (values["gr_run"], values["gr_half"], values["gr_most"]) == ("gpt-1", "at step 200", "at step 300")
+    assert (values["gr_obs_first"], values["gr_mask_first"], values["gr_mask_final"]) == ("0.00", "0.05", "0.17")
+    assert (values["gr_entry_after"], values["gr_entry_before"]) == ("0.90, 0.80", "0.30, 0.40")
+    assert (values["gr_rest_layer"], values["gr_rest_head"], values["gr_rest"]) == ("0", "1", "0.70")
+    assert values["gr_acc_moved"] == "+0.010 ± 0.020 (flat)"
+    assert values["gr_loss_moved"] == "-0.200 ± 0.010 (still moving)"
+    assert (values["gr_greedy"], values["gr_zero"], values["gr_bert"]) == ("0.22", "0.111", "0.025 post")

@@ -152,3 +152,24 @@ def test_restored_fraction_of_patching_every_head_is_one(model, batch):
 
     table = negation_patching(model, batch, all_layers(2, 4))
     assert restored_fraction(table, min_gap=0)["all layers"] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_the_closing_values_name_the_layer_that_restores_most_and_where_the_observed_entries_sit():
+    import pandas as pd
+
+    from matcomp.analysis.patching import restored_fraction
+    from matcomp.book.chapters.attention_patching import patching_values
+
+    sites = ["clean", "corrupted", "all layers", "last layer", "layer 0", "layer 1", "layer 2", "layer 3"]
+    layers = pd.DataFrame({"L_mask(X)": [0.02, 0.82, 0.02, 0.62, 0.80, 0.50, 0.70, 0.62],
+                           "L_mask(-X)": [0.8, 0.0, 0.8, 0.1, 0.0, 0.3, 0.1, 0.1],
+                           "L_obs(X)": [0.0, 0.4, 0.4, 0.39, 0.4, 0.4, 0.4, 0.39],
+                           "L_obs(-X)": [0.4, 0.0, 0.004, 0.0001, 0.0, 0.0, 0.0, 0.0001]}, index=sites)
+    values = patching_values(layers, restored_fraction(layers), n_layers=4)
+    assert values["pa_restored"].data == "Layer 1 alone restores 0.40 of the clean answer, the last layer alone 0.25."
+    assert (values["pa_obs_all_x"], values["pa_obs_all_neg"], values["pa_obs_nearer"]) == ("0.4", "0.004", "−X")
+    assert (values["pa_last_x"], values["pa_last_neg"], values["pa_clean"]) == ("0.62", "0.1", "0.02")
+    last_best = layers.assign(**{"L_mask(X)": [0.02, 0.82, 0.02, 0.22, 0.80, 0.50, 0.70, 0.22]})
+    assert patching_values(last_best, restored_fraction(last_best), 4)["pa_restored"].data == (
+        "The last layer (layer 3) alone restores 0.75 of the clean answer, more than any other single layer.")
+    assert "nothing to restore" in patching_values(layers, None, 4)["pa_restored"].data

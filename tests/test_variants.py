@@ -158,3 +158,21 @@ def test_undetermined_entries_at_rank_2_need_two_entries_in_their_row_and_column
     free = table["missing undetermined"]
     assert free["6×6 rank 1"] < 0.01 < free["7×7 rank 2"] < 0.05 < free["6×6 rank 2"] < 0.15  # 0.4 %, 2.6 %, 9.1 %
     assert table["degrees of freedom"].tolist() == [11.0, 20.0, 24.0]
+
+
+def test_the_mixture_values_quote_the_resolution_the_run_alone_and_each_sizes_floor():
+    from types import SimpleNamespace
+
+    from matcomp.analysis.variants import mixture_overrides
+    from matcomp.book.chapters.sizes_ranks import mixture_values
+    from matcomp.presets import preset
+
+    cfg = preset("cpu")
+    orders = pd.DataFrame({"final L_mask": [0.03, 0.05, 0.01, 0.03]},
+                          index=pd.MultiIndex.from_product([[0, 1], ["3x3", "4x4"]], names=["seed", "size"]))
+    alone = SimpleNamespace(drop=SimpleNamespace(half_step=5060))
+    values = mixture_values(orders, cfg.override(mixture_overrides([3, 4])), cfg, alone, [3, 4])
+    assert (values["mix_eval_every"], values["mix_resolution"]) == ("25", "125")  # 5 evaluations, 25 steps apart
+    assert (values["mix_alone"], values["mix_alone_drop"]) == ("4x4", "at step 5,060")
+    assert values["mix_final"] == "3x3 0.020, 4x4 0.040" and values["mix_p_mask"] == "0.3"
+    assert values["mix_undetermined"].startswith("3x3 ") and ", 4x4 " in values["mix_undetermined"]
