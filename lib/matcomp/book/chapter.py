@@ -341,6 +341,12 @@ def paper_scale_configs(preset: str | None = None) -> dict[str, RunConfig]:
     return {task_label(run): run.config} if run is not None and run.steps else {}
 
 
+def open_paper_scale(preset: str | None = None) -> dict[str, tuple[Run, Phases]]:
+    """The run of the paper's scale (``paper_scale_configs``) opened with its phases, by its label: what the ladders,
+    the paper-model figures and the shipped key numbers read; empty where the scale ships none."""
+    return open_runs(paper_scale_configs(preset), preset, with_phases=True, metrics_only="train")
+
+
 def paper_task_runs(preset: str | None = None) -> list[tuple[str, Run]]:
     """Every run of the paper's own task shipped at this scale, by ``task_label``: the rank-2 search's runs that
     leave their plateau (``rank_search_drops``), then the paper-scale run (``paper_scale_configs``), even where two

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from matcomp.analysis.phases import Phases
 from matcomp.analysis.seeds import trained_on
-from matcomp.book.chapter import open_runs, paper_scale_configs, paper_task_runs
+from matcomp.book.chapter import open_paper_scale, paper_scale_configs, paper_task_runs
 from matcomp.presets import DEFAULT_PRESET, preset, preset_name
 from matcomp.runs.run import Run
 
@@ -15,8 +15,7 @@ from matcomp.runs.run import Run
 def paper_model(scale: str | None = None) -> tuple[Run, Phases] | None:
     """The paper's model at ``scale`` (None: ``$MATCOMP_PRESET``, else ``cpu``) and its phases, where the scale ships
     it with checkpoints, else None."""
-    opened = open_runs(paper_scale_configs(scale), scale, with_phases=True, metrics_only="train")
-    return next(iter(opened.values()), None)
+    return next(iter(open_paper_scale(scale).values()), None)
 
 
 def paper_runs(scale: str | None = None) -> list[Run]:

@@ -12,7 +12,7 @@ code would compute (its key: checkpoints, parameters, code, library versions).
 
 from __future__ import annotations
 
-from matcomp.book.chapter import ladder_configs, open_runs, paper_scale_configs
+from matcomp.book.chapter import ladder_configs, open_paper_scale, open_runs
 from matcomp.book.chapters import chapter_specs
 from matcomp.book.judging.ladder import unread_reason
 from matcomp.presets import DEFAULT_PRESET
@@ -27,7 +27,7 @@ def ladder_derivations(preset: str = DEFAULT_PRESET) -> list[Derivation]:
     default parameters, finding by finding."""
     ladder = open_runs(ladder_configs(preset), preset, with_phases=True)
     runs = [(run, phases) for seeds in ladder.values() for run, phases in seeds.values() if phases is not None]
-    runs += list(open_runs(paper_scale_configs(preset), preset, with_phases=True, metrics_only="train").values())
+    runs += list(open_paper_scale(preset).values())
     return [chapter.key_numbers_derivation(run, phases, chapter.defaults(preset))
             for chapter in chapter_specs() if chapter.key_numbers is not None and not chapter.key_numbers.metrics_only
             for run, phases in runs

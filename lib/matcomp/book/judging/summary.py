@@ -10,7 +10,7 @@ import json
 import pandas as pd
 
 from matcomp.analysis.key_numbers import reader_parameters
-from matcomp.book.chapter import ladder_configs, open_runs, paper_scale_configs, paper_task_runs
+from matcomp.book.chapter import ladder_configs, open_paper_scale, open_runs, paper_task_runs
 from matcomp.book.chapters import chapter_specs
 from matcomp.book.judging.ladder import Ladder, show_ladder
 from matcomp.book.judging.ladder_readings import drop_ladders, finding_ladders
@@ -28,7 +28,7 @@ def chapter_ladders(preset: str | None = None) -> dict[str, Ladder]:
     name = preset_name(preset)
     # opened once: each opening hashes its checkpoints
     runs = open_runs(ladder_configs(name), name, with_phases=True)
-    paper_scale = open_runs(paper_scale_configs(name), name, with_phases=True, metrics_only="train")
+    paper_scale = open_paper_scale(name)
     ladders = {}
     for chapter in chapter_specs():
         if chapter.key_numbers is None:
@@ -49,7 +49,7 @@ def show_chapter_ladder(chapter: ChapterSpec, namespace: dict) -> None:
     params = {name: namespace[name] for name in reader_parameters(chapter.key_numbers.read)}
     preset = namespace.get("preset")
     runs = open_runs(ladder_configs(preset), preset, with_phases=True)
-    paper_scale = open_runs(paper_scale_configs(preset), preset, with_phases=True, metrics_only="train")
+    paper_scale = open_paper_scale(preset)
     show_ladder(finding_ladders(chapter, runs, params, paper_scale), chapter.name)
 
 
