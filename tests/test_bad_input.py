@@ -177,7 +177,7 @@ def test_a_bad_variable_is_named(variable, value, message, store, monkeypatch, c
 
 @pytest.mark.parametrize("model", ["smoke_gpt", "nope"])
 def test_a_chapter_refuses_an_unsuitable_model_by_its_parameter_name(model, store):
-    with pytest.raises(ValueError, match=f"model: the one-model chapters analyse a trained BERT.*got '{model}'"):
+    with pytest.raises(ValueError, match=f"one_model: the one-model chapters analyse a trained BERT.*got '{model}'"):
         model_preset("smoke", model)
     assert model_preset("smoke", "cpu") == "cpu" and nothing_in(store)
 
@@ -266,7 +266,7 @@ def test_prepare_refuses_gpus_and_clusters_that_are_not_there_before_waiting(sto
 
 
 @pytest.mark.parametrize("param, message", [
-    (["sed", "0", "1"], "sudden_drop.ipynb has no parameter 'sed'; its parameters: preset, seed, overrides, model"),
+    (["sed", "0", "1"], "sudden_drop.ipynb has no parameter 'sed'; its parameters: preset, seed, overrides, one_model"),
     (["overrides", "model.layers=1", "model.layers=abc"], "model.layers must be an integer; got 'abc'"),
 ], ids=["a misspelt parameter", "a bad point after a good one"])
 def test_a_sweep_checks_every_point_before_any_runs(param, message, store, tmp_path, capsys):
@@ -468,7 +468,7 @@ def test_a_chapter_announces_training_on_the_console_and_refuses_it_past_the_min
 
 @pytest.mark.parametrize("chapter, name, value, message", [
     ("sudden_drop", "preset", "", "must be one of"),
-    ("probing", "model", "", "must be a trained BERT's preset, one of"),
+    ("probing", "one_model", "", "must be a trained BERT's preset, one of"),
     ("sizes_ranks", "steps", 50, "must be an integer > 100 (training steps: a run's plateau is read after step 100)"),
     ("ood", "gaussian_steps", 100, "must be an integer > 100"),
 ], ids=["an empty preset", "an empty model", "too few steps for a plateau", "too few Gaussian steps"])

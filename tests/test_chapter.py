@@ -174,7 +174,7 @@ def test_a_chapter_says_it_must_train_before_it_starts(store, capsys):
     out = capsys.readouterr().out
     assert out.startswith(f"Training run {cfg.run_id} (120 steps, about ") and "s a step timed here): it is neither " \
         "shipped nor in the run store" in out
-    assert "-p model cpu" in out and "python -m matcomp prepare --preset smoke" in out
+    assert "-p one_model cpu" in out and "python -m matcomp prepare --preset smoke" in out
     assert f"{cfg.run_id}: 100%" in out  # the progress bar, as text that papermill logs
     open_run(cfg, "smoke", with_phases=True)
     assert capsys.readouterr().out == ""  # stored now: nothing to say

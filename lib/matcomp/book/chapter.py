@@ -43,16 +43,16 @@ ENV_MAX_TRAIN_MIN = "MATCOMP_MAX_TRAIN_MIN"  # minutes a chapter may train here;
 DEFAULT_MAX_TRAIN_MIN = 120.0  # where it is unset: the book's longest CPU run (cpu7x7), not a surprise of hours
 
 
-def model_preset(preset: str | None = None, model: str | None = None) -> str:
-    """The preset of the one trained model a chapter analyses: ``model`` if given, else the one its
+def model_preset(preset: str | None = None, one_model: str | None = None) -> str:
+    """The preset of the one trained model a chapter analyses: ``one_model`` if given, else the one its
     scale names (``cpu`` -> ``cpu7x7``: the mechanisms need more than 4×4's 16 positions), else the
     scale itself. The chapters' several-seed parts stay at the scale's own preset."""
-    if model is not None:
+    if one_model is not None:
         bert = sorted(name for name, cfg in PRESETS.items() if cfg.model.arch == "bert")
-        if model not in bert:
-            raise ValueError(f"model: the one-model chapters analyse a trained BERT, one of the presets {bert}; "
-                             f"got {model!r}")
-        return model
+        if one_model not in bert:
+            raise ValueError(f"one_model: the one-model chapters analyse a trained BERT, one of the presets {bert}; "
+                             f"got {one_model!r}")
+        return one_model
     return chapter_sizes(preset).one_model or preset_name(preset)
 
 
@@ -233,7 +233,7 @@ def _limit_text(limit: float) -> str:
 
 
 def _instead(preset: str | None) -> str:
-    return (f"use a shipped model (-p model cpu), or train the book's runs first (python -m matcomp prepare "
+    return (f"use a shipped model (-p one_model cpu), or train the book's runs first (python -m matcomp prepare "
             f"--preset {preset_name(preset)})")
 
 
@@ -250,8 +250,9 @@ def announce_training(where: Location, preset: str | None = None, shipped: bool 
     seconds, step = training_seconds(cfg, steps, preset, f"run {cfg.run_id}")
     say(f"Training run {cfg.run_id} ({steps:,} steps, about {duration(seconds)} on this "
          f"{resolve_device(None).type}, {step:.3g} s a step timed here): {why} in the run store {runs_root()}. "
-         f"Instead: a shipped model (-p model cpu for the one-model chapters), or train the book's runs in parallel "
-         f"first with python -m matcomp prepare --preset {preset_name(preset)}; ${ENV_MAX_TRAIN_MIN} bounds it.")
+         f"Instead: a shipped model (-p one_model cpu for the one-model chapters), or train the book's runs in "
+         f"parallel first with python -m matcomp prepare --preset {preset_name(preset)}; ${ENV_MAX_TRAIN_MIN} "
+         "bounds it.")
     return True
 
 

@@ -45,9 +45,10 @@ class RunParameters(Parameters):
 
 @dataclass(frozen=True)
 class OneModelParameters(RunParameters):
-    """A one-model chapter's: also the model analysed (a preset; None: the scale's one-model preset)."""
+    """A one-model chapter's: also the trained model it analyses, as a preset's name (None: the scale's one-model
+    preset, ``ChapterSizes.one_model``), named apart from a config's ``model`` and a run's ``bert()``."""
 
-    model: str | None = parameter(None, MODEL)
+    one_model: str | None = parameter(None, MODEL)
 
 
 @dataclass(frozen=True)

@@ -108,8 +108,8 @@ def check_points(notebook: Path, points: list[dict]) -> None:
             if spec is not None:  # a chapter's points are held to what its first cell checks
                 spec.parameters_of(point)
             chapter_config(point.get("preset"), point.get("seed"), point.get("overrides"))
-            if "model" in known:
-                model_preset(point.get("preset"), point.get("model"))
+            if "one_model" in known:
+                model_preset(point.get("preset"), point.get("one_model"))
         except (ValueError, TypeError) as err:
             raise ValueError(f"sweep point {point}: {err}") from None
 

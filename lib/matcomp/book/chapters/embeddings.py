@@ -63,7 +63,7 @@ class Opening(NamedTuple):
 def setup(p: Parameters) -> Opening:
     """The chapter's config, run and phases, its post-shift model, every value token of the task, the
     positions grouped by row and by column, and the seeds of the several-seed part (None: the preset's)."""
-    cfg, run, phases = open_chapter(model_preset(p.preset, p.model), p.seed, p.overrides)
+    cfg, run, phases = open_chapter(model_preset(p.preset, p.one_model), p.seed, p.overrides)
     seeds = p.seeds or chapter_sizes(p.preset).seeds
     d = cfg.data
 

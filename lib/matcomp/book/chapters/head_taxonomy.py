@@ -72,7 +72,7 @@ class Opening(NamedTuple):
 def setup(p: Parameters) -> Opening:
     """The chapter's config, its task, its run and phases, ``p.samples`` evaluation matrices with random masks
     (drawn from ``p.eval_seed``), and the post-shift model."""
-    cfg, run, phases = open_chapter(model_preset(p.preset, p.model), p.seed, p.overrides)
+    cfg, run, phases = open_chapter(model_preset(p.preset, p.one_model), p.seed, p.overrides)
     batch = sample_batch(cfg.data, p.samples, analysis_generator(p.eval_seed))
     return Opening(cfg, cfg.data, run, phases, batch, run.bert(phases.post))
 

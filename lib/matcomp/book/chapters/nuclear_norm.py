@@ -83,7 +83,7 @@ class Opening(NamedTuple):
 def setup(p: Parameters) -> Opening:
     """The chapter's config, run and phases, and its sample counts (None: the preset's, which are the
     paper's 512 per p_mask and 256 per λ table at the full scales)."""
-    cfg, run, phases = open_chapter(model_preset(p.preset, p.model), p.seed, p.overrides)
+    cfg, run, phases = open_chapter(model_preset(p.preset, p.one_model), p.seed, p.overrides)
     samples, lambda_samples = p.counts(p.preset)
     print(f"{cfg.run_id}: {cfg.data.n_rows}x{cfg.data.n_cols} rank {cfg.data.rank}, BERT trained at "
           f"p_mask {cfg.data.p_mask}, post-shift step {phases.post}; {samples} matrices per p_mask, "
@@ -278,7 +278,7 @@ def derivations(preset: str) -> list[Derivation]:
     where it is shipped: shipped for the default build."""
     p = Parameters()
     samples, lambda_samples = p.counts(preset)
-    run = required_reference(named_preset(model_preset(preset, p.model)))
+    run = required_reference(named_preset(model_preset(preset, p.one_model)))
     post = phases(run).post
     paper_data, seed, workers = named_preset("paper").data, p.eval_seed, p.workers
     return [sweep_derivation(run, post, p.p_masks, samples, p.lam, seed, workers),

@@ -132,7 +132,7 @@ class Opening(NamedTuple):
 def setup(p: Parameters) -> Opening:
     """The chapter's model config and run, printed; the config of its drop-step distribution (the scale's
     own preset) and its seeds (None: the preset's); and the copying plateau r/9."""
-    cfg = chapter_config(model_preset(p.preset, p.model), p.seed, p.overrides)
+    cfg = chapter_config(model_preset(p.preset, p.one_model), p.seed, p.overrides)
     seed_cfg = chapter_config(p.preset, p.seed, p.overrides)  # the drop-step distribution: the scale's own preset
     seeds = p.seeds or chapter_sizes(p.preset).drop_seeds
     run = open_run(cfg, p.preset)  # a shipped or stored run loads in a second; any other trains
