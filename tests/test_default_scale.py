@@ -24,11 +24,12 @@ BOOK = Path(__file__).resolve().parents[1] / "book"
 
 
 def one_model_chapters() -> list[str]:
-    """The chapters whose parameters cell has a ``model`` parameter: they analyse one trained model."""
+    """The chapters whose parameters cell has a ``one_model`` parameter: they analyse one trained model."""
     def parameters(path: Path) -> str:
         return next(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code")
 
-    return sorted(p.stem for p in BOOK.glob("*.ipynb") if re.search(r"^model\s*(?::[^=\n]*)?=", parameters(p), re.M))
+    declared = re.compile(r"^one_model\s*(?::[^=\n]*)?=", re.M)
+    return sorted(p.stem for p in BOOK.glob("*.ipynb") if declared.search(parameters(p)))
 
 
 TEXT_FORMATS = ("text/plain", "text/markdown", "text/html")  # printed lines, findings and styled tables

@@ -5,7 +5,7 @@ stops with one line naming the chapter, the parameter and what it may be, instea
 the analysis it would have reached.
 
 ``seed`` and ``overrides`` carry no rule: they are checked where the config is made (``chapter.chapter_config``);
-``intervention`` by the shortening chapter. ``preset`` and ``model`` carry one, so that an empty one (an unset shell
+``intervention`` by the shortening chapter. ``preset`` and ``one_model`` carry one, so that an empty one (an unset shell
 variable: ``-p preset "$P"``) stops rather than running the default scale.
 """
 
