@@ -176,6 +176,15 @@ def and_text(items) -> str:
     return "none" if not items else items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
+def list_text(items) -> str:
+    """Items as a table cell lists them, "3, 4, 6"; "none" for no item.
+
+    >>> list_text([3, 4, 6]), list_text([])
+    ('3, 4, 6', 'none')
+    """
+    return ", ".join(map(str, items)) or "none"
+
+
 def seeds_text(seeds) -> str:
     """Seeds as "0–3" (consecutive) or "0, 2 and 5".
 

@@ -146,4 +146,5 @@ def run_values(run: Run, onset: int | None, scores: pd.DataFrame, before: int, a
         "gr_bert": ", ".join(f"{L_mask[row]:.3g} {name}" for name, row in completion.bert.items()),
     }
 
+
 CHAPTER = ChapterSpec("gpt", Parameters, runs_read, quoted=quoted_configs)

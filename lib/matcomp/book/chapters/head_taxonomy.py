@@ -25,7 +25,7 @@ from matcomp.book.chapters import model_chapter_configs, seed_part_configs
 from matcomp.book.judging.verdicts import MATCHES, MOVES, Claim
 from matcomp.book.parameters import COUNT, FRACTION, MULTIPLE, SEED, parameter
 from matcomp.book.spec import ChapterSpec, KeyNumber, KeyNumbers, OneModelParameters
-from matcomp.book.tables import span_text
+from matcomp.book.tables import list_text, span_text
 from matcomp.config import DataConfig, RunConfig
 from matcomp.data import Batch, sample_batch
 from matcomp.models.bert import MatrixBert
@@ -111,7 +111,7 @@ def mask_table(masks: dict[str, torch.Tensor], structured: dict[str, pd.DataFram
         margin = longest_column_margin(mask)
         held = heads_by_family(structured[name]) if name in structured else None
         kept = cast(list[tuple[int, int]], margin["shared with masked rows"])
-        shared = ", ".join(f"({i},{j})" for i, j in kept) or "none"
+        shared = list_text(f"({i},{j})" for i, j in kept)
         rows[name] = {"longest column": margin["column"], "its run": margin["run"], "next run": margin["next run"],
                       "masked rows' kept entries in it": shared,
                       "longest-column family": longest_column_status(margin)}

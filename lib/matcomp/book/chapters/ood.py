@@ -17,7 +17,7 @@ from matcomp.book.judging.verdicts import MATCHES, Claim, holds
 from matcomp.book.paper_model import paper_model
 from matcomp.book.parameters import COUNT, STEP, STEPS, parameter
 from matcomp.book.spec import ChapterSpec, RunParameters
-from matcomp.book.tables import steps_text
+from matcomp.book.tables import list_text, steps_text
 from matcomp.config import RunConfig
 from matcomp.models.factory import Model
 from matcomp.presets import preset as named_preset
@@ -100,10 +100,6 @@ def missed(relative: pd.DataFrame, trained: int) -> list:
     return [v for v in relative.index if v != trained and (bert[v] >= MISS > nn[v] or bert[v] >= 1 > nn[v])]
 
 
-def _listed(values) -> str:
-    return ", ".join(map(str, values)) or "none"
-
-
 def axis_table(relative: dict[str, pd.DataFrame], trained: dict[str, int]) -> pd.DataFrame:
     """Fig. 19's panels read, a row per axis (``relative``: axis -> L_mask / E[X²] by value, columns BERT and
     nuclear norm min; ``trained``: axis -> its trained value): where the model misses what nuclear-norm
@@ -122,11 +118,11 @@ def axis_table(relative: dict[str, pd.DataFrame], trained: dict[str, int]) -> pd
         worst = (bert / nn)[behind].idxmax() if len(behind) else None
         misses = (f"{v} ({bert[v]:.2f} against {nn[v]:.2f})" for v in missed(table, trained[axis]))
         rows[axis] = {"trained": trained[axis], "misses (BERT against nuclear-norm min.)": "; ".join(misses) or "none",
-                      "behind nuclear-norm min. at": _listed(behind),
+                      "behind nuclear-norm min. at": list_text(behind),
                       "worst (BERT / nuclear-norm min.)": "none" if worst is None else
                       f"{worst} ({bert[worst] / nn[worst]:.1f}×)",
-                      "ahead at": _listed(table.index[bert <= nn]),
-                      "worse than answering 0 at": _listed(table.index[bert >= 1])}
+                      "ahead at": list_text(table.index[bert <= nn]),
+                      "worse than answering 0 at": list_text(table.index[bert >= 1])}
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("axis")
 
 
@@ -141,7 +137,7 @@ def distribution_values(by_distribution: pd.DataFrame) -> dict[str, str]:
     def way(values: pd.Series) -> str:
         above = [v for v in others if values[v] > values[trained]]
         below = [v for v in others if v not in above]
-        return "above the trained distribution's on " + _listed(above) + (" and below it on " + _listed(below)
+        return "above the trained distribution's on " + list_text(above) + (" and below it on " + list_text(below)
                                                                           if below else "")
 
     return {"ood_dist_rel": f"{relative[trained]:.2f}",
@@ -262,5 +258,6 @@ def factor_table(table: pd.DataFrame, steps: int) -> pd.DataFrame:
                          "final L_mask / E[X²]": f"{ratio.min():.2f}–{ratio.max():.2f}",
                          "seeds": ", ".join(map(str, group.index.get_level_values("seed")))}
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("factors")
+
 
 CHAPTER = ChapterSpec("ood", Parameters, runs_read, opening=Opening, derivations=derivations)

@@ -29,7 +29,7 @@ from matcomp.book.chapter import (
 )
 from matcomp.book.parameters import COUNT, COUNTS, STEPS, parameter
 from matcomp.book.spec import ChapterSpec, RunParameters
-from matcomp.book.tables import and_text, at_step, span_text
+from matcomp.book.tables import and_text, at_step, list_text, span_text
 from matcomp.config import RunConfig
 from matcomp.data import second_moment
 from matcomp.presets import DEFAULT_PRESET
@@ -149,7 +149,7 @@ def sizes_numbers(orders: pd.DataFrame, table: pd.DataFrame, cfg: RunConfig) -> 
         "sizes_small_ahead": span_text(ahead),
         "sizes_resolution": f"{order_resolution(cfg.override(mixture_overrides(ns))):,}",
         "sizes_large_last": str(int((later > 0).sum())),
-        "sizes_large_after": and_text(f"{v:,.0f}" for v in later[later > 0]) or "none",
+        "sizes_large_after": and_text(f"{v:,.0f}" for v in later[later > 0]),
         "sizes_large_before": and_text(f"{-v:,.0f}" for v in later[later <= 0]),
         "sizes_final": ", ".join(f"{name} {v:.3f}" for name, v in
                                  orders["final L_mask"].groupby(level="size").mean().reindex(names).items()),
@@ -260,7 +260,7 @@ def identifiability_values(count: pd.DataFrame, reference: str, reference_drop: 
     free = count["missing undetermined"]
     bar = free[reference]
     fine, hard = free[free <= bar].drop(reference), free[free > bar]
-    listed = lambda shares: and_text(f"{task} ({v:.1%})" for task, v in shares.items()) or "none"  # noqa: E731
+    listed = lambda shares: and_text(f"{task} ({v:.1%})" for task, v in shares.items())  # noqa: E731
     return {"masks_bar": f"{bar:.1%}", "masks_reference": reference,
             "masks_fate": "does not drop here" if reference_drop is None else f"drops at step {reference_drop:,} here",
             "masks_fine": listed(fine), "masks_hard": listed(hard)}
@@ -303,7 +303,7 @@ def order_table(orders: pd.DataFrame, resolution: int) -> pd.DataFrame:
     for a, b in zip(sizes[:-1], sizes[1:]):
         gaps = (table[b] - table[a]).dropna().astype(int)
         rows[f"{a} before {b}"] = {"seeds where both drop": len(gaps), "smaller first": int((gaps > 0).sum()),
-                                   "larger − smaller (steps)": ", ".join(f"{g:+,}" for g in gaps) or "none",
+                                   "larger − smaller (steps)": list_text(f"{g:+,}" for g in gaps),
                                    f"more than {resolution} steps apart": int((gaps.abs() > resolution).sum())}
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("sizes")
 
