@@ -35,13 +35,13 @@ from matcomp.analysis.solvers import (
 )
 from matcomp.data import Batch, sample_batch
 from matcomp.paper import LAMBDA_TABLE
-from matcomp.presets import preset
+from matcomp.presets import preset_config
 
 SEED = 0
 P_MASKS = np.round(np.arange(0.1, 0.64, 0.05), 2)  # the reference code's 11 values
 SWEEP_MATRICES, TABLE_MATRICES = 512, 256
 SWEEP_LAM = 1e-3  # the λ of the paper's table with the lowest L
-SETTINGS = {"7x7 rank 2": preset("paper").data, "4x4 rank 1": preset("cpu").data}
+SETTINGS = {"7x7 rank 2": preset_config("paper").data, "4x4 rank 1": preset_config("cpu").data}
 
 def methods(rank: int) -> dict:
     return {
@@ -92,7 +92,7 @@ def main() -> None:
     generator = torch.Generator().manual_seed(SEED)
     data = {name: {p: sample_batch(replace(cfg, p_mask=float(p)), SWEEP_MATRICES, generator) for p in P_MASKS}
             for name, cfg in SETTINGS.items()}
-    table_batch = sample_batch(preset("paper").data, TABLE_MATRICES, generator)
+    table_batch = sample_batch(preset_config("paper").data, TABLE_MATRICES, generator)
 
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average "
           f"{os.getloadavg()[0]:.2f} at start; torch {torch.__version__} on 1 thread, cvxpy {cp.__version__}, "

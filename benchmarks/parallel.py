@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from matcomp.presets import preset
+from matcomp.presets import preset_config
 from matcomp.runs.parallel import train_all
 from matcomp.runs.store import get_or_train
 
@@ -30,7 +30,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1000)
     args = parser.parse_args()
     cores = os.cpu_count()
-    configs = [preset("cpu", {"train.seed": 100 + i, "train.steps": args.steps, "train.checkpoint_every": args.steps})
+    configs = [preset_config("cpu", {"train.seed": 100 + i, "train.steps": args.steps,
+                                     "train.checkpoint_every": args.steps})
                for i in range(args.runs)]
     print(f"{args.runs} runs of the cpu preset, {args.steps:,} steps each, on {cores} cores")
 

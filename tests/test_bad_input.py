@@ -17,7 +17,7 @@ from matcomp.book.chapter import chapter_config, model_preset
 from matcomp.book.chapters import chapter_spec
 from matcomp.data import sample_batch
 from matcomp.main import main
-from matcomp.presets import preset
+from matcomp.presets import preset_config
 from matcomp.runs.folder import RunFolder
 from matcomp.runs.run import Run, summarize
 from matcomp.runs.store import RunError, get_or_train
@@ -284,8 +284,8 @@ def test_a_relative_store_is_resolved_once_from_where_the_user_stands(tmp_path, 
 
 
 def test_the_library_names_an_argument_of_the_wrong_type(micro, tmp_path):
-    with pytest.raises(TypeError, match="preset: overrides must be a dict"):
-        preset("smoke", "train.lr=1e-3")
+    with pytest.raises(TypeError, match="preset_config: overrides must be a dict"):
+        preset_config("smoke", "train.lr=1e-3")
     for cfg in ("smoke", None):
         with pytest.raises(TypeError, match="get_or_train: cfg must be a RunConfig"):
             get_or_train(cfg)
@@ -343,7 +343,7 @@ def test_bench_refuses_a_timing_of_hours(capsys):
 def test_an_override_sets_fields_never_a_section_and_a_list_field_takes_a_list(assignment, message, store, capsys):
     assert message in refused(["train", "--preset", "smoke", "--set", assignment, "--quiet"], capsys)
     with pytest.raises(ValueError, match="'train' is a section of the config, not a field"):
-        preset("smoke", {"train": {"lr": 1}})
+        preset_config("smoke", {"train": {"lr": 1}})
     assert nothing_in(store)
 
 
@@ -437,7 +437,7 @@ def test_a_chapter_announces_training_on_the_console_and_refuses_it_past_the_min
     from matcomp.book.chapter import announce_training
     from matcomp.runs.store import locate, runs_root
 
-    cfg = preset("smoke").override({"train.steps": 120})
+    cfg = preset_config("smoke").override({"train.steps": 120})
     read, console_fd = os.pipe()
 
     class KernelStderr:  # what ipykernel puts in sys.stderr: its own console kept as a file descriptor
@@ -572,7 +572,7 @@ def test_a_gpu_preset_asked_of_a_chapter_on_a_cpu_is_refused_at_once_without_tim
         raise AssertionError("a step was timed")
 
     monkeypatch.setattr(CostBook, "measure", timed)
-    cfg = preset("paper").override({"train.seed": 7})
+    cfg = preset_config("paper").override({"train.seed": 7})
     with pytest.raises(RunError, match=r"would train 50,000 steps here, at least .* on this cpu \(its fastest step, "
                                        r"from its FLOPs: .*\), beyond the chapters' default = 120 minutes"):
         announce_training(locate(cfg), "paper")
@@ -584,7 +584,7 @@ def test_many_seeds_are_announced_and_bounded_as_a_whole_before_the_first_trains
     from matcomp.book.chapter import announce_runs, open_runs
     from matcomp.runs.store import locate
 
-    configs = seed_configs(preset("smoke"), range(100, 1100))
+    configs = seed_configs(preset_config("smoke"), range(100, 1100))
     monkeypatch.setenv("MATCOMP_MAX_TRAIN_MIN", "10")
     with pytest.raises(RunError, match=r"1000 runs would train here, about .* in all, beyond \$MATCOMP_MAX_TRAIN_MIN "
                                        r"= 10 minutes .*: fewer seeds or arms"):
@@ -1163,7 +1163,7 @@ def test_memory_beyond_the_machine_is_refused_by_the_parameter_that_asks_for_it(
     assert "GiB of memory; this cpu has 1.0 (train.batch 100,000,000" in refused(
         ["bench", "--preset", "smoke", "--set", "train.batch=100000000"], capsys)
     with pytest.raises(ValueError, match="sample_batch: batch = 1,000,000,000,000 would need about"):
-        sample_batch(preset("smoke").data, 10 ** 12, analysis_generator(0))
+        sample_batch(preset_config("smoke").data, 10 ** 12, analysis_generator(0))
 
 
 def test_allocation_and_disk_failures_in_training_are_one_line_naming_the_run(store, monkeypatch, capsys):

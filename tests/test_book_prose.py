@@ -13,7 +13,7 @@ from matcomp.book.chapters.progress import progress_numbers
 from matcomp.book.chapters.shortening import shortening_numbers
 from matcomp.book.chapters.sizes_ranks import sizes_numbers
 from matcomp.book.tables import and_text, seeds_text, span_text
-from matcomp.presets import preset
+from matcomp.presets import preset_config
 from matcomp.runs.shipped import find_reference
 
 ARMS = ("attention × 10 (follow-up)", "bias, fading", "bias, fading, no diagonal", "bias, kept on",
@@ -54,7 +54,7 @@ def test_sizes_numbers_read_the_order_and_the_separate_runs():
                           "drop step": pd.array([8000, 5000, 6700, 5000, None], dtype="Int64"),
                           "last step": [10000] * 5},
                          index=pd.MultiIndex.from_tuples(RUNS, names=["axis", "value", "seed"]))
-    numbers = sizes_numbers(orders, table, preset("cpu"))
+    numbers = sizes_numbers(orders, table, preset_config("cpu"))
     assert numbers["sizes_small_first"] == "2" and numbers["sizes_small_ahead"] == "1,000–1,900"
     assert numbers["sizes_large_last"] == "1" and numbers["sizes_large_after"] == "500"
     assert numbers["sizes_large_before"] == "100" and numbers["sizes_mix_span"] == "1,000–3,000"
@@ -165,7 +165,7 @@ def test_rank_drop_numbers_read_the_shipped_gpu_run_around_its_drop():
     from matcomp.book.chapters.sizes_ranks import rank_drop_numbers
 
     numbers = rank_drop_numbers()  # the paper's run, shipped with its metrics and head measures alone
-    run = find_reference(preset("paper", {"train.precision": "tf32", "train.steps": 32000}))
+    run = find_reference(preset_config("paper", {"train.precision": "tf32", "train.steps": 32000}))
     assert numbers["rank2_task"] == "7×7 rank 2" and numbers["rank2_last"] == "32,000"
     assert numbers["rank2_drop"] == f"{run.drop.half_step:,}" and numbers["rank2_below"] == f"{run.drop.factor:.1f}"
     before, drop, after = (int(numbers[k].replace(",", "")) for k in ("rank2_before_step", "rank2_drop",

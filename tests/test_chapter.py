@@ -10,7 +10,7 @@ from matcomp.book.build.plan import plan
 from matcomp.book.chapter import chapter_config, model_preset
 from matcomp.book.phase_notes import phase_note, phases_text
 from matcomp.overrides import parse_overrides
-from matcomp.presets import preset
+from matcomp.presets import preset_config
 from matcomp.runs.folder import RunFolder
 from matcomp.runs.run import Run
 
@@ -18,7 +18,7 @@ from matcomp.runs.run import Run
 def test_parameters_resolve_from_arguments_then_environment_then_default(monkeypatch):
     for name in ("MATCOMP_PRESET", "MATCOMP_SEED", "MATCOMP_SET"):
         monkeypatch.delenv(name, raising=False)
-    assert chapter_config() == preset("cpu")
+    assert chapter_config() == preset_config("cpu")
     monkeypatch.setenv("MATCOMP_PRESET", "smoke")
     monkeypatch.setenv("MATCOMP_SEED", "4")
     monkeypatch.setenv("MATCOMP_SET", "train.lr=2e-3,data.p_mask=0.2")
@@ -61,7 +61,7 @@ def test_one_model_chapters_read_the_larger_run_at_cpu_and_their_seeds_stay_on_t
     monkeypatch.delenv("MATCOMP_PRESET", raising=False)
     assert model_preset() == "cpu7x7" and model_preset("smoke") == "smoke" and model_preset("paper") == "paper"
     assert model_preset(None, "cpu") == "cpu"  # the chapter's model parameter wins
-    large, small = preset("cpu7x7"), preset("cpu")
+    large, small = preset_config("cpu7x7"), preset_config("cpu")
     # the cpu model with the paper's 8 heads (4 stall 4.4x below the plateau at 7x7)
     assert (large.data.n_rows, large.data.n_cols, large.model) == (7, 7, dataclasses.replace(small.model, heads=8))
     readers = {p.cfg.hash: set(p.chapters) for p in plan("cpu")}
@@ -80,7 +80,7 @@ def test_bad_parameters_are_named():
 
 
 def fake_run(tmp_path, l_mask: np.ndarray, steps: list[int], name: str = "smoke") -> Run:
-    cfg = preset(name).override({"train.steps": len(l_mask), "train.checkpoint_every": 100,
+    cfg = preset_config(name).override({"train.steps": len(l_mask), "train.checkpoint_every": 100,
                                  "train.eval_every": 1, "train.checkpoint_steps": ()})
     folder = RunFolder(tmp_path / cfg.run_id)  # a run folder is named by its run id
     folder.write_config(cfg)
@@ -129,18 +129,18 @@ def test_phases_without_a_drop_say_so(tmp_path):
 
 
 def test_shortening_arms_run_the_full_steps_and_stop_after_their_drop():
-    cpu = shortening_defaults(preset("cpu"), after_drop=2000)
+    cpu = shortening_defaults(preset_config("cpu"), after_drop=2000)
     assert list(cpu) == ["attention × 10 (follow-up)", "bias, fading", "bias, fading, no diagonal", "bias, kept on",
                          "bias, kept on, no diagonal", "lr × 2"]
     assert all(change["train.stop_after_drop"] == 2000 and "train.steps" not in change for change in cpu.values())
-    scale = preset("cpu").override(cpu["attention × 10 (follow-up)"]).train
+    scale = preset_config("cpu").override(cpu["attention × 10 (follow-up)"]).train
     assert (scale.attention_scale, scale.attention_scale_from, scale.attention_diagonal) == (10.0, 500, False)
-    fading = preset("cpu").override(cpu["bias, fading"]).train
+    fading = preset_config("cpu").override(cpu["bias, fading"]).train
     assert (fading.attention_bias, fading.attention_bias_steps, fading.attention_diagonal) == (2.0, 4000, True)
-    kept = preset("cpu").override(cpu["bias, kept on, no diagonal"]).train
+    kept = preset_config("cpu").override(cpu["bias, kept on, no diagonal"]).train
     assert (kept.attention_bias_schedule, kept.attention_bias_steps, kept.attention_diagonal) == ("constant", 0, False)
-    assert cpu["lr × 2"]["train.lr"] == 2 * preset("cpu").train.lr
-    smoke = preset("smoke").override(shortening_defaults(preset("smoke"), after_drop=100)["bias, fading"])
+    assert cpu["lr × 2"]["train.lr"] == 2 * preset_config("cpu").train.lr
+    smoke = preset_config("smoke").override(shortening_defaults(preset_config("smoke"), after_drop=100)["bias, fading"])
     assert (smoke.train.attention_bias_steps, smoke.train.steps) == (60, 300)
 
 
@@ -169,7 +169,7 @@ def test_arm_summary_counts_censored_seeds_as_later_and_keeps_them_out_of_the_sp
 def test_a_chapter_says_it_must_train_before_it_starts(store, capsys):
     from matcomp.book.chapter import open_run
 
-    cfg = preset("smoke").override({"train.steps": 120})
+    cfg = preset_config("smoke").override({"train.steps": 120})
     open_run(cfg, "smoke", with_phases=True)
     out = capsys.readouterr().out
     assert out.startswith(f"Training run {cfg.run_id} (120 steps, about ") and "s a step timed here): it is neither " \
@@ -188,7 +188,7 @@ def test_a_run_shipped_with_its_metrics_alone_serves_its_table_but_a_checkpoint_
     from matcomp.runs.store import get_or_train
 
     monkeypatch.setattr(matcomp.runs.shipped, "REFERENCE_ROOT", tmp_path / "reference")
-    micro = preset("smoke").override({"train.steps": 120})
+    micro = preset_config("smoke").override({"train.steps": 120})
     shipped = export_reference(get_or_train(micro, progress=False, root=tmp_path / "elsewhere"), [], "python ...")
     assert open_run(micro, "smoke").path == shipped.path and capsys.readouterr().out == ""  # its metrics serve
     # a seed of a several-seed part, phases asked: read as it is, its phases None, nothing trained
@@ -213,7 +213,7 @@ def test_opening_a_shipped_run_looks_it_up_once_and_hashes_its_files_once(store,
     from matcomp.runs.store import get_or_train
 
     monkeypatch.setattr(matcomp.runs.shipped, "REFERENCE_ROOT", tmp_path / "reference")
-    micro = preset("smoke").override({"train.steps": 120})
+    micro = preset_config("smoke").override({"train.steps": 120})
     trained = get_or_train(micro, progress=False, root=tmp_path / "elsewhere")
     shipped = export_reference(trained, trained.steps, "python ...")
     lookups, hashed = [], []
@@ -241,11 +241,11 @@ def test_a_run_s_phases_follow_what_its_hash_covers_not_its_name():
     from matcomp.runs.shipped import REFERENCE_ROOT
     from matcomp.sizes import CHAPTER_SIZES
 
-    paper = preset("paper", {"train.precision": "tf32", "train.steps": 32000})
+    paper = preset_config("paper", {"train.precision": "tf32", "train.steps": 32000})
     renamed = paper.override({"name": "custom"})
     assert renamed.hash == paper.hash and paper_steps(renamed) and paper_steps(paper)
-    assert paper_steps(preset("paper12")) and not paper_steps(preset("paper", {"train.lr": 1e-3}))
-    assert not paper_steps(preset("cpu").override({"name": "paper"}))
+    assert paper_steps(preset_config("paper12")) and not paper_steps(preset_config("paper", {"train.lr": 1e-3}))
+    assert not paper_steps(preset_config("cpu").override({"name": "paper"}))
     shipped = [Run(path).config for path in sorted(REFERENCE_ROOT.iterdir()) if (path / "config.json").exists()]
     by_name = [cfg.name in CHAPTER_SIZES and CHAPTER_SIZES[cfg.name].paper_steps for cfg in shipped]
     assert [paper_steps(cfg) for cfg in shipped] == by_name and any(by_name)

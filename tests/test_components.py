@@ -9,7 +9,7 @@ from matcomp.analysis.components import component_config, plateau_table
 from matcomp.config import ModelConfig
 from matcomp.models.factory import build_model
 from matcomp.models.recipe import COMPONENT_PATTERNS, component_names, freeze_all_but
-from matcomp.presets import preset
+from matcomp.presets import preset_config
 from matcomp.runs.store import get_or_train
 from matcomp.sizes import chapter_sizes
 
@@ -67,13 +67,13 @@ def test_init_from_an_unknown_run_is_a_clear_error(micro, store):
 
 
 def test_component_config_names_the_group_and_the_trained_run():
-    cfg = component_config(preset("cpu"), "position", "cpu-f603ff8bc5", 20000, 2000)
+    cfg = component_config(preset_config("cpu"), "position", "cpu-f603ff8bc5", 20000, 2000)
     assert (cfg.train.component, cfg.train.init_from, cfg.train.steps) == ("position", "cpu-f603ff8bc5", 20000)
     assert cfg.train.stop_after_drop == 2000  # the whole budget, stopping 2,000 steps after the drop
-    assert component_config(preset("cpu"), "position", "cpu-f603ff8bc5", 6000).train.stop_after_drop == 0
-    assert chapter_sizes("smoke").steps("component_steps", preset("smoke")) == preset("smoke").train.steps
+    assert component_config(preset_config("cpu"), "position", "cpu-f603ff8bc5", 6000).train.stop_after_drop == 0
+    assert chapter_sizes("smoke").steps("component_steps", preset_config("smoke")) == preset_config("smoke").train.steps
     with pytest.raises(ValueError, match="component must be one of"):
-        component_config(preset("cpu"), "layernorm", "cpu-f603ff8bc5", 100)
+        component_config(preset_config("cpu"), "layernorm", "cpu-f603ff8bc5", 100)
 
 
 def test_plateau_table_tells_a_plateau_from_a_quick_fall():

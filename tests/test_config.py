@@ -1,7 +1,7 @@
 import pytest
 
 from matcomp.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from matcomp.presets import PRESETS, preset
+from matcomp.presets import PRESETS, preset_config
 
 
 @pytest.mark.parametrize("make, field", [
@@ -57,8 +57,8 @@ def test_json_round_trip_and_hash():
         back = RunConfig.from_json(cfg.to_json())
         assert back == cfg and back.hash == cfg.hash
     assert len({c.hash for c in PRESETS.values()}) == len(PRESETS)
-    renamed = preset("cpu", {"name": "other"})
-    assert renamed.hash == preset("cpu").hash and renamed.run_id != preset("cpu").run_id
+    renamed = preset_config("cpu", {"name": "other"})
+    assert renamed.hash == preset_config("cpu").hash and renamed.run_id != preset_config("cpu").run_id
 
 
 def test_int_and_float_hash_alike():
@@ -78,12 +78,12 @@ def test_unknown_keys_are_rejected():
 
 
 def test_override_parses_values():
-    cfg = preset("paper", {"train.lr": "3e-4", "model.layers": "6", "train.checkpoint_steps": "[5, 7]"})
+    cfg = preset_config("paper", {"train.lr": "3e-4", "model.layers": "6", "train.checkpoint_steps": "[5, 7]"})
     assert cfg.train.lr == 3e-4 and cfg.model.layers == 6 and cfg.train.checkpoint_steps == (5, 7)
     with pytest.raises(ValueError, match="train.lr"):
-        preset("paper", {"train.lr": "fast"})
+        preset_config("paper", {"train.lr": "fast"})
     with pytest.raises(ValueError, match="preset must be one of"):
-        preset("gpu")
+        preset_config("gpu")
 
 
 def test_checkpoint_schedule():
@@ -93,7 +93,7 @@ def test_checkpoint_schedule():
 
 
 def test_paper_presets_are_the_papers_settings():
-    paper, paper12 = preset("paper"), preset("paper12")
+    paper, paper12 = preset_config("paper"), preset_config("paper12")
     m = paper.model
     assert (m.layers, m.heads, m.hidden, m.intermediate_size) == (4, 8, 768, 3072)
     assert (paper.train.lr, paper.train.batch, paper.train.steps) == (1e-4, 256, 50000)
@@ -108,7 +108,7 @@ def test_later_fields_at_their_defaults_leave_the_hash_alone():
     import hashlib
     import json
 
-    cfg = preset("cpu")
+    cfg = preset_config("cpu")
     d = cfg.to_dict()
     d.pop("name")
     for key in ("position_init", "attention_bias", "attention_bias_steps", "attention_bias_schedule", "attention_scale",
@@ -118,14 +118,14 @@ def test_later_fields_at_their_defaults_leave_the_hash_alone():
     d["data"].pop("sizes")
     d["model"].pop("arch")
     assert cfg.hash == hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:10]
-    changed = {preset("cpu", {"train.position_init": "grid"}).hash,
-               preset("cpu", {"train.attention_bias": 1, "train.attention_bias_steps": 10}).hash,
-               preset("cpu", {"train.component": "mlp", "train.init_from": cfg.run_id}).hash,
-               preset("cpu", {"data.sizes": [3, 4]}).hash,
-               preset("cpu", {"train.stop_after_drop": 2000}).hash,
-               preset("cpu", {"model.arch": "gpt", "model.max_positions": 32}).hash,
-               preset("cpu", {"train.attention_bias": 1, "train.attention_bias_schedule": "constant"}).hash,
-               preset("cpu", {"train.attention_scale": 10, "train.attention_scale_from": 500}).hash,
-               preset("cpu", {"train.attention_bias": 1, "train.attention_bias_steps": 10,
+    changed = {preset_config("cpu", {"train.position_init": "grid"}).hash,
+               preset_config("cpu", {"train.attention_bias": 1, "train.attention_bias_steps": 10}).hash,
+               preset_config("cpu", {"train.component": "mlp", "train.init_from": cfg.run_id}).hash,
+               preset_config("cpu", {"data.sizes": [3, 4]}).hash,
+               preset_config("cpu", {"train.stop_after_drop": 2000}).hash,
+               preset_config("cpu", {"model.arch": "gpt", "model.max_positions": 32}).hash,
+               preset_config("cpu", {"train.attention_bias": 1, "train.attention_bias_schedule": "constant"}).hash,
+               preset_config("cpu", {"train.attention_scale": 10, "train.attention_scale_from": 500}).hash,
+               preset_config("cpu", {"train.attention_bias": 1, "train.attention_bias_steps": 10,
                               "train.attention_diagonal": False}).hash}
     assert len(changed) == 9 and cfg.hash not in changed

@@ -15,7 +15,7 @@ import pytest
 from matcomp.book.build.executed import build_execution
 from matcomp.book.chapters import chapter_spec
 from matcomp.drop import detect_drop
-from matcomp.presets import preset
+from matcomp.presets import preset_config
 from matcomp.runs.run import Run
 from matcomp.runs.shipped import REFERENCE_ROOT, find_reference
 from matcomp.runs.store import ENV_NO_TRAINING
@@ -71,7 +71,7 @@ def test_the_one_model_chapters_are_the_eight_that_analyse_one_trained_model():
 @pytest.mark.slow
 @pytest.mark.parametrize("chapter", one_model_chapters())
 def test_a_one_model_chapter_runs_on_the_shipped_7x7_run(chapter, default_scale, tmp_path):
-    run = find_reference(preset("cpu7x7"))
+    run = find_reference(preset_config("cpu7x7"))
     assert run is not None, "no shipped run matches the cpu7x7 preset"
     drop = detect_drop(run.metrics).half_step
     # (nuclear_norm's slow baselines are read from the tables shipped beside the run, runs/reference/derived)

@@ -7,7 +7,7 @@ from matcomp.analysis.drop_spread import NUDGED, nudge_indices, nudged_configs
 from matcomp.config import ModelConfig, RunConfig
 from matcomp.models.factory import build_model
 from matcomp.models.recipe import nudge_weight
-from matcomp.presets import preset
+from matcomp.presets import preset_config
 
 
 def test_a_nudge_moves_one_weight_by_one_unit_in_the_last_place():
@@ -29,11 +29,11 @@ def test_a_nudge_past_the_last_weight_names_the_count():
     with pytest.raises(ValueError, match=f"at most the model's {total:,} weights; got {total + 1:,}"):
         nudge_weight(model, total + 1)
     with pytest.raises(ValueError, match="train.init_nudge"):
-        preset("cpu", {"train.init_nudge": -1})
+        preset_config("cpu", {"train.init_nudge": -1})
 
 
 def test_no_nudge_keeps_every_shipped_hash_and_a_nudge_is_a_new_run():
-    cfg = preset("cpu")
+    cfg = preset_config("cpu")
     d = cfg.to_dict()
     del d["train"]["init_nudge"]  # a config written before the field existed
     assert RunConfig.from_dict(d).hash == cfg.hash
@@ -41,7 +41,7 @@ def test_no_nudge_keeps_every_shipped_hash_and_a_nudge_is_a_new_run():
 
 
 def test_each_nudge_is_the_first_weight_of_a_tensor_every_pass_reads():
-    cfg = preset("cpu")
+    cfg = preset_config("cpu")
     indices = nudge_indices(cfg)
     assert list(indices) == list(NUDGED) and len(set(indices.values())) == 8
     for name, k in indices.items():

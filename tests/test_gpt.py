@@ -13,7 +13,7 @@ from matcomp.data import make_batch, sample_batch
 from matcomp.drop import detect_drop
 from matcomp.models.factory import build_model
 from matcomp.models.gpt import MatrixGPT, sequences
-from matcomp.presets import preset
+from matcomp.presets import preset_config
 from matcomp.runs.store import get_or_train
 from matcomp.tokenizer import GPT_TOKENS, MASK_ID
 
@@ -32,7 +32,7 @@ def test_sequence_is_masked_matrix_sep_full_matrix():
 
 
 def test_losses_and_greedy_decoding_of_a_model_that_copies():
-    cfg = preset("smoke_gpt").model
+    cfg = preset_config("smoke_gpt").model
     model = build_model(cfg, seed=0)
     assert isinstance(model, MatrixGPT) and model.gpt.lm_head.bias is None
     assert model.gpt.lm_head.weight.data_ptr() != model.gpt.transformer.wte.weight.data_ptr()  # untied
@@ -57,7 +57,7 @@ def test_losses_and_greedy_decoding_of_a_model_that_copies():
 
 
 def test_training_starts_copying_the_observed_entries(store):
-    cfg = preset("smoke_gpt", {"data.n_rows": 2, "data.n_cols": 2, "train.lr": 3e-3, "train.batch": 32,
+    cfg = preset_config("smoke_gpt", {"data.n_rows": 2, "data.n_cols": 2, "train.lr": 3e-3, "train.batch": 32,
                                "train.steps": 200, "train.eval_every": 100})
     run = get_or_train(cfg, progress=False)  # ~7 s
     m = run.metrics
@@ -75,7 +75,7 @@ def test_training_starts_copying_the_observed_entries(store):
 
 
 def test_gpt_config_checks_name_the_field():
-    gpt = preset("cpu_gpt")
+    gpt = preset_config("cpu_gpt")
     with pytest.raises(ValueError, match=r"2 \* data.n_rows \* data.n_cols must be <= model.max_positions = 33"):
         gpt.override({"data.n_rows": 5})
     with pytest.raises(ValueError, match=r"tokens cover \[-2, 2\]"):
@@ -97,7 +97,7 @@ def test_attention_scores_find_the_copying_offset_and_sep():
     table = attention_scores(maps, size)
     assert table.loc[(1, 1)].tolist() == [0.0, 0.25, 1.0, 0.0]  # t = 7 copies from index 3 = S - 1
     assert table.loc[(2, 1), "to_sep"] == 0.5 and table.loc[(2, 1), "to_written"] == 0.375  # t = 4 is SEP itself
-    assert attention_maps(build_model(preset("smoke_gpt").model, seed=0), two_by_two()).shape == (2, 2, 8, 8)
+    assert attention_maps(build_model(preset_config("smoke_gpt").model, seed=0), two_by_two()).shape == (2, 2, 8, 8)
 
 
 def test_decoded_values_and_copy_onset():
@@ -110,7 +110,7 @@ class FixedOdds(MatrixGPT):
     """A stand-in GPT: at every position, logits that put probability 3/4 on the value 0.5 and 1/4 on -0.5."""
 
     def __init__(self):
-        super().__init__(preset("smoke_gpt").model)
+        super().__init__(preset_config("smoke_gpt").model)
 
     def forward(self, ids):
         logits = torch.full((*ids.shape, GPT_TOKENS.vocab_size), -1e9)
@@ -120,7 +120,7 @@ class FixedOdds(MatrixGPT):
 
 
 def test_greedy_decoding_reads_the_mode_and_the_softmax_mean_reads_the_mean():
-    batch = sample_batch(preset("smoke_gpt").data.of_size(2), 3, torch.Generator().manual_seed(0))
+    batch = sample_batch(preset_config("smoke_gpt").data.of_size(2), 3, torch.Generator().manual_seed(0))
     tokens, means = FixedOdds().decode(sequences(batch)[:, :5])
     assert (GPT_TOKENS.decode(tokens) == 0.5).all()  # the mode
     assert torch.allclose(means, torch.full_like(means, 0.75 * 0.5 - 0.25 * 0.5))  # the mean, 0.25

@@ -19,7 +19,7 @@ from matcomp.book.judging.verdicts import Claim
 from matcomp.book.spec import KeyNumber
 from matcomp.data import sample_batch, second_moment
 from matcomp.paper import Side
-from matcomp.presets import preset
+from matcomp.presets import preset_config
 from matcomp.runs.derived import load_or_compute
 from matcomp.seeding import analysis_generator
 
@@ -31,7 +31,7 @@ def run(n: int, plateau: float, half_step: int | None, final: float, rank: int =
         seed: int = 0, steps: int = 20000, fall: int = 400):
     """A run's stand-in: its drop as given, and an L_mask curve on its plateau until ``fall`` steps before its drop
     step, then a straight fall through half the plateau there, to its final level."""
-    cfg = preset("cpu", {"data.n_rows": n, "data.n_cols": n, "data.rank": rank, "train.seed": seed,
+    cfg = preset_config("cpu", {"data.n_rows": n, "data.n_cols": n, "data.rank": rank, "train.seed": seed,
                          "train.steps": steps})
     drop = SimpleNamespace(plateau=plateau, half_step=half_step, factor=plateau / final)
     step = np.arange(last_step + 1)

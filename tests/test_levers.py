@@ -10,7 +10,7 @@ from safetensors.torch import load_file
 
 from matcomp.levers import Timed, choose, report, time_levers
 from matcomp.main import main
-from matcomp.presets import preset
+from matcomp.presets import preset_config
 from matcomp.remote import PACKING, deterministic, remote
 from matcomp.runs.engines import Engine, engine_problem, record
 from matcomp.runs.folder import RunFolder
@@ -83,7 +83,7 @@ def test_a_run_writing_fewer_checkpoints_has_the_same_metrics_and_bytes_and_resu
 def test_a_remote_run_writing_fewer_checkpoints_packs_the_same_record(tmp_path, monkeypatch):
     """At smoke (no drop: the bf16 copy keeps every checkpoint after step 0), the run written at step 100 and
     where it ends packs the metrics and the bytes of the run written at every 100 steps."""
-    cfg = preset("smoke")
+    cfg = preset_config("smoke")
     copies = {}
     for name, writes in (("every", None), ("few", [100])):
         monkeypatch.setenv("MATCOMP_RUNS", str(tmp_path / f"machine-{name}"))
@@ -109,7 +109,7 @@ def test_each_lever_says_why_it_cannot_train_a_run(micro):
                                                   micro.override({"data.sizes": [2, 3]}), CPU)
     assert engine_problem(Engine("eager", mask="ones"), micro.override({"train.attention": "eager"}), CPU).endswith(
         "it is given to SDPA (train.attention eager adds its mask)")
-    assert "model.arch gpt" in engine_problem(Engine("eager", mask="ones"), preset("smoke_gpt"), CPU)
+    assert "model.arch gpt" in engine_problem(Engine("eager", mask="ones"), preset_config("smoke_gpt"), CPU)
     assert engine_problem(Engine("eager", mask="half"), micro, CPU) == (
         "the attention mask must be one of ('none', 'ones'); got 'half'")
 
@@ -166,6 +166,6 @@ def test_the_bench_at_smoke_names_the_fastest_levers_and_remote_trains_with_them
     main(["remote", "--preset", "smoke", "--quiet", *levers, "--write-steps", "100", "--out", str(tmp_path / "out")])
     engine = Engine(levers[1], "--compile" in levers)
     assert f"trained to step 300 of 300 by the {engine} engine" in capsys.readouterr().out
-    run = open_run(tmp_path / "machine" / preset("smoke").run_id)
+    run = open_run(tmp_path / "machine" / preset_config("smoke").run_id)
     assert run.steps == [100, 300] and run.summary["engine"] == engine.name
     assert run.summary.get("compiled", False) == engine.compiled

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from matcomp.config import DataConfig, RunConfig
-from matcomp.presets import preset
+from matcomp.presets import preset_config
 from matcomp.runs.store import get_or_train
 from matcomp.runs.training import columns, train_step
 
@@ -39,7 +39,7 @@ def test_each_step_draws_one_size_for_the_whole_batch(micro, monkeypatch):
 
 
 def test_sizes_are_validated_and_old_runs_keep_their_ids():
-    assert preset("cpu").run_id == "cpu-f603ff8bc5"  # the shipped default run
+    assert preset_config("cpu").run_id == "cpu-f603ff8bc5"  # the shipped default run
     with pytest.raises(ValueError, match=r"data.n_rows and data.n_cols must be both equal to max\(data.sizes\) = 5"):
         DataConfig(n_rows=4, n_cols=4, rank=1, sizes=(3, 5))
     with pytest.raises(ValueError, match=r"data.sizes must be distinct integers in \[data.rank, 64\]"):

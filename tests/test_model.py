@@ -5,7 +5,7 @@ from matcomp.config import DataConfig, ModelConfig
 from matcomp.data import sample_batch
 from matcomp.metrics import masked_mse
 from matcomp.models.factory import build_model, count_parameters, trainable_parameters
-from matcomp.presets import preset
+from matcomp.presets import preset_config
 
 
 def test_shapes_and_seeded_init():
@@ -20,7 +20,7 @@ def test_shapes_and_seeded_init():
 
 def test_paper_model_size():
     # the paper's 4-layer model (NeurIPS App. D) has ~30.29 M parameters
-    model = build_model(preset("paper").model, seed=0)
+    model = build_model(preset_config("paper").model, seed=0)
     assert round(count_parameters(model) / 1e6, 2) in (30.29, 30.28, 30.30)
     layer = model.bert.encoder.layer[0]
     assert abs(layer.attention.self.query.weight.std().item() - 0.02) < 1e-3  # BERT init

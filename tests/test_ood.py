@@ -86,9 +86,9 @@ def _fake_run(rank: int, l_mask: list[float], distribution: str = "uniform", nam
 
 def test_the_rank_panel_reads_a_rank_2_model_only_if_it_dropped():
     from matcomp.analysis.ood import rank_panel, rank_panel_config
-    from matcomp.presets import preset
+    from matcomp.presets import preset_config
 
-    cfg = preset("cpu")
+    cfg = preset_config("cpu")
     assert rank_panel_config(cfg, 5000, 2000).data.rank == 2
     assert rank_panel_config(cfg, 5000, 2000).train.stop_after_drop == 2000
     assert rank_panel_config(cfg.override({"data.rank": 2}), 5000) is None  # trained on rank 2 already

@@ -24,7 +24,7 @@ from matcomp.analysis.progress import (
 from matcomp.config import DataConfig, ModelConfig
 from matcomp.data import sample_batch
 from matcomp.models.factory import build_model
-from matcomp.presets import preset
+from matcomp.presets import preset_config
 from matcomp.runs.store import get_or_train
 
 
@@ -109,12 +109,12 @@ def test_lead_summary_counts_seeds_ahead_by_more_than_the_margin_and_takes_the_m
 
 
 def test_progress_runs_are_checkpointed_densely_and_stop_after_the_drop():
-    cpu = preset("cpu")
+    cpu = preset_config("cpu")
     configs = progress_configs(cpu, range(5), after_drop=2000)
     assert list(configs) == [0, 1, 2, 3, 4] and configs[3].train.seed == 3
     assert {c.train.checkpoint_every for c in configs.values()} == {50}
     assert {c.train.stop_after_drop for c in configs.values()} == {2000}
-    assert progress_configs(preset("smoke"), [0], 100)[0].train.checkpoint_every == 10  # never denser than 10
+    assert progress_configs(preset_config("smoke"), [0], 100)[0].train.checkpoint_every == 10  # never denser than 10
 
 
 def test_progress_table_is_a_derived_table_keyed_by_the_run_s_checkpoints(micro, store, monkeypatch):
@@ -162,7 +162,7 @@ def test_against_uniform_reads_each_measure_as_a_multiple_of_what_a_copying_mode
 
     from matcomp.analysis.progress import L_MASK, against_uniform
 
-    cfg = preset("cpu").override({"data.n_rows": 6, "data.n_cols": 5, "data.rank": 2})
+    cfg = preset_config("cpu").override({"data.n_rows": 6, "data.n_cols": 5, "data.rank": 2})
     uniform_row, uniform_column = 4 / 30, 5 / 30  # (n − 1)/mn and (m − 1)/mn
     table = pd.DataFrame({"row attention": [uniform_row, 3 * uniform_row], "column attention": [uniform_column] * 2,
                           L_MASK: [2 / 9, 1 / 9], "collapse (missing)": [0.99, 0.7]}, index=[1000, 2000])

@@ -20,7 +20,7 @@ from matcomp.book.chapters import chapter_spec, chapter_specs
 from matcomp.book.judging.ladder_readings import finding_ladders
 from matcomp.data import sample_batch
 from matcomp.main import main
-from matcomp.presets import preset
+from matcomp.presets import preset_config
 from matcomp.remote import PACKING, kept_steps, remote
 from matcomp.runs.folder import RunFolder
 from matcomp.runs.run import open_run
@@ -161,7 +161,7 @@ def test_the_pipeline_at_smoke_trains_packs_unpacks_and_the_chapters_read_it(tmp
     main([*command, "--out", str(tmp_path / "run")])
     said = capsys.readouterr().out
     assert "trained to step 300 of 300 by the ahead engine" in said and "[100, 200] come back one a command" in said
-    cfg = preset("smoke").override({"train.precision": "tf32"})
+    cfg = preset_config("smoke").override({"train.precision": "tf32"})
     copy = open_run(tmp_path / "machine-1" / PACKING / cfg.run_id)
     assert copy.steps == kept_steps(copy) == [100, 200, 300]  # no drop: every one, its phases the middle
     for step in (100, 200):

@@ -12,7 +12,7 @@ import torch
 from matcomp.analysis.progress import MEASURES, checkpoint_measures, progress_table, recorded_tables
 from matcomp.book.build.plan import plan
 from matcomp.data import sample_batch
-from matcomp.presets import preset
+from matcomp.presets import preset_config
 from matcomp.runs.folder import RunFolder
 from matcomp.runs.machine import machine
 from matcomp.runs.run import Run, verify
@@ -31,7 +31,7 @@ def written(cfg, last: int) -> list[int]:
 
 @pytest.fixture(scope="module", params=["cpu", "cpu7x7"])
 def shipped(request):
-    run = find_reference(preset(request.param))
+    run = find_reference(preset_config(request.param))
     assert run is not None, f"no shipped run matches the {request.param} preset: {REGENERATE}"
     return run
 
@@ -41,7 +41,7 @@ def test_every_shipped_run_is_whole_and_what_its_command_trains(path):
     run = Run(path)
     train_command = run.summary["command"].split(" && ")[0].split()
     sets = dict(train_command[i + 1].split("=", 1) for i, word in enumerate(train_command) if word == "--set")
-    assert verify(run.folder, preset(run.config.name).override(sets)) is None
+    assert verify(run.folder, preset_config(run.config.name).override(sets)) is None
     last = int(run.metrics.step.iloc[-1])  # the checkpoints the chapters read are shipped, if any
     assert run.last_step == last and set(run.steps) <= set(written(run.config, last))
     assert last == run.config.train.steps or run.config.train.stop_after_drop > 0 or "stopped" in run.summary

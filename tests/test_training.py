@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import matcomp.runs.training
-from matcomp.presets import preset
+from matcomp.presets import preset_config
 from matcomp.runs.extend import extendable
 from matcomp.runs.folder import RunFolder, atomic_write_bytes, checkpoint_metadata
 from matcomp.runs.run import open_run
@@ -258,7 +258,7 @@ def test_stop_after_drop_rejects_a_window_it_cannot_read(micro):
 
 
 def test_a_longer_budget_continues_a_finished_run_exactly(tmp_path, monkeypatch):
-    short = preset("smoke")  # 300 steps
+    short = preset_config("smoke")  # 300 steps
     longer = short.override({"train.steps": 600})
     whole = get_or_train(longer, progress=False, root=tmp_path / "a")
     get_or_train(short, progress=False, root=tmp_path / "b")
@@ -310,7 +310,7 @@ def test_a_run_stopped_after_its_drop_continues_to_a_later_stop_exactly(micro, t
 
 
 def test_a_run_is_not_continued_from_a_tampered_state_or_another_config(tmp_path):
-    short = preset("smoke").override({"train.steps": 120, "train.checkpoint_every": 60})
+    short = preset_config("smoke").override({"train.steps": 120, "train.checkpoint_every": 60})
     base = get_or_train(short, progress=False, root=tmp_path)
     assert extendable(short.override({"train.steps": 240}), tmp_path).path == base.path
     assert extendable(short.override({"train.steps": 240, "train.lr": 2e-3}), tmp_path) is None
@@ -323,9 +323,9 @@ def test_a_run_is_not_continued_from_a_tampered_state_or_another_config(tmp_path
 
 
 def test_a_run_of_another_architecture_in_the_store_is_no_base(tmp_path):
-    get_or_train(preset("smoke_gpt").override({"train.steps": 20, "train.checkpoint_every": 10}), progress=False,
+    get_or_train(preset_config("smoke_gpt").override({"train.steps": 20, "train.checkpoint_every": 10}), progress=False,
                  root=tmp_path)
-    assert extendable(preset("smoke").override({"train.stop_after_drop": 100}), tmp_path) is None
+    assert extendable(preset_config("smoke").override({"train.stop_after_drop": 100}), tmp_path) is None
 
 
 def test_the_ahead_engine_takes_the_same_steps_on_the_same_batches_and_resumes_exactly(micro, tmp_path):

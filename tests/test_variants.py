@@ -84,7 +84,7 @@ def test_the_order_lines_and_table_tell_resolved_gaps_from_ties_over_seeds():
 
     from matcomp.analysis.variants import mixture_orders, order_resolution
     from matcomp.book.chapters.sizes_ranks import order_lines, order_table
-    from matcomp.presets import preset
+    from matcomp.presets import preset_config
 
     step = np.arange(25, 20001, 25)
 
@@ -95,7 +95,7 @@ def test_the_order_lines_and_table_tell_resolved_gaps_from_ties_over_seeds():
 
     orders = mixture_orders({0: mixture(11000, 11050, 15000), 1: mixture(9000, 12000, None)}, [3, 4, 5], window=1)
     assert orders.loc[(0, "4x4"), "drop step"] == 11050 and list(orders.loc[1].index) == ["3x3", "4x4", "5x5"]
-    resolution = order_resolution(preset("cpu").override(mixture_overrides([3, 4, 5])))
+    resolution = order_resolution(preset_config("cpu").override(mixture_overrides([3, 4, 5])))
     assert resolution == 125  # 5 evaluations, 25 steps apart
     seed0, seed1 = order_lines(orders, resolution)
     assert seed0 == "Seed 0: 3x3 (11,000) ≈ 4x4 (11,050) < 5x5 (15,000)."
@@ -165,9 +165,9 @@ def test_the_mixture_values_quote_the_resolution_the_run_alone_and_each_sizes_fl
 
     from matcomp.analysis.variants import mixture_overrides
     from matcomp.book.chapters.sizes_ranks import mixture_values
-    from matcomp.presets import preset
+    from matcomp.presets import preset_config
 
-    cfg = preset("cpu")
+    cfg = preset_config("cpu")
     orders = pd.DataFrame({"final L_mask": [0.03, 0.05, 0.01, 0.03]},
                           index=pd.MultiIndex.from_product([[0, 1], ["3x3", "4x4"]], names=["seed", "size"]))
     alone = SimpleNamespace(drop=SimpleNamespace(half_step=5060))

@@ -30,7 +30,7 @@ _SHORTCUTS = {
     "matcomp.metrics": ["masked_mse"],
     "matcomp.models.bert": ["MatrixBert"],
     "matcomp.models.factory": ["build_model"],
-    "matcomp.presets": ["PRESETS", "preset"],
+    "matcomp.presets": ["PRESETS", "preset_config"],
     "matcomp.runs.run": ["Run", "open_run"],
     "matcomp.runs.store": ["get_or_train"],
     "matcomp.tokenizer": ["Tokenizer"],

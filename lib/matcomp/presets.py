@@ -90,12 +90,12 @@ PRESETS: dict[str, RunConfig] = {c.name: c for c in (SMOKE, CPU, CPU5X5, CPU7X7,
                                                       SMOKE_GPT, CPU_GPT, PAPER_GPT)}
 
 
-def preset(name: str, overrides: dict[str, object] | None = None) -> RunConfig:
+def preset_config(name: str, overrides: dict[str, object] | None = None) -> RunConfig:
     """The preset ``name``, with dotted ``overrides`` applied (see ``RunConfig.override``)."""
     if not isinstance(name, str) or name not in PRESETS:
         raise ValueError(f"preset must be one of {sorted(PRESETS)}; got {name!r}")
     if overrides is not None and not isinstance(overrides, dict):
-        raise TypeError(f"preset: overrides must be a dict of dotted fields, e.g. {{'train.lr': 1e-3}}; got "
+        raise TypeError(f"preset_config: overrides must be a dict of dotted fields, e.g. {{'train.lr': 1e-3}}; got "
                         f"{type(overrides).__name__} {overrides!r} (matcomp.overrides.parse_overrides reads such text)")
     return PRESETS[name].override(overrides or {})
 
@@ -120,7 +120,7 @@ def _environment_overrides(name: str) -> dict[str, object]:
             continue
         try:
             step = parse_overrides(text) if variable == ENV_SET else {"train.seed": text}
-            preset(name, {**changes, **step})
+            preset_config(name, {**changes, **step})
         except ValueError as err:
             raise ValueError(f"${variable}: {err}") from None
         changes.update(step)
@@ -131,4 +131,4 @@ def resolved_config(name: str | None = None, overrides: dict[str, object] | None
     """The run config a command or a chapter means by preset ``name`` (``preset_name``): the preset, after
     ``$MATCOMP_SET``, ``$MATCOMP_SEED`` and then ``overrides``."""
     chosen = preset_name(name)
-    return preset(chosen, {**_environment_overrides(chosen), **(overrides or {})})
+    return preset_config(chosen, {**_environment_overrides(chosen), **(overrides or {})})

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from matcomp.config import RunConfig
 from matcomp.drop import ON_PLATEAU, Drop, centred_mean, leave_step
 from matcomp.paper import COPY_TABLE_STEPS, PRE_SHIFT_STEP, SUDDEN_DROP
-from matcomp.presets import preset
+from matcomp.presets import preset_config
 from matcomp.runs.run import Run
 from matcomp.sizes import CHAPTER_SIZES
 
@@ -54,7 +54,7 @@ def paper_steps(cfg: RunConfig) -> bool:
     run's hash covers, never from its ``name``, so that two runs of one hash read the same phases."""
     return any(cfg.data == paper.data and cfg.model == paper.model
                and (cfg.train.lr, cfg.train.batch) == (paper.train.lr, paper.train.batch)
-               for paper in (preset(name) for name, sizes in CHAPTER_SIZES.items() if sizes.paper_steps))
+               for paper in (preset_config(name) for name, sizes in CHAPTER_SIZES.items() if sizes.paper_steps))
 
 
 def phases(run: Run) -> Phases:

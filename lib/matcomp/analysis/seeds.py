@@ -11,8 +11,8 @@ from matcomp.runs.run import Run
 def seeds_from(cfg: RunConfig, count: int, skip: int = 0) -> range:
     """``count`` seeds from ``cfg``'s own on, after the first ``skip``: the seeds of a several-seed part.
 
-    >>> from matcomp.presets import preset
-    >>> seeds_from(preset("cpu", {"train.seed": 3}), 2), seeds_from(preset("cpu"), 8, skip=5)
+    >>> from matcomp.presets import preset_config
+    >>> seeds_from(preset_config("cpu", {"train.seed": 3}), 2), seeds_from(preset_config("cpu"), 8, skip=5)
     (range(3, 5), range(5, 13))
     """
     return range(cfg.train.seed + skip, cfg.train.seed + skip + count)
@@ -21,8 +21,8 @@ def seeds_from(cfg: RunConfig, count: int, skip: int = 0) -> range:
 def seeds_at(cfg: RunConfig, offsets) -> list[int]:
     """The seeds ``offsets`` past ``cfg``'s own: the chosen seeds of a several-seed part.
 
-    >>> from matcomp.presets import preset
-    >>> seeds_at(preset("cpu", {"train.seed": 2}), (0, 3, 6))
+    >>> from matcomp.presets import preset_config
+    >>> seeds_at(preset_config("cpu", {"train.seed": 2}), (0, 3, 6))
     [2, 5, 8]
     """
     return [cfg.train.seed + offset for offset in offsets]

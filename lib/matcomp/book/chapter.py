@@ -22,8 +22,7 @@ from matcomp.config import RunConfig
 from matcomp.console import say
 from matcomp.drop import PLATEAU_FROM
 from matcomp.overrides import parse_overrides
-from matcomp.presets import PRESETS, preset_name, resolved_config
-from matcomp.presets import preset as named_preset
+from matcomp.presets import PRESETS, preset_config, preset_name, resolved_config
 from matcomp.runs.cost import CostBook, duration, step_floor
 from matcomp.runs.run import Run
 from matcomp.runs.shipped import find_reference
@@ -314,7 +313,7 @@ def rank_search_configs(scale: str | None = None, as_shipped: bool = False) -> l
     prose quoting the default preset reads, whatever a reader sets)."""
     search = chapter_sizes(scale).rank_search
     if as_shipped:
-        return [named_preset(name, dict[str, object](parse_overrides(overrides))) for name, overrides in search]
+        return [preset_config(name, dict[str, object](parse_overrides(overrides))) for name, overrides in search]
     return [chapter_config(name, overrides=overrides) for name, overrides in search]
 
 

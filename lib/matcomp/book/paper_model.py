@@ -8,7 +8,7 @@ from __future__ import annotations
 from matcomp.analysis.phases import Phases
 from matcomp.analysis.seeds import trained_on
 from matcomp.book.chapter import open_paper_scale, paper_scale_configs, paper_task_runs
-from matcomp.presets import DEFAULT_PRESET, preset, preset_name
+from matcomp.presets import DEFAULT_PRESET, preset_config, preset_name
 from matcomp.runs.run import Run
 
 
@@ -37,7 +37,7 @@ def stopped_text(run: Run) -> str:
     >>> print(stopped_text(N(last_step=29_000)), stopped_text(N(last_step=50_000)), sep="; ")
     stopped at step 29,000 of the paper's 50,000; trained for the paper's 50,000 steps
     """
-    budget = preset("paper").train.steps
+    budget = preset_config("paper").train.steps
     if run.last_step >= budget:
         return f"trained for the paper's {budget:,} steps"
     return f"stopped at step {run.last_step:,} of the paper's {budget:,}"

@@ -128,7 +128,7 @@ def get_or_train(cfg: RunConfig, device: str | torch.device | None = None, progr
     starts, unless ``force``. ``location``: the run's ``locate`` already done, whose shipped run is used
     rather than looked up again."""
     if not isinstance(cfg, RunConfig):
-        raise TypeError(f"get_or_train: cfg must be a RunConfig (matcomp.preset('smoke') makes one); got "
+        raise TypeError(f"get_or_train: cfg must be a RunConfig (matcomp.preset_config('smoke') makes one); got "
                         f"{type(cfg).__name__} {cfg!r}")
     if location is not None and location.cfg.hash != cfg.hash:
         raise ValueError(f"get_or_train: the location given is run {location.cfg.run_id}'s, not {cfg.run_id}'s")

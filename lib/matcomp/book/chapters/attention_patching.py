@@ -17,7 +17,7 @@ from matcomp.book.parameters import COUNT, SEED, parameter
 from matcomp.book.spec import ChapterSpec, KeyNumber, KeyNumbers, OneModelParameters
 from matcomp.data import second_moment
 from matcomp.paper import PATCHING, POST_SHIFT, Side, reported
-from matcomp.presets import preset as named_preset
+from matcomp.presets import preset_config
 from matcomp.runs.derived import Derivation
 
 
@@ -63,7 +63,7 @@ def paper_restored() -> float:
     """The share of the clean answer the paper's patching restores (App. F): its patched L_mask(X) against
     its clean model's, over the gap to the corrupted run, which answers −X at the missing entries
     (L_mask(X) = 4·E[X²] for an exact completion; the paper does not print it)."""
-    clean, corrupted = reported(POST_SHIFT, "no intervention", 1), 4 * second_moment(named_preset("paper").data)
+    clean, corrupted = reported(POST_SHIFT, "no intervention", 1), 4 * second_moment(preset_config("paper").data)
     return 1 - (PATCHING["all layers"]["L_mask(X)"] - clean) / (corrupted - clean)
 
 
@@ -73,7 +73,7 @@ def restored_derivation() -> str:
     >>> restored_derivation()
     '1 − (0.014 − 0.0128) / (4·E[X²] 0.889 − 0.0128)'
     """
-    clean, corrupted = reported(POST_SHIFT, "no intervention", 1), 4 * second_moment(named_preset("paper").data)
+    clean, corrupted = reported(POST_SHIFT, "no intervention", 1), 4 * second_moment(preset_config("paper").data)
     return f"1 − ({PATCHING['all layers']['L_mask(X)']:g} − {clean:g}) / (4·E[X²] {corrupted:.3g} − {clean:g})"
 
 

@@ -14,7 +14,7 @@ from matcomp.book.parameters import COUNT, SEED, parameter
 from matcomp.book.spec import ChapterSpec, KeyNumber, KeyNumbers, OneModelParameters
 from matcomp.data import second_moment
 from matcomp.paper import COPY_TABLE, PRE_SHIFT, PRE_SHIFT_STEP, reported_ratio
-from matcomp.presets import preset as named_preset
+from matcomp.presets import preset_config
 from matcomp.runs.derived import Derivation
 
 
@@ -38,7 +38,7 @@ def copy_bound(inputs: str) -> Claim:
     """
     worst = max(max(cell) for (step, shown, _), cell in COPY_TABLE.items()
                 if shown == inputs and step == PRE_SHIFT_STEP)
-    copying = second_moment(named_preset("paper").data)
+    copying = second_moment(preset_config("paper").data)
     return Claim(worst / copying, at_most=True,
                  derived=f"Table 1's worst cell at step {PRE_SHIFT_STEP:,} {worst:g} / E[X²] {copying:.4f}")
 

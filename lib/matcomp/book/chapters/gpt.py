@@ -22,8 +22,7 @@ from matcomp.book.tables import at_step, span_text
 from matcomp.config import RunConfig
 from matcomp.data import sample_batch
 from matcomp.drop import FINAL_STEPS, final_losses
-from matcomp.presets import DEFAULT_PRESET
-from matcomp.presets import preset as named_preset
+from matcomp.presets import DEFAULT_PRESET, preset_config
 from matcomp.runs.cost import duration
 from matcomp.runs.run import Run
 from matcomp.seeding import analysis_generator
@@ -60,7 +59,7 @@ def map_steps(run: Run, onset: int | None, before: int | None, after: int | None
 
 def quoted_configs() -> list[RunConfig]:
     """The default preset's GPT run and the BERT run it is set beside: what the prose quotes at every preset."""
-    return [named_preset(name) for name in (f"{DEFAULT_PRESET}_gpt", DEFAULT_PRESET)]
+    return [preset_config(name) for name in (f"{DEFAULT_PRESET}_gpt", DEFAULT_PRESET)]
 
 
 def default_gpt(samples: int) -> tuple[Run, dict[str, float], Completion]:

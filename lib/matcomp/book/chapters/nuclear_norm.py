@@ -31,7 +31,7 @@ from matcomp.book.tables import span_text
 from matcomp.config import RunConfig
 from matcomp.metrics import PAPER_ORDER
 from matcomp.paper import LAMBDA_TABLE, Side
-from matcomp.presets import preset as named_preset
+from matcomp.presets import preset_config
 from matcomp.runs.derived import Derivation
 from matcomp.runs.run import Run
 from matcomp.runs.shipped import required_reference
@@ -278,9 +278,9 @@ def derivations(preset: str) -> list[Derivation]:
     where it is shipped: shipped for the default build."""
     p = Parameters()
     samples, lambda_samples = p.counts(preset)
-    run = required_reference(named_preset(model_preset(preset, p.one_model)))
+    run = required_reference(preset_config(model_preset(preset, p.one_model)))
     post = phases(run).post
-    paper_data, seed, workers = named_preset("paper").data, p.eval_seed, p.workers
+    paper_data, seed, workers = preset_config("paper").data, p.eval_seed, p.workers
     return [sweep_derivation(run, post, p.p_masks, samples, p.lam, seed, workers),
             lambda_derivation(paper_data, p.lams, lambda_samples, seed, workers=workers),
             draws_derivation(paper_data, p.lam, lambda_samples, range(seed, seed + p.noise_seeds), workers),

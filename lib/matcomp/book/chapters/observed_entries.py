@@ -14,7 +14,7 @@ from matcomp.book.parameters import COUNT, SEED, parameter
 from matcomp.book.spec import ChapterSpec, KeyNumber, KeyNumbers, OneModelParameters
 from matcomp.data import second_moment
 from matcomp.paper import POST_SHIFT, reported, reported_ratio
-from matcomp.presets import preset as named_preset
+from matcomp.presets import preset_config
 from matcomp.runs.derived import Derivation
 
 
@@ -42,7 +42,7 @@ def share_of_copying(intervention: str) -> float:
     >>> round(share_of_copying("all heads uniform"), 3), round(share_of_copying("positions permuted"), 3)
     (0.982, 2.559)
     """
-    return reported(POST_SHIFT, intervention, 1) / second_moment(named_preset("paper").data)
+    return reported(POST_SHIFT, intervention, 1) / second_moment(preset_config("paper").data)
 
 
 def over_copying(intervention: str) -> str:
@@ -51,7 +51,7 @@ def over_copying(intervention: str) -> str:
     >>> over_copying("positions permuted")
     'L_mask 0.5687 / E[X²] 0.2222'
     """
-    return f"L_mask {reported(POST_SHIFT, intervention, 1):g} / E[X²] {second_moment(named_preset('paper').data):.4f}"
+    return f"L_mask {reported(POST_SHIFT, intervention, 1):g} / E[X²] {second_moment(preset_config('paper').data):.4f}"
 
 
 # Each sets the model's loss under an intervention against its own without it or against the plateau: training moves

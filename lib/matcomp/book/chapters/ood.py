@@ -20,7 +20,7 @@ from matcomp.book.spec import ChapterSpec, RunParameters
 from matcomp.book.tables import list_text, steps_text
 from matcomp.config import RunConfig
 from matcomp.models.factory import Model
-from matcomp.presets import preset as named_preset
+from matcomp.presets import preset_config
 from matcomp.runs.derived import Derivation, load_or_compute
 from matcomp.runs.run import Run
 from matcomp.runs.shipped import required_reference
@@ -210,7 +210,7 @@ def derivations(preset: str) -> list[Derivation]:
     default build."""
     p = Parameters()
     (_, after_drop), samples = p.counts(preset), p.matrices(preset)
-    cfg = named_preset(preset)
+    cfg = preset_config(preset)
     run = required_reference(cfg)
     post = phases(run).post
     rank_cfg = rank_panel_config(cfg, cfg.train.steps, after_drop)

@@ -22,8 +22,7 @@ from matcomp.book.phase_notes import phase_note
 from matcomp.book.spec import ChapterSpec, RunParameters
 from matcomp.book.tables import seeds_text, span_text, steps_text
 from matcomp.config import RunConfig
-from matcomp.presets import DEFAULT_PRESET
-from matcomp.presets import preset as named_preset
+from matcomp.presets import DEFAULT_PRESET, preset_config
 from matcomp.runs.run import Run
 from matcomp.sizes import ChapterSizes, chapter_sizes
 
@@ -82,7 +81,7 @@ def setup(p: Parameters) -> Opening:
 def quoted_configs() -> dict[int, RunConfig]:
     """The default preset's progress runs of the seeds the measures are fitted on (seed -> config): what the
     closing prose quotes at every preset."""
-    cfg, size = named_preset(DEFAULT_PRESET), chapter_sizes(DEFAULT_PRESET)
+    cfg, size = preset_config(DEFAULT_PRESET), chapter_sizes(DEFAULT_PRESET)
     return progress_configs(cfg, seeds_from(cfg, size.progress_seeds), size.after_drop)
 
 

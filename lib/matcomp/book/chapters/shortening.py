@@ -31,8 +31,7 @@ from matcomp.book.spec import ChapterSpec, RunParameters
 from matcomp.book.tables import and_text, seeds_text, span_text
 from matcomp.config import RunConfig
 from matcomp.overrides import parse_overrides
-from matcomp.presets import DEFAULT_PRESET
-from matcomp.presets import preset as named_preset
+from matcomp.presets import DEFAULT_PRESET, preset_config
 from matcomp.runs.run import Run
 from matcomp.sizes import chapter_sizes
 
@@ -95,7 +94,7 @@ def setup(p: Parameters) -> Opening:
 def quoted_configs() -> tuple[dict[str, dict[int, RunConfig]], dict[int, RunConfig]]:
     """The default preset's runs that the closing prose quotes at every preset: its arms at the chapter's seeds
     (``arm_configs``), and the same seeds' progress runs, trained on the arms' machine (seed -> config)."""
-    cfg, size = named_preset(DEFAULT_PRESET), chapter_sizes(DEFAULT_PRESET)
+    cfg, size = preset_config(DEFAULT_PRESET), chapter_sizes(DEFAULT_PRESET)
     seeds = seeds_from(cfg, size.shortening_seeds)
     changed = {name: cfg.override(change) for name, change in shortening_defaults(cfg, size.after_drop).items()}
     return arm_configs(cfg, changed, seeds), progress_configs(cfg, seeds, size.after_drop)

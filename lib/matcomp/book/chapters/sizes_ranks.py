@@ -32,8 +32,7 @@ from matcomp.book.spec import ChapterSpec, RunParameters
 from matcomp.book.tables import and_text, at_step, list_text, span_text
 from matcomp.config import RunConfig
 from matcomp.data import second_moment
-from matcomp.presets import DEFAULT_PRESET
-from matcomp.presets import preset as named_preset
+from matcomp.presets import DEFAULT_PRESET, preset_config
 from matcomp.runs.run import Run
 from matcomp.sizes import ChapterSizes, chapter_sizes
 
@@ -106,7 +105,7 @@ class Quoted(NamedTuple):
 
 def quoted_configs() -> Quoted:
     """The default preset's runs behind ``default_sizes`` (``Quoted``)."""
-    cfg, size = named_preset(DEFAULT_PRESET), chapter_sizes(DEFAULT_PRESET)
+    cfg, size = preset_config(DEFAULT_PRESET), chapter_sizes(DEFAULT_PRESET)
     sizes, steps = list(size.mixture_sizes), size.steps("size_steps", cfg)
     return Quoted(cfg, sizes, steps, seed_configs(cfg.override(mixture_overrides(sizes)), seeds_from(cfg, size.seeds)),
                   variant_configs(cfg, variant_overrides(cfg, {"size": sizes, "rank": list(size.ranks)}, steps)))
@@ -310,7 +309,7 @@ def order_table(orders: pd.DataFrame, resolution: int) -> pd.DataFrame:
 
 def _default_one_model() -> RunConfig:
     """The default preset's one-model run, which ``rank_drop_numbers`` reads beside the rank-2 search."""
-    return named_preset(model_preset(DEFAULT_PRESET))
+    return preset_config(model_preset(DEFAULT_PRESET))
 
 
 def _quoted_runs() -> list[RunConfig]:

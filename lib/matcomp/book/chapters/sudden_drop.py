@@ -21,7 +21,7 @@ from matcomp.config import RunConfig
 from matcomp.data import second_moment
 from matcomp.drop import FINAL_STEPS, ON_PLATEAU, final_losses
 from matcomp.paper import SUDDEN_DROP, Side
-from matcomp.presets import preset as named_preset
+from matcomp.presets import preset_config
 from matcomp.runs.run import Run
 from matcomp.sizes import chapter_sizes
 
@@ -76,7 +76,7 @@ def nudged_spread(seed_cfg: RunConfig, preset: str | None) -> Nudged | None:
 def paper_seed_runs(preset: str | None) -> list[Run]:
     """The shipped runs of the ``paper`` preset at its own seed: the paper's model trained more than once (on lent
     GPUs, by different engines), each one draw of its drop step."""
-    seed = named_preset("paper").train.seed
+    seed = preset_config("paper").train.seed
     return [run for _, run in paper_task_runs(preset) if run.config.name == "paper" and run.config.train.seed == seed]
 
 
@@ -156,7 +156,7 @@ def paper_table(run: Run, larger: list[tuple[str, Run]]) -> pd.DataFrame:
                     "{0.L:.2g} (L_obs {0.L_obs:.2g}, L_mask {0.L_mask:.3g})".format(final_losses(r.metrics)),
                     f"{r.last_step:,}"] for label, r in beside.items()}
     paper = [f"{SUDDEN_DROP['L_mask on the plateau']} (2/9 = {2 / 9:.4f})", f"~{SUDDEN_DROP['drop step']:,}",
-             f"~{SUDDEN_DROP['final L']:g}", f"{named_preset('paper').train.steps:,}"]
+             f"~{SUDDEN_DROP['final L']:g}", f"{preset_config('paper').train.steps:,}"]
     return pd.DataFrame({"paper (7x7, rank 2)": paper, **ours},
                         index=["L_mask on the plateau", "drop step (L_mask below half)",
                                f"final L (last {FINAL_STEPS} steps)", "steps"])
@@ -177,7 +177,7 @@ def partial_moves(tasks: dict[str, dict[int, Run]]) -> list[str]:
 # is) and how far below its plateau it ends (``DEPTH``, shown on every one-model ladder too)
 KEY_NUMBERS = KeyNumbers(read_drop, (
     KeyNumber("plateau_share", "plateau / E[X²]",
-              Claim(SUDDEN_DROP["L_mask on the plateau"] / second_moment(named_preset("paper").data)),
+              Claim(SUDDEN_DROP["L_mask on the plateau"] / second_moment(preset_config("paper").data)),
               check="a check: any model that copies its input sits at E[X²]",
               tests=("plateau_then_sudden_drop", "plateau_level")),
     KeyNumber("drop_step", "drop step", Claim(float(SUDDEN_DROP["drop step"]), drawn=True),

@@ -33,7 +33,7 @@ from matcomp.book.markup import glue_quoted
 from matcomp.book.spec import KeyNumber
 from matcomp.book.tables import findings, number_text, styled
 from matcomp.paper import POST_SHIFT, SUDDEN_DROP, reported
-from matcomp.presets import preset
+from matcomp.presets import preset_config
 from matcomp.runs.run import Run
 from matcomp.runs.shipped import REPO
 
@@ -45,7 +45,7 @@ def paper_depth() -> float:
     """The paper's depth, derived by the book: the paper prints no such ratio, so its plateau L_mask is set over
     its final total L read as L_mask (L / p_mask: its L_obs is near 0 by then), 16.8×; its post-shift L_mask
     (0.0128, §3.2.1) would give 17.5× (``depth_derivation`` says so wherever the number is shown)."""
-    return SUDDEN_DROP["L_mask on the plateau"] * preset("paper").data.p_mask / SUDDEN_DROP["final L"]
+    return SUDDEN_DROP["L_mask on the plateau"] * preset_config("paper").data.p_mask / SUDDEN_DROP["final L"]
 
 
 def depth_derivation() -> str:
@@ -56,7 +56,7 @@ def depth_derivation() -> str:
     'plateau L_mask 0.2236 × p_mask 0.3 / final total L 0.004; its post-shift L_mask, 0.0128, gives 17.5'
     """
     plateau, post = SUDDEN_DROP["L_mask on the plateau"], reported(POST_SHIFT, "no intervention", 1)
-    return (f"plateau L_mask {plateau:g} × p_mask {preset('paper').data.p_mask:g} / final total L "
+    return (f"plateau L_mask {plateau:g} × p_mask {preset_config('paper').data.p_mask:g} / final total L "
             f"{SUDDEN_DROP['final L']:g}; its post-shift L_mask, {post:g}, gives {plateau / post:.3g}")
 
 
