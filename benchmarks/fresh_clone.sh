@@ -5,6 +5,7 @@
 #
 #   bash benchmarks/fresh_clone.sh            # this repository's HEAD, in a new virtual environment
 #   bash benchmarks/fresh_clone.sh REV        # an earlier commit, to compare on the same machine and day
+#   SLOWEST=150 bash benchmarks/fresh_clone.sh  # list the 150 slowest tests, not 10, to see where the time goes
 #
 # Run it with nothing else on the machine: the build and the tests use every core.
 set -euo pipefail
@@ -15,6 +16,11 @@ if [[ $# -gt 1 ]]; then
 fi
 if [[ -n "${1:-}" ]] && ! git -C "$repo" rev-parse -q --verify "$1^{commit}" > /dev/null; then
     echo "error: $1 is not a commit of $repo (git log --oneline lists them); nothing was cloned" >&2
+    exit 2
+fi
+slowest="${SLOWEST:-10}"
+if ! [[ "$slowest" =~ ^[1-9][0-9]*$ ]]; then
+    echo "error: SLOWEST must be a whole number of tests (1 or more); got '$slowest'" >&2
     exit 2
 fi
 work="$(mktemp -d)"
@@ -41,7 +47,7 @@ jupyter-book build -W --keep-going . > "$work/build.log" 2>&1 || echo "build fai
 build_s=$((SECONDS - start))
 
 start=$SECONDS
-python -m pytest --durations=10 -rs > "$work/pytest.log" 2>&1 || echo "pytest failed: $work/pytest.log"
+python -m pytest --durations="$slowest" -rs > "$work/pytest.log" 2>&1 || echo "pytest failed: $work/pytest.log"
 pytest_s=$((SECONDS - start))
 
 echo
@@ -64,6 +70,6 @@ echo
 echo "tests skipped, and why:"
 grep '^SKIPPED' "$work/pytest.log" | sed 's/^/  /' || echo "  none"
 echo
-echo "the ten slowest tests:"
-sed -n '/slowest 10 durations/,/^$/p' "$work/pytest.log" | sed -n '2,11p' | sed 's/^/  /'
+echo "the $slowest slowest tests:"
+sed -n "/slowest $slowest durations/,/^\$/p" "$work/pytest.log" | sed -n "2,$((slowest + 1))p" | sed 's/^/  /'
 echo "(logs in $work; the clone is removed)"

@@ -921,6 +921,8 @@ def test_fresh_clone_checks_the_revision_before_cloning_and_cleans_up_on_any_exi
     assert said.strip() == (f"error: bogusrev is not a commit of {REPO} (git log --oneline lists them); nothing was "
                             f"cloned")
     assert "one revision at most" in refused_script(script([*fresh_clone, "HEAD", "HEAD~1"], tmp_path, env), 2)
+    said = refused_script(script(fresh_clone, tmp_path, {**env, "SLOWEST": "ten"}), 2)
+    assert said.strip() == "error: SLOWEST must be a whole number of tests (1 or more); got 'ten'"
     assert not list((tmp_path / "tmp").iterdir())
     done = script([*fresh_clone, "HEAD"], tmp_path, env)  # a good revision whose clone fails half-way
     assert done.returncode == 1 and not list((tmp_path / "tmp").iterdir())  # its temporary folder removed
