@@ -5,6 +5,8 @@ If a test here fails after a code change, the shipped run no longer matches what
 trains: regenerate it with the command in its ``complete.json`` (also in the README).
 """
 
+from contextlib import contextmanager
+
 import pandas as pd
 import pytest
 import torch
@@ -13,14 +15,14 @@ from matcomp.analysis.progress import MEASURES, checkpoint_measures, progress_ta
 from matcomp.book.build.plan import plan
 from matcomp.data import sample_batch
 from matcomp.presets import preset_config
-from matcomp.runs.folder import RunFolder
+from matcomp.runs.folder import RunFolder, metrics_bytes, read_metrics_bytes
 from matcomp.runs.machine import machine
 from matcomp.runs.run import Run, verify
 from matcomp.runs.shipped import REFERENCE_ROOT, find_reference
-from matcomp.runs.training import train
-from matcomp.seeding import analysis_generator
+from matcomp.runs.training import eval_columns, evaluate, train
+from matcomp.seeding import EVAL, analysis_generator, stream
 
-REPLAY_STEPS = 100  # the first evaluation of both runs (eval_every 100) and a checkpoint; 200 took twice as long
+REPLAY_STEPS = 20  # training updates replayed and compared; the evaluation is checked on a shipped checkpoint
 REGENERATE = "regenerate the shipped run with the command in its complete.json"
 
 
@@ -80,24 +82,51 @@ def test_shipped_config_is_the_preset(shipped):
     assert {0, int(shipped.metrics.step.iloc[-1])} <= set(shipped.steps)
 
 
-@pytest.mark.slow
-def test_replaying_the_first_steps_gives_the_stored_metrics(shipped, tmp_path):
-    recorded = shipped.summary["machine"]
-    short = shipped.config.override({"train.steps": REPLAY_STEPS, "train.checkpoint_every": REPLAY_STEPS})
+@contextmanager
+def recorded_threads(run):
+    """Torch's thread count as ``run`` recorded it: the reduction order, hence the last bits, depends on it."""
     threads = torch.get_num_threads()
-    torch.set_num_threads(recorded["threads"])  # the reduction order, hence the last bits, depends on it
-    folder = RunFolder(tmp_path / "replay")
+    torch.set_num_threads(run.summary["machine"]["threads"])
     try:
-        train(short, folder, progress=False)
+        yield
     finally:
         torch.set_num_threads(threads)
+
+
+def assert_replayed(replay: pd.DataFrame, stored: pd.DataFrame, run) -> None:
+    """Bit for bit on the machine the run was trained on; to rounding on another CPU, whose kernels round
+    differently (another thread count here: 1e-6 after 200 steps)."""
+    recorded, here = run.summary["machine"], machine()
+    if all(recorded.get(key) == here[key] for key in ("cpu", "cpu_flags", "torch")):
+        pd.testing.assert_frame_equal(replay, stored, check_exact=True, obj=REGENERATE)
+    else:
+        pd.testing.assert_frame_equal(replay, stored, rtol=1e-3, obj=REGENERATE)
+
+
+@pytest.mark.slow
+def test_replaying_the_first_steps_gives_the_stored_metrics(shipped, tmp_path):
+    short = shipped.config.override({"train.steps": REPLAY_STEPS, "train.checkpoint_every": REPLAY_STEPS})
+    folder = RunFolder(tmp_path / "replay")
+    with recorded_threads(shipped):
+        train(short, folder, progress=False)
     replay = folder.read_metrics()  # rounded as the stored table is (``folder.metrics_bytes``)
     stored = shipped.metrics.iloc[:REPLAY_STEPS].reset_index(drop=True)
-    assert len(replay) == REPLAY_STEPS and replay.eval_L_mask.notna().sum() >= 1, "no evaluation replayed"
+    assert len(replay) == REPLAY_STEPS
     columns = [c for c in replay.columns if c != "time_s"]
-    here = machine()
-    same_machine = all(recorded.get(key) == here[key] for key in ("cpu", "cpu_flags", "torch"))
-    if same_machine:  # bit for bit
-        pd.testing.assert_frame_equal(replay[columns], stored[columns], check_exact=True, obj=REGENERATE)
-    else:  # another CPU's kernels round differently (another thread count here: 1e-6 after 200 steps)
-        pd.testing.assert_frame_equal(replay[columns], stored[columns], rtol=1e-3, obj=REGENERATE)
+    assert_replayed(replay[columns], stored[columns], shipped)
+
+
+def test_evaluating_a_shipped_checkpoint_gives_its_stored_evaluation(shipped):
+    """The evaluation the replay does not reach: the first shipped checkpoint at an evaluation step, evaluated
+    on the batch training drew for it (the evaluation stream after the evaluations before it)."""
+    cfg = shipped.config
+    step = min(s for s in shipped.steps if s > 0 and s % cfg.train.eval_every == 0)
+    model, generator, device = shipped.checkpoint(step), stream(cfg.train.seed, EVAL), torch.device("cpu")
+    with recorded_threads(shipped):
+        for _ in range(step // cfg.train.eval_every):  # the batches of the evaluations up to this one
+            values = evaluate(model, cfg, generator, cfg.train.eval_batch, device)
+    columns = list(eval_columns(cfg))
+    replay = read_metrics_bytes(metrics_bytes(pd.DataFrame([values.tolist()], columns=columns)))  # as stored
+    stored = shipped.metrics.loc[shipped.metrics.step == step, columns].reset_index(drop=True)
+    assert stored.notna().all(axis=None), f"step {step} has no stored evaluation"
+    assert_replayed(replay, stored, shipped)
