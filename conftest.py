@@ -35,6 +35,15 @@ def build_executed() -> list[str]:
 RAY_TESTS = ("test_prepare.py", "test_sweep.py")  # one Ray instance at a time: these run on one test worker
 
 
+@pytest.fixture(scope="session")
+def local_ray():
+    """A local Ray instance (2 CPUs) for the Ray tests, started once on their worker: a start takes 10 to 20 s."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
 def pytest_collection_modifyitems(config, items):
     built = {f"{name}.ipynb" for name in executed_by_build()}
     kept, skipped = [], []

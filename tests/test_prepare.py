@@ -15,14 +15,7 @@ from matcomp.runs.cost import CostBook
 from matcomp.runs.parallel import train_all
 from matcomp.runs.store import ENV_NO_TRAINING, get_or_train, locate, runs_root
 
-ray = pytest.importorskip("ray")
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
+ray = pytest.importorskip("ray")  # the instance is conftest.py's local_ray, shared with the sweep's Ray test
 
 
 def finished_at(root, cfg) -> float:

@@ -64,13 +64,9 @@ def test_sweep_command_writes_the_collected_table(chapter, tmp_path, capsys):
         main(["sweep", str(tmp_path / "nope.ipynb"), "--out", str(out), "--param", "x", "1"])
 
 
-def test_sweep_on_two_ray_workers_collects_what_the_serial_sweep_does(chapter, tmp_path, capsys):
-    ray = pytest.importorskip("ray")
-    try:
-        main(["sweep", str(chapter), "--out", str(tmp_path / "ray"), "--param", "x", "5", "7", "9", "--workers", "2",
-              "--quiet"])
-    finally:
-        ray.shutdown()
+def test_sweep_on_two_ray_workers_collects_what_the_serial_sweep_does(chapter, tmp_path, capsys, local_ray):
+    main(["sweep", str(chapter), "--out", str(tmp_path / "ray"), "--param", "x", "5", "7", "9", "--workers", "2",
+          "--quiet"])
     assert "3 notebooks collected" in capsys.readouterr().out
     table = pd.read_csv(tmp_path / "ray" / "results.csv")
     assert table["y"].tolist() == [10, 14, 18] and not list((tmp_path / "ray").glob("*.running.ipynb"))
