@@ -9,7 +9,7 @@ import matcomp
 def test_shortcuts_resolve_on_first_use_and_unknown_names_fail():
     from matcomp.runs.store import get_or_train
 
-    assert matcomp.get_or_train is get_or_train and "preset" in matcomp.__all__
+    assert matcomp.get_or_train is get_or_train and "preset_config" in matcomp.__all__
     assert all(getattr(matcomp, name) is not None for name in matcomp.__all__)
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         matcomp.nope
