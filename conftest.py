@@ -5,9 +5,14 @@ models are small; a second thread only contends with the other test workers and 
 The tests run on every core (pytest-xdist; the run store's locks keep two workers from training one
 run twice); those that start Ray share one worker. Executing a chapter is slow (``pytest -m "not
 slow"`` leaves every chapter out). The book build test executes the chapters with widgets and those
-that write files (``build_executed``), so nbmake does not execute those a second time."""
+that write files (``build_executed``), so nbmake does not execute those a second time. Every kernel the
+tests start is forked from a process that has imported what the chapters import (``tests/forked_kernel.py``)."""
 
+import importlib.util
 import os
+import shutil
+import signal
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -65,3 +70,36 @@ def pytest_collection_modifyitems(config, items):
     # fixtures, a Ray instance, are set up once)
     slow_files = {item.path for item in kept if item.get_closest_marker("slow")}
     items[:] = sorted(kept, key=lambda item: item.path not in slow_files)
+
+
+def forked_kernel_module():
+    spec = importlib.util.spec_from_file_location("forked_kernel", ROOT / "tests" / "forked_kernel.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+KERNEL_FORKS = pytest.StashKey[tuple]()  # this process's fork server and its folder
+
+
+def pytest_collection_finish(session):
+    """Where this process runs a chapter or another slow test, its kernels are forked from one process that has
+    imported what the chapters import (``tests/forked_kernel.py``): it starts now and imports while the first
+    tests run."""
+    if session.config.option.collectonly or not any(item.get_closest_marker("slow") for item in session.items):
+        return
+    forks = forked_kernel_module()
+    folder = forks.kernel_spec(Path(tempfile.mkdtemp(prefix="matcomp-kernels-")))
+    with (folder / "serve.log").open("w") as log:
+        server = forks.start_server(folder / "forks.sock", ROOT / "book", log)
+    os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(folder), os.environ.get("JUPYTER_PATH")]))
+    os.environ[forks.ENV_ADDRESS] = str(folder / "forks.sock")
+    session.config.stash[KERNEL_FORKS] = (server, folder)
+
+
+def pytest_unconfigure(config):
+    server, folder = config.stash.get(KERNEL_FORKS, (None, None))
+    if server is not None:
+        os.killpg(server.pid, signal.SIGTERM)  # the server, and any fork of it a test left running
+        server.wait()
+        shutil.rmtree(folder, ignore_errors=True)
