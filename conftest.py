@@ -49,6 +49,7 @@ def local_ray():
     ray.shutdown()
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the groups into the tests' ids
 def pytest_collection_modifyitems(config, items):
     built = {f"{name}.ipynb" for name in executed_by_build()}
     kept, skipped = [], []

@@ -39,7 +39,7 @@ def forks(tmp_path, monkeypatch):
     pointing at it on ``$JUPYTER_PATH``. Yields the server's process."""
     book = tmp_path / "book"
     book.mkdir()
-    nbformat.write(notebook(), book / "probe.ipynb")
+    nbformat.write(notebook(), (book / "probe").with_suffix(".ipynb"))
     monkeypatch.delenv(forked_kernel.ENV_ADDRESS, raising=False)
     monkeypatch.delenv("JUPYTER_PATH", raising=False)
     folder = forked_kernel.kernel_spec(tmp_path / "spec")

@@ -107,3 +107,10 @@ def test_without_prepare_a_forbidden_training_names_the_run(micro, store, monkey
     monkeypatch.setenv(ENV_NO_TRAINING, "1")
     with pytest.raises(RuntimeError, match=f"run {micro.run_id} is not in the store"):
         get_or_train(micro, progress=False)
+
+
+def test_the_ray_tests_are_one_xdist_group_on_one_worker(request):
+    """pytest-xdist sends the tests of a group to one worker (one Ray start), by the suffix it gives their ids."""
+    if not hasattr(request.config, "workerinput") or not request.config.getvalue("loadgroup"):
+        pytest.skip("run without pytest-xdist's --dist loadgroup")
+    assert request.node.nodeid.endswith("@ray")
