@@ -37,9 +37,6 @@ def build_executed() -> list[str]:
     return executed_by_build()
 
 
-RAY_TESTS = ("test_prepare.py", "test_sweep.py")  # one Ray instance at a time: these run on one test worker
-
-
 @pytest.fixture(scope="session")
 def local_ray():
     """A local Ray instance (2 CPUs) for the Ray tests, started once on their worker: a start takes 10 to 20 s."""
@@ -49,14 +46,11 @@ def local_ray():
     ray.shutdown()
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the groups into the tests' ids
 def pytest_collection_modifyitems(config, items):
     built = {f"{name}.ipynb" for name in executed_by_build()}
     kept, skipped = [], []
     for item in items:
         path = Path(str(item.path))
-        if path.name in RAY_TESTS:
-            item.add_marker(pytest.mark.xdist_group("ray"))
         if path.suffix == ".ipynb":
             item.add_marker(pytest.mark.slow)
             if path.relative_to(ROOT).as_posix() in built:

@@ -16,6 +16,7 @@ from matcomp.runs.parallel import train_all
 from matcomp.runs.store import ENV_NO_TRAINING, get_or_train, locate, runs_root
 
 ray = pytest.importorskip("ray")  # the instance is conftest.py's local_ray, shared with the sweep's Ray test
+pytestmark = pytest.mark.xdist_group("ray")  # with test_sweep.py's: on one test worker, so Ray starts once
 
 
 def finished_at(root, cfg) -> float:

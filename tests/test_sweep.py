@@ -5,6 +5,8 @@ import pytest
 from matcomp.book.build.sweep import collect, config_environment, grid, point_name, run_sweep
 from matcomp.main import main
 
+pytestmark = pytest.mark.xdist_group("ray")  # with test_prepare.py's: on one test worker, so Ray starts once
+
 
 @pytest.fixture
 def chapter(tmp_path):
