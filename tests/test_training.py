@@ -257,23 +257,23 @@ def test_stop_after_drop_rejects_a_window_it_cannot_read(micro):
         micro.override({"train.stop_after_drop": 30})
 
 
-def test_a_longer_budget_continues_a_finished_run_exactly(tmp_path, monkeypatch):
-    short = preset_config("smoke")  # 300 steps
-    longer = short.override({"train.steps": 600})
+def test_a_longer_budget_continues_a_finished_run_exactly(micro, tmp_path, monkeypatch):
+    short = micro  # 40 steps, a checkpoint every 10 and at 15 (the smoke preset's 300 and 600 tested the same, 11 s)
+    longer = short.override({"train.steps": 80})
     whole = get_or_train(longer, progress=False, root=tmp_path / "a")
     get_or_train(short, progress=False, root=tmp_path / "b")
     steps = []
     real = matcomp.runs.training.train_step
     monkeypatch.setattr(matcomp.runs.training, "train_step", lambda *a: steps.append(1) or real(*a))
     extended = get_or_train(longer, progress=False, root=tmp_path / "b")
-    assert len(steps) == 300 and extended.summary["extended_from"] == short.run_id
+    assert len(steps) == 40 and extended.summary["extended_from"] == short.run_id
     pd.testing.assert_frame_equal(extended.metrics.drop(columns=TIME), whole.metrics.drop(columns=TIME))
     assert set(whole.steps) <= set(extended.steps)
     for step in whole.steps:
         a, b = whole.folder.read_checkpoint(step), extended.folder.read_checkpoint(step)
         assert all(torch.equal(a[k], b[k]) for k in a)
-    assert open_run(tmp_path / "b" / short.run_id).metrics.step.max() == 300  # the shorter run is kept whole
-    assert locate(longer.override({"train.steps": 900}), tmp_path / "b").state() == ("partial", 600)
+    assert open_run(tmp_path / "b" / short.run_id).metrics.step.max() == 40  # the shorter run is kept whole
+    assert locate(longer.override({"train.steps": 120}), tmp_path / "b").state() == ("partial", 80)
 
 
 def test_a_chapters_announcement_counts_the_steps_a_continued_run_has_left(micro, tmp_path, monkeypatch, capsys):
