@@ -1,22 +1,17 @@
 """The tests' forked kernels (``tests/forked_kernel.py``) run a notebook as a fresh kernel does, answer an
 interrupt, end with their launcher, and give way to a fresh kernel where the environment read at import differs."""
 
-import importlib.util
 import os
 import signal
 import sys
 import time
 from pathlib import Path
 
+import forked_kernel  # beside this file (pytest puts a test's folder on the path)
 import nbformat
 import pytest
 from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
-
-ROOT = Path(__file__).resolve().parents[1]
-SPEC = importlib.util.spec_from_file_location("forked_kernel", ROOT / "tests" / "forked_kernel.py")
-forked_kernel = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(forked_kernel)
 
 CELLS = [
     "import os, random, sys\nimport matplotlib.pyplot as plt",
