@@ -8,7 +8,6 @@ import math
 import os
 
 from matcomp.overrides import once_each, parse_assignment
-from matcomp.presets import PRESETS
 
 PRESET_HELP = "the run's preset (default: $MATCOMP_PRESET, else cpu; $MATCOMP_SEED and $MATCOMP_SET apply too)"
 
@@ -64,6 +63,8 @@ class Parser(argparse.ArgumentParser):
 
 def run_options(parser: argparse.ArgumentParser, device: str, threads: str) -> argparse.ArgumentParser:
     """The options of every command that trains or costs a preset's runs: its preset, device and threads."""
+    from matcomp.presets import PRESETS  # here, not at the top: the scripts' Parser loads no PyTorch to say a usage
+
     parser.add_argument("--preset", default=None, choices=sorted(PRESETS), help=PRESET_HELP)
     parser.add_argument("--device", default="auto", help=device)
     parser.add_argument("--threads", type=THREADS, default=None, help=threads)
