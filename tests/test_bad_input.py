@@ -405,7 +405,7 @@ def test_every_parameter_of_every_chapter_has_a_rule_on_its_field_or_is_checked_
      "seed is given both by --param and by --fixed; give it once"),
     (["train", "--preset", "smoke", "--limit-s", "0"], "argument --limit-s: must be a number > 0; got '0'"),
     (["remote", "--preset", "smoke", "--out", "OUT", "--checkpoint", "150"],
-     "checkpoint 150 is not one of smoke-672c03d748's checkpoints after step 0: [100, 200, 300]"),
+     f"checkpoint 150 is not one of {preset_config('smoke').run_id}'s checkpoints after step 0: [100, 200, 300]"),
     (["unpack", "OUT", "--run", "bogus"], "OUT is not a folder of packed files"),
 ], ids=["a file that is not a notebook", "a sweep parameter twice", "a parameter swept and fixed",
         "a limit of 0 s", "a checkpoint off the schedule", "no packed folder"])
@@ -1176,7 +1176,7 @@ def test_allocation_and_disk_failures_in_training_are_one_line_naming_the_run(st
     monkeypatch.setattr(matcomp.runs.training, "train_step", out_of_memory)
     said = refused(["train", *SHORT, "--quiet"], capsys)
     assert re.search(r"run smoke-\w+ ran out of memory \(.*can't allocate memory.*\) on cpu: a step needs about .* "
-                     r"GiB \(train.batch 64", said), said
+                     r"GiB \(train.batch 32", said), said
     monkeypatch.undo()
     monkeypatch.setenv("MATCOMP_RUNS", str(store))
     real = RunFolder.write_resume
