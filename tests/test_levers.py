@@ -28,8 +28,15 @@ def same_weights(a: RunFolder, b: RunFolder, step: int) -> bool:
     return a.checkpoint_path(step).read_bytes() == b.checkpoint_path(step).read_bytes()
 
 
-def test_a_compiled_step_takes_the_eager_steps_values_to_rounding(micro, tmp_path):
-    cfg = micro.override({"train.steps": 20})
+# The two tests that compile the smoke model share one worker: inductor's cache on disk then compiles its C++ once
+# (about 35 s; the second test's compile then takes about 5 s)
+COMPILES = pytest.mark.xdist_group("inductor")
+
+
+@COMPILES
+@pytest.mark.slow
+def test_a_compiled_step_takes_the_eager_steps_values_to_rounding(tmp_path):
+    cfg = preset_config("smoke").override({"train.steps": 20})
     eager = get_or_train(cfg, progress=False, root=tmp_path / "eager")
     compiled = get_or_train(cfg, progress=False, root=tmp_path / "compiled", engine=Engine("eager", compiled=True))
     assert compiled.summary["engine"] == "eager" and compiled.summary["compiled"] is True
@@ -149,6 +156,7 @@ def test_the_bench_stops_at_its_budget_and_says_so(micro):
         (Engine("eager"), ":16384:8", "the cuBLAS workspace :16384:8 is a CUDA setting; on cpu leave it at :4096:8")]
 
 
+@COMPILES
 @pytest.mark.slow
 def test_the_bench_at_smoke_names_the_fastest_levers_and_remote_trains_with_them(tmp_path, monkeypatch, capsys):
     """What the loan's first command does, on the CPU: the bench trains each combination twice and names the
