@@ -4,6 +4,7 @@ input, damaged tables refused or recomputed, stale ones recomputed, and the ship
 import json
 import threading
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -26,6 +27,7 @@ from matcomp.runs.derived import (
 from matcomp.runs.folder import sha256_file
 from matcomp.runs.run import Run
 
+ROOT = Path(__file__).resolve().parents[1]
 STEP = 10
 SHA = "ab" * 32
 
@@ -288,3 +290,13 @@ def test_the_shipped_tables_are_those_the_code_would_compute():
     stems = {d.stem() for d in derivations}
     unknown = sorted(p.name for p in derived.SHIPPED_ROOT.iterdir() if p.name.split(".")[0] not in stems)
     assert not unknown, f"files no shipped derivation reads: {unknown}; `{REFRESH}` replaces them"
+
+
+def test_requirements_pin_every_library_the_keys_hold_at_the_installed_version():
+    """A fresh install computes the keys the shipped tables were written under only if it installs the versions they
+    hold: each library of ``VERSIONED`` is pinned in requirements.txt at the version installed here."""
+    pins = dict(line.split("#")[0].strip().split("==") for line in (ROOT / "requirements.txt").read_text().splitlines()
+                if "==" in line.split("#")[0])
+    for name, installed in derived.versions().items():
+        assert name in pins, f"requirements.txt does not pin {name}, whose version the shipped tables' keys hold"
+        assert installed.split("+")[0] == pins[name], f"{name} {installed} installed; requirements.txt: {pins[name]}"
