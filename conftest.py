@@ -12,6 +12,7 @@ import importlib.util
 import os
 import shutil
 import signal
+import sys
 import tempfile
 from pathlib import Path
 
@@ -37,13 +38,28 @@ def build_executed() -> list[str]:
     return executed_by_build()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def local_ray():
-    """A local Ray instance (2 CPUs) for the Ray tests, started once on their worker: a start takes 10 to 20 s."""
+    """A local Ray instance (2 CPUs) for the Ray tests, started once for the run of them on their worker (a start
+    takes 10 to 20 s) and shut down after the last of their group (``pytest_runtest_teardown``)."""
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    return ray
+
+
+def ray_group(item) -> bool:
+    """Whether ``item`` is of the Ray tests' xdist group (``test_prepare.py``, ``test_sweep.py``), which pytest-xdist
+    hands to one worker as one batch."""
+    marker = item is not None and item.get_closest_marker("xdist_group")
+    return bool(marker) and marker.args[:1] == ("ray",)
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """Ray shut down after the last test of its group, not at the end of the session: idle, its processes took a
+    tenth of a core for the minutes of tests after them."""
+    if ray_group(item) and not ray_group(nextitem) and "ray" in sys.modules:
+        sys.modules["ray"].shutdown()
 
 
 def pytest_collection_modifyitems(config, items):
