@@ -27,7 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
          "--disable-sync", "--no-first-run"]
-WIDTHS = (800, 1280, 1600)
+# the theme's layouts from 800 px: the sidebar hidden (a 720 px widget area), the narrowest column (1200 px, where the
+# sidebar appears: 608 px; 672 px at 1280) and the widest (774 px from 1600)
+WIDTHS = (800, 1200, 1600)
 MIN_TRACK_PX = 100  # a slider narrower than this cannot be dragged to a chosen position
 SETTLE_MS = 1500  # a page is watched this long after its load at least: the widget manager renders after load
 RENDER_MS = 10_000  # the longest wait for an explorer to be drawn after its page loads
