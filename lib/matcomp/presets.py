@@ -60,8 +60,8 @@ CPU5X5 = CPU.override({"name": "cpu5x5", "data.n_rows": 5, "data.n_cols": 5, "tr
 CPU7X7 = CPU.override({"name": "cpu7x7", "data.n_rows": 7, "data.n_cols": 7, "model.heads": 8, "train.lr": 2e-3,
                        "train.steps": 60000, "train.checkpoint_every": 1000, "train.stop_after_drop": 12000})
 
-# the cpu task on a model and batch small enough that a step is half the Python overhead of hidden 32, batch 64
-# (4.9 against 9.6 ms on one thread): the tests train about 50 of these runs
+# the cpu task on a model and batch small enough that a step costs half of hidden 32 and batch 64's (4.9 against
+# 9.6 ms on one thread, nearly all of it Python): the tests train about 50 of these runs
 SMOKE = CPU.override({"name": "smoke", "model.hidden": 16, "model.layers": 2, "model.heads": 2,
                      "train.steps": 300, "train.batch": 32, "train.eval_every": 50, "train.eval_batch": 32,
                      "train.checkpoint_every": 100})
