@@ -34,6 +34,8 @@ SETTINGS = {  # every cell in the page (no windowing: the checks read them all);
     "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false"},
 }
 TOKEN = "check-lab"
+POLL_MS = 250  # how often the page is read while cells run and expressions are answered
+STABLE_MS = 1000  # the rendered prose unchanged this long: every expression answered
 
 
 def free_port() -> int:
@@ -79,14 +81,29 @@ def run_all(page, timeout_s: float) -> list[str]:
         if page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr'] .ansi-red-fg,"
                         " .jp-RenderedText[data-mime-type='application/vnd.jupyter.error']").count():
             break
-        page.wait_for_timeout(1000)
+        page.wait_for_timeout(POLL_MS)
     else:
         waiting = [p for p in page.locator(".jp-CodeCell .jp-InputPrompt").all_inner_texts()
                    if not p.strip("[]: ").isdigit()]
         return [f"the cells did not finish in {timeout_s:.0f} s ({len(waiting)} prompts not numbered: {waiting[:5]})"]
-    page.wait_for_timeout(3000)  # the markdown cells' expressions are answered after the last code cell
     errors = page.locator(".jp-RenderedText[data-mime-type='application/vnd.jupyter.error']").all_inner_texts()
     return [f"a cell failed: {e[-500:]}" for e in errors]
+
+
+def settled_prose(page, expected: list[str], timeout_s: float = 15) -> str:
+    """The text of the rendered markdown once the kernel has answered its expressions, which it does after the last
+    code cell: once it shows every ``expected`` text and has not changed for ``STABLE_MS`` (at most ``timeout_s``;
+    what is missing then is for the caller to report)."""
+    deadline = time.monotonic() + timeout_s
+    prose, since = None, time.monotonic()
+    while time.monotonic() < deadline:
+        now = "\n".join(page.locator(".jp-MarkdownCell .lm-Widget.myst").all_inner_texts())
+        if now != prose:
+            prose, since = now, time.monotonic()
+        elif all(text in prose for text in expected) and time.monotonic() - since >= STABLE_MS / 1000:
+            break
+        page.wait_for_timeout(POLL_MS)
+    return prose
 
 
 def shown_picture(page) -> str:
@@ -107,7 +124,7 @@ def move_slider(page, timeout_s: float = 30) -> list[str]:
     handles.first.press("ArrowLeft")
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        page.wait_for_timeout(500)
+        page.wait_for_timeout(POLL_MS)
         if shown_picture(page) not in ("", before):
             return []
     return [f"moving the explorer's slider left its picture as it was for {timeout_s:.0f} s"]
@@ -134,7 +151,7 @@ def check_chapter(chapter: Path, expected: list[str], timeout_s: float,
                                        ".some(e => e.textContent.includes('| Idle'))", timeout=90_000)
                 page.wait_for_timeout(1000)
                 problems = run_all(page, timeout_s)
-                prose = "\n".join(page.locator(".jp-MarkdownCell .lm-Widget.myst").all_inner_texts())
+                prose = settled_prose(page, expected)
                 if not prose.strip():
                     problems.append("no rendered markdown found (is jupyterlab-myst installed and enabled?)")
                 problems += [f"the rendered prose shows {raw!r}" for raw in RAW if raw in prose]

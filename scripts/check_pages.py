@@ -100,8 +100,7 @@ def check_controls(page, name: str, width: int) -> list[str]:
     for index in range(handles.count()):
         for press in range(BURST):
             handles.nth(index).press("ArrowLeft" if press < BURST // 2 else "ArrowRight")
-    page.wait_for_timeout(ANSWER_MS // 3)  # what the bursts set off, logged before the tab is closed
-    return problems
+    return problems  # what the bursts set off is logged while the tab stays open (check_pages closes it last)
 
 
 def rendered(page) -> None:
@@ -142,18 +141,21 @@ def check_pages(browser, html: Path, names: list[str]) -> list[str]:
     """Console errors and failed requests of every page of ``names``, each left open ``SETTLE_MS`` after its load
     at least (the tabs settle together); the controls of every page with an explorer at each width, in the tab
     already open at the first and in a tab loaded at each other (a tab made wider keeps some of the layout
-    of its load: a row that did not wrap kept usable tracks when widened to 1280 px, not when loaded there)."""
+    of its load: a row that did not wrap kept usable tracks when widened to 1280 px, not when loaded there). Every
+    tab stays open, its errors noted, until the last explorer is checked: what one's key presses set off is logged
+    while the next is checked, with no wait of its own."""
     problems: dict[str, list[str]] = {name: [] for name in names}
     tabs = {name: open_page(browser, html, name, problems[name]) for name in names}
     tabs[names[-1]][0].wait_for_timeout(SETTLE_MS)  # the widget manager renders after load
+    wider = []
     for name, first in tabs.items():
         for width in WIDTHS if first[0].locator(".widget-slider, .widget-dropdown").count() else ():
             tab = first if width == WIDTHS[0] else open_page(browser, html, name, problems[name], width)
             rendered(tab[0])
             problems[name] += check_controls(tab[0], name, width)
-            if tab is not first:
-                close_page(*tab)
-    for tab in tabs.values():  # watched until every explorer is checked
+            wider += [tab] if tab is not first else []
+    tabs[names[-1]][0].wait_for_timeout(ANSWER_MS // 3)  # what the last explorer's key presses set off, logged
+    for tab in [*tabs.values(), *wider]:  # every tab watched until every explorer is checked
         close_page(*tab)
     return [problem for found in problems.values() for problem in sorted(set(found), key=found.index)]
 

@@ -90,7 +90,8 @@ def test_tables_round_trip_exactly_through_csv(tmp_path, store, shipped):
         pd.testing.assert_frame_equal(again[name], table, check_exact=True)
     sweep = again["sweep"]
     assert sweep["L"].tolist() == computed["sweep"]["L"].tolist()  # bit for bit, not approximately
-    assert 0 < sweep.loc[sweep.method == "BERT", "L"].iloc[0] < 1
+    loss = sweep.loc[sweep.method == "BERT", "L"].iloc[0]  # an untrained model's, whose weights the worker's RNG drew:
+    assert 0 < loss < float("inf")  # a loss at all (1.10 in one fresh clone, below 1 in others), not a bound on it
 
 
 def test_a_table_that_csv_cannot_keep_is_refused_at_write(tmp_path, store, shipped):
