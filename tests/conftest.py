@@ -1,15 +1,28 @@
 """Shared fixtures: a micro config that trains in about a second, and an isolated run store."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import pytest
-import torch
 
-from matcomp.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+if TYPE_CHECKING:
+    from matcomp.config import RunConfig
 
-torch.set_num_threads(1)  # tests are many and tiny: one thread each avoids oversubscription
+
+def pytest_collection_finish(session):
+    """One thread a process where the tests run: they are many and tiny, and a second thread only contends. Set here,
+    not on import, so that pytest-xdist's controller, which collects and runs nothing, starts its workers without
+    importing PyTorch (2.4 s)."""
+    import torch
+
+    torch.set_num_threads(1)
 
 
 @pytest.fixture
 def micro() -> RunConfig:
+    from matcomp.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+
     return RunConfig(
         name="micro",
         data=DataConfig(n_rows=3, n_cols=3, rank=1, p_mask=0.3),
